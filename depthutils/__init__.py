@@ -1,0 +1,31 @@
+"""depthutils: the measurements of the depth-efficiency book.
+
+One module per measurement, named as in the spec (``shared/spec/measurements.md``):
+
+* :func:`contributions` (P1 Fig. 2), :func:`future_effects` (Fig. 3),
+  :func:`logit_lens` (Fig. 4), :func:`residual_erasure` (Fig. 6b),
+  :func:`integrated_gradients` (Fig. 6a), :func:`effective_depth` (P2);
+* :func:`load_model` loads an embedded alias, a local folder or a hub id;
+* :mod:`depthutils.data` loads the papers' data sets.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+# Functions share their module's name (one module per measurement), so they are imported
+# eagerly here: the function, not the submodule, is what `depthutils.<name>` means.
+from . import data  # noqa: E402
+from .contributions import contributions  # noqa: E402
+from .effective_depth import effective_depth  # noqa: E402
+from .errors import DepthError  # noqa: E402
+from .future_effects import future_effects  # noqa: E402
+from .integrated_gradients import integrated_gradients  # noqa: E402
+from .logit_lens import logit_lens  # noqa: E402
+from .models import ModelHandle, load_model  # noqa: E402
+from .prompts import Prompt  # noqa: E402
+from .residual_erasure import residual_erasure, residual_means  # noqa: E402
+from .results import Result  # noqa: E402
+
+__all__ = ["contributions", "future_effects", "logit_lens", "residual_erasure", "residual_means",
+           "integrated_gradients", "effective_depth", "load_model", "ModelHandle", "Prompt", "Result",
+           "DepthError", "data"]

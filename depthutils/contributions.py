@@ -1,0 +1,68 @@
+"""P1 §1 / Fig. 2: relative contribution and cosine of attention, MLP and whole layers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from ._run import cosine, encode_all, progress, rel_norm
+from .errors import check_finite
+from .models import check_residual
+from .results import Result, describe, make_meta
+
+PARTS = ("attn", "mlp", "layer")
+
+
+@dataclass
+class ContributionsResult(Result):
+    """Token-averaged ``‖part‖/‖residual‖`` and ``cos(part, residual)`` per layer, each ``[L]``.
+
+    attention: ``a_l`` against ``h_l``; MLP: ``m_l`` against ``h_l + a_l``;
+    layer: ``Δ_l = h_{l+1} - h_l`` against ``h_l``.
+    """
+
+    attn_ratio: np.ndarray = None
+    attn_cos: np.ndarray = None
+    mlp_ratio: np.ndarray = None
+    mlp_cos: np.ndarray = None
+    layer_ratio: np.ndarray = None
+    layer_cos: np.ndarray = None
+    kind: ClassVar[str] = "contributions"
+
+    @property
+    def mean_cos(self) -> np.ndarray:
+        """``c̄_l``, the mean of the three cosines (P2's effective-depth input)."""
+        return (self.attn_cos + self.mlp_cos + self.layer_cos) / 3
+
+
+def contributions(model, prompts, *, progress_bar: bool = True) -> ContributionsResult:
+    """Relative contribution and cosine of each layer's attention, MLP and whole layer.
+
+    One forward pass per prompt; every token of every prompt counts once.
+    """
+    prompts, encs = encode_all(model, prompts)
+    L = model.n_layers
+    sums = {f"{p}_{q}": torch.zeros(L, dtype=torch.float64) for p in PARTS for q in ("ratio", "cos")}
+    count = 0
+    for enc in progress(encs, "contributions", enabled=progress_bar):
+        T = enc.n_tokens
+        stats = []
+        with model.no_grad(), model.trace(enc.input_ids):
+            for l in range(L):
+                h = check_residual(model.layers_input(l), 1, T, f"layer {l} input")
+                a = check_residual(model.attentions_output(l), 1, T, f"attention {l} output")
+                m = check_residual(model.mlps_output(l), 1, T, f"MLP {l} output")
+                out = check_residual(model.layers_output(l), 1, T, f"layer {l} output")
+                d, ha = out - h, h + a
+                stats.append(torch.stack([rel_norm(a, h), cosine(a, h), rel_norm(m, ha), cosine(m, ha),
+                                          rel_norm(d, h), cosine(d, h)])[:, 0].save())
+        for l, s in enumerate(stats):  # s: [6, T]
+            for k, key in enumerate(sums):
+                sums[key][l] += s[k].double().sum()
+        count += T
+    arrays = {k: check_finite(f"contributions {k}", (v / count).numpy()) for k, v in sums.items()}
+    ds, n = describe(prompts)
+    return ContributionsResult(meta=make_meta(model, dataset=ds, n=n, tokens=count), **arrays)
+

@@ -1,0 +1,180 @@
+"""P1 §2 / Fig. 3: the effect of skipping a layer on later layers and on the output.
+
+To skip layer ``s`` on positions ``[1, t)`` set ``h_{s+1}[p] := h_s[p]`` there
+(``part="layer"``), or zero ``a_s`` / ``m_s`` there (``part="attn"`` / ``"mlp"``).
+Then, over the measured positions ``p ≥ t``:
+
+* ``layer_effect[s, j] = max_p ‖Δ_j[p] − Δ'_j[p]‖ / ‖Δ_j[p]‖`` for ``j > s``;
+* ``output_effect[s] = max_p ‖softmax(z[p]) − softmax(z'[p])‖₂``;
+
+both maximised over the sampled ``t`` and then over prompts. Every
+intervention of a prompt runs as one row of a batched forward whose row 0 is
+the clean run, so the clean reference always comes from the same batch.
+
+``local=True`` gives the direct-only variant: for each pair ``s < j`` only the
+input of layer ``j`` loses ``s``'s contribution on the skipped positions
+(``h_j − Δ_s``), every other layer sees the clean residual. Its output effect
+removes ``Δ_s`` from the final residual on the skipped positions only, so in
+``mode="future"`` it is exactly 0: no direct path leads from a position
+``< t`` to the output at ``p ≥ t``.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import ClassVar, Sequence
+
+import numpy as np
+import torch
+
+from ._run import encode_all, progress
+from .errors import DepthError, check_finite
+from .models import check_residual
+from .results import Result, describe, make_meta
+
+PARTS = ("layer", "attn", "mlp")
+MODES = ("future", "all")
+
+
+@dataclass
+class FutureEffectsResult(Result):
+    """``layer_effect [L, L]`` (NaN where ``j ≤ s``) and ``output_effect [L]``."""
+
+    layer_effect: np.ndarray = None
+    output_effect: np.ndarray = None
+    kind: ClassVar[str] = "future_effects"
+
+
+def sample_positions(n_tokens: int, seed: int = 123, k: int = 4) -> list[int]:
+    """P1's positions: ``k`` of ``range(8, T-4, 8)``, shuffled with ``seed``, sorted."""
+    cand = list(range(8, n_tokens - 4, 8))
+    random.Random(seed).shuffle(cand)
+    return sorted(cand[:k])
+
+
+@dataclass(frozen=True)
+class _Row:
+    s: int                 # skipped layer
+    t: int                 # skip positions [1, t); measure [t, T) (mode "future") or [1, T)
+    target: int | None     # local variant: the one layer (or L for the output) that sees the skip
+
+
+def _rows(L: int, ts: Sequence[int], local: bool) -> list[_Row]:
+    if not local:
+        return [_Row(s, t, None) for t in ts for s in range(L)]
+    return [_Row(s, t, j) for t in ts for s in range(L) for j in range(s + 1, L + 1)]
+
+
+def _skip(x: torch.Tensor, rows: list[tuple[int, _Row]], value) -> torch.Tensor:
+    """A copy of ``x`` with ``value(r, row)`` written on positions ``[1, t)`` of each listed row."""
+    x2 = x.clone()
+    for r, row in rows:
+        x2[r, 1:row.t] = value(r, row)
+    return x2
+
+
+def _run_chunk(model, ids: torch.Tensor, chunk: list[_Row], part: str, local: bool):
+    """One batched forward: row 0 clean, row ``i+1`` is ``chunk[i]``. Returns [L] ratios and output diffs."""
+    L, T, B = model.n_layers, ids.shape[1], len(chunk) + 1
+    get = {"attn": model.attentions_output, "mlp": model.mlps_output}
+    put = {"attn": model.set_attentions_output, "mlp": model.set_mlps_output}
+    ratios = []
+    with model.no_grad(), model.trace(ids.expand(B, T)):
+        clean = []  # local: the clean contribution of each layer (row 0)
+        for j in range(L):
+            h = check_residual(model.layers_input(j), B, T, f"layer {j} input")
+            if local:
+                at_j = [(r + 1, row) for r, row in enumerate(chunk) if row.target == j]
+                if at_j:
+                    h = _skip(h, at_j, lambda r, row: h[r, 1:row.t] - clean[row.s][1:row.t])
+                    model.set_layers_input(j, h)
+            mine = [] if local else [(r + 1, row) for r, row in enumerate(chunk) if row.s == j]
+            if part in get:
+                sub = check_residual(get[part](j), B, T, f"{part} {j} output")
+                if mine:
+                    sub = _skip(sub, mine, lambda r, row: 0.0)
+                    put[part](j, sub)
+            out = check_residual(model.layers_output(j), B, T, f"layer {j} output")
+            if part == "layer" and mine:
+                out = _skip(out, mine, lambda r, row: h[r, 1:row.t])
+                model.set_layers_output(j, out)
+            delta = out - h
+            if local:
+                clean.append((delta if part == "layer" else sub)[0])
+            d0 = delta[0:1].float()
+            ratios.append(((delta.float() - d0).norm(dim=-1) / d0.norm(dim=-1)).save())
+        if local:
+            last = [(r + 1, row) for r, row in enumerate(chunk) if row.target == L]
+            if last:
+                out = _skip(out, last, lambda r, row: out[r, 1:row.t] - clean[row.s][1:row.t])
+                model.set_layers_output(L - 1, out)
+        probs = model.unembed.output.float().softmax(-1)
+        out_diff = (probs - probs[0:1]).norm(dim=-1).save()
+    return torch.stack(ratios), out_diff  # [L, B, T], [B, T]
+
+
+def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
+                   positions: Sequence[int] | None = None, seed: int = 123, local: bool = False,
+                   n_positions: int = 4, batch_size: int | None = None,
+                   progress_bar: bool = True) -> FutureEffectsResult:
+    """How much skipping each layer changes every later layer and the output distribution.
+
+    Args:
+        part: ``"layer"`` skips the whole layer; ``"attn"`` / ``"mlp"`` zero that sublayer.
+        mode: ``"future"`` skips ``[1, t)`` and measures ``p ≥ t``; ``"all"`` skips and
+            measures every non-BOS position.
+        positions: the ``t`` values; by default P1's sampling (:func:`sample_positions`).
+        seed: the seed of P1's sampling (123).
+        local: the direct-only variant (see the module docstring).
+        batch_size: rows per forward, clean row included (default: all interventions of a prompt).
+    """
+    if part not in PARTS:
+        raise DepthError(f"part must be one of {PARTS}, got {part!r}.")
+    if mode not in MODES:
+        raise DepthError(f"mode must be one of {MODES}, got {mode!r}.")
+    if batch_size is not None and batch_size < 2:
+        raise DepthError("batch_size must be at least 2 (the clean row plus one intervention).")
+    prompts, encs = encode_all(model, prompts)
+    L = model.n_layers
+    D = np.full((L, L), -np.inf)
+    O = np.full(L, -np.inf)
+    used = []
+    for enc in progress(encs, f"future effects ({part}, {mode})", enabled=progress_bar):
+        T = enc.n_tokens
+        if mode == "all":
+            ts = [T]
+        else:
+            ts = sorted(positions) if positions is not None else sample_positions(T, seed, n_positions)
+            bad = [t for t in ts if not 1 <= t < T]
+            if bad:
+                raise DepthError(f"Position(s) {bad} are out of range for a prompt of {T} tokens; use 1 ≤ t < {T}.")
+        used.append(ts)
+        if not ts:
+            continue
+        rows = _rows(L, ts, local)
+        size = len(rows) if batch_size is None else batch_size - 1
+        for start in range(0, len(rows), size):
+            chunk = rows[start:start + size]
+            ratios, out_diff = _run_chunk(model, enc.input_ids, chunk, part, local)
+            for i, row in enumerate(chunk):
+                first = 1 if mode == "all" else row.t
+                r = ratios[:, i + 1, first:].amax(dim=-1).double().numpy()  # [L]
+                o = float(out_diff[i + 1, first:].max())
+                if row.target is None:
+                    D[row.s, row.s + 1:] = np.maximum(D[row.s, row.s + 1:], r[row.s + 1:])
+                    O[row.s] = max(O[row.s], o)
+                elif row.target < L:
+                    D[row.s, row.target] = max(D[row.s, row.target], r[row.target])
+                else:
+                    O[row.s] = max(O[row.s], o)
+    if not any(used):
+        raise DepthError("No prompt is long enough for P1's position sampling (needs ≥ 13 tokens); "
+                         "pass positions=[...] or mode='all'.")
+    upper = np.triu(np.ones((L, L), bool), k=1)
+    check_finite("future-effects layer effect", D[upper])
+    check_finite("future-effects output effect", O)
+    D[~upper] = np.nan
+    ds, n = describe(prompts)
+    meta = make_meta(model, dataset=ds, n=n, seed=seed, part=part, mode=mode, local=local,
+                     positions=used, n_positions=n_positions)
+    return FutureEffectsResult(meta=meta, layer_effect=D, output_effect=O)

@@ -1,0 +1,342 @@
+"""Loading a model and reading its residual stream, whatever its family.
+
+`load_model` returns a :class:`ModelHandle`: an nnsight model plus an
+architecture adapter (:class:`Arch`) that names, for each supported family,
+the modules whose outputs are the quantities of the spec:
+
+* ``layers_input(l)``  -> ``h_l``, the residual entering layer ``l``;
+* ``layers_output(l)`` -> ``h_{l+1}``;
+* ``attentions_output(l)`` -> ``a_l``, what attention adds to the residual;
+* ``mlps_output(l)`` -> ``m_l``, what the MLP adds to the residual;
+* ``final_norm`` and ``unembed``.
+
+The accessor names follow nnterp's standard interface. Decoder layers return
+a plain tensor in current transformers while attention modules return a
+tuple, so every read goes through :func:`unwrap`, which takes element 0 of a
+tuple only, and :func:`check_residual`, which asserts ``[B, T, H]``.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .errors import DepthError
+
+__all__ = ["Arch", "ARCHITECTURES", "ModelHandle", "load_model", "unwrap", "check_residual"]
+
+
+@dataclass(frozen=True)
+class Arch:
+    """Where a family keeps its parts, as dotted module paths.
+
+    ``attn`` and ``mlp`` are paths *inside a decoder layer* to the modules whose
+    output is the sublayer's contribution to the residual stream. For OLMo2,
+    whose norms sit after the sublayers, those are the post-norms.
+    """
+
+    family: str
+    layers: str
+    attn: str
+    mlp: str
+    final_norm: str
+    unembed: str = "lm_head"
+
+
+_LLAMA_LIKE = dict(layers="model.layers", attn="self_attn", mlp="mlp", final_norm="model.norm")
+
+#: model_type (from config.json) -> adapter
+ARCHITECTURES: dict[str, Arch] = {
+    "llama": Arch("llama", **_LLAMA_LIKE),
+    "qwen2": Arch("qwen2", **_LLAMA_LIKE),
+    "qwen3": Arch("qwen3", **_LLAMA_LIKE),
+    "mistral": Arch("mistral", **_LLAMA_LIKE),
+    "olmo2": Arch("olmo2", layers="model.layers", attn="post_attention_layernorm",
+                  mlp="post_feedforward_layernorm", final_norm="model.norm"),
+    "gpt_neox": Arch("gpt_neox", layers="gpt_neox.layers", attn="attention", mlp="mlp",
+                     final_norm="gpt_neox.final_layer_norm"),
+    "gpt2": Arch("gpt2", layers="transformer.h", attn="attn", mlp="mlp", final_norm="transformer.ln_f"),
+}
+
+
+def supported_families() -> str:
+    return ", ".join(sorted(ARCHITECTURES))
+
+
+def unwrap(value: Any) -> Any:
+    """The hidden-state tensor of a module output: element 0 of a tuple, else the value itself.
+
+    Never index a tensor with ``[0]`` to "unwrap" it: for a decoder layer that
+    returns ``[B, T, H]`` that would silently select batch row 0.
+    """
+    if isinstance(value, (tuple, list)):
+        return value[0]
+    return value
+
+
+def rewrap(old: Any, new: torch.Tensor) -> Any:
+    """Put ``new`` where :func:`unwrap` found the hidden states of ``old``."""
+    if isinstance(old, tuple):
+        return (new,) + tuple(old[1:])
+    if isinstance(old, list):
+        return [new] + list(old[1:])
+    return new
+
+
+class ShapeError(DepthError):
+    """A tensor read from the model does not have the shape the measurement expects."""
+
+
+def check_residual(x: Any, batch: int, tokens: int, what: str = "residual") -> torch.Tensor:
+    """Assert that ``x`` is a ``[batch, tokens, hidden]`` tensor and return it."""
+    shape = tuple(getattr(x, "shape", ()))
+    if len(shape) != 3 or shape[0] != batch or shape[1] != tokens:
+        raise ShapeError(
+            f"{what} has shape {shape}, expected [batch={batch}, tokens={tokens}, hidden]; "
+            "a module output was probably unwrapped wrongly (output[0] of a tensor is batch row 0)."
+        )
+    return x
+
+
+def _get(root: Any, dotted: str) -> Any:
+    obj = root
+    for part in dotted.split("."):
+        obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
+    return obj
+
+
+class ModelHandle:
+    """An nnsight model with its architecture adapter and tokenizer.
+
+    Measurements only use the accessors below, so they work for every family in
+    :data:`ARCHITECTURES`, locally or on NDIF (``remote=True``).
+    """
+
+    def __init__(self, nn_model: Any, arch: Arch, tokenizer: Any, *, name: str, revision: str,
+                 remote: bool = False, device: str = "cpu", dtype: torch.dtype = torch.float32,
+                 config: Any = None):
+        self.nn = nn_model
+        self.arch = arch
+        self.tokenizer = tokenizer
+        self.name = name
+        self.revision = revision
+        self.remote = remote
+        self.device = device
+        self.dtype = dtype
+        self.config = config
+        self._layers = _get(nn_model, arch.layers)
+        self.n_layers = len(self._layers)
+
+    # -- nnterp-style accessors (nnsight envoys; read their .input/.output in a trace) --
+    def layer(self, l: int) -> Any:
+        return self._layers[l]
+
+    def attention(self, l: int) -> Any:
+        return _get(self._layers[l], self.arch.attn)
+
+    def mlp(self, l: int) -> Any:
+        return _get(self._layers[l], self.arch.mlp)
+
+    @property
+    def final_norm(self) -> Any:
+        return _get(self.nn, self.arch.final_norm)
+
+    @property
+    def unembed(self) -> Any:
+        return _get(self.nn, self.arch.unembed)
+
+    def layers_input(self, l: int) -> Any:
+        return self.layer(l).input
+
+    def layers_output(self, l: int) -> Any:
+        return unwrap(self.layer(l).output)
+
+    def attentions_output(self, l: int) -> Any:
+        return unwrap(self.attention(l).output)
+
+    def mlps_output(self, l: int) -> Any:
+        return unwrap(self.mlp(l).output)
+
+    def set_layers_output(self, l: int, value: torch.Tensor) -> None:
+        env = self.layer(l)
+        env.output = rewrap(env.output, value)
+
+    def set_attentions_output(self, l: int, value: torch.Tensor) -> None:
+        env = self.attention(l)
+        env.output = rewrap(env.output, value)
+
+    def set_mlps_output(self, l: int, value: torch.Tensor) -> None:
+        env = self.mlp(l)
+        env.output = rewrap(env.output, value)
+
+    def set_layers_input(self, l: int, value: torch.Tensor) -> None:
+        self.layer(l).input = value
+
+    def lens(self, h: torch.Tensor) -> torch.Tensor:
+        """Logits of the logit lens: ``unembed(final_norm(h))``; callable inside a trace."""
+        return self.unembed(self.final_norm(h))
+
+    # -- running ----------------------------------------------------------------------
+    def trace(self, input_ids: torch.Tensor):
+        """An nnsight trace over a batch of token ids ``[B, T]`` (no padding)."""
+        if input_ids.ndim != 2:
+            raise ShapeError(f"input_ids must be [batch, tokens], got {tuple(input_ids.shape)}")
+        if self.remote:
+            return self.nn.trace(input_ids, remote=True)
+        return self.nn.trace(input_ids.to(self.device))
+
+    def no_grad(self):
+        """``torch.no_grad()`` locally; gradients are off by default inside traces otherwise."""
+        return torch.no_grad()
+
+    @property
+    def max_length(self) -> int | None:
+        cfg = self.config
+        for key in ("max_position_embeddings", "n_positions", "n_ctx"):
+            v = getattr(cfg, key, None)
+            if isinstance(v, int):
+                return v
+        return None
+
+    def meta(self) -> dict:
+        return {"model": self.name, "revision": self.revision, "family": self.arch.family,
+                "n_layers": self.n_layers, "dtype": str(self.dtype).replace("torch.", ""),
+                "device": self.device, "remote": self.remote}
+
+    def __repr__(self) -> str:
+        return f"ModelHandle({self.name!r}, family={self.arch.family}, layers={self.n_layers}, remote={self.remote})"
+
+
+# ---------------------------------------------------------------------------------------
+# loading
+
+def _resolve_local(name: str) -> Path | None:
+    from .ladder.registry import resolve_alias
+
+    p = resolve_alias(name)
+    if p is not None:
+        return Path(p)
+    p = Path(name).expanduser()
+    if p.is_dir():
+        if not (p / "config.json").exists():
+            raise DepthError(f"Folder {p} has no config.json; point load_model at a Hugging Face model folder.")
+        return p
+    return None
+
+
+def _local_revision(path: Path) -> str:
+    """A content hash of a local model folder (config and weight files), short and stable."""
+    h = hashlib.sha256((path / "config.json").read_bytes())
+    for f in sorted(path.glob("*.safetensors")):
+        h.update(f.name.encode())
+        h.update(f.read_bytes() if f.stat().st_size < 200 * 2**20 else str(f.stat().st_size).encode())
+    return "local-" + h.hexdigest()[:12]
+
+
+def _pick_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise DepthError(f"device={device!r} was requested but no CUDA GPU is visible; use device='cpu'.")
+    return device
+
+
+def _pick_dtype(dtype: Any, device: str) -> torch.dtype:
+    if dtype == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    if isinstance(dtype, torch.dtype):
+        out = dtype
+    else:
+        names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+                 "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+        if dtype not in names:
+            raise DepthError(f"Unknown dtype {dtype!r}; use one of 'auto', {', '.join(map(repr, names))}.")
+        out = names[dtype]
+    if device == "cpu" and out in (torch.bfloat16, torch.float16):
+        try:  # some CPUs/builds cannot run a half-precision matmul at all
+            torch.ones(2, 2, dtype=out) @ torch.ones(2, 2, dtype=out)
+        except RuntimeError as e:
+            raise DepthError(f"dtype={dtype!r} cannot run on this CPU ({e}); use dtype='float32'.") from e
+    return out
+
+
+def _tokenizer(source: str, local: bool, revision: str | None, trust_remote_code: bool):
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    if local and (Path(source) / "tokenizer.json").exists():
+        # AutoTokenizer may swap a local tokenizer's class and change its ids.
+        return PreTrainedTokenizerFast.from_pretrained(source)
+    return AutoTokenizer.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
+
+
+def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", remote: bool = False,
+               revision: str | None = None, trust_remote_code: bool = False) -> ModelHandle:
+    """Load a model for measurement.
+
+    Args:
+        name_or_path: an alias of an embedded model (``python -m depthutils models``),
+            a local Hugging Face folder, or a hub id such as ``meta-llama/Llama-3.1-8B``.
+        device: ``"auto"`` (GPU if any, else CPU), ``"cpu"`` or ``"cuda[:i]"``.
+        dtype: ``"auto"`` (fp32 on CPU, bf16 on GPU), ``"float32"``, ``"bfloat16"``, ``"float16"``.
+        remote: run on NDIF. The API key is read from ``NDIF_API_KEY`` in the environment
+            and is never an argument, so it cannot end up in an executed notebook.
+        revision: a hub revision (branch, tag or commit).
+        trust_remote_code: off unless you ask for it; it runs code from the model's repo.
+    """
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from transformers import AutoConfig
+    from nnsight.modeling.transformers import TransformersModel
+
+    if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
+        raise DepthError("load_model needs a model alias, local folder or hub id; got an empty value.")
+    name = str(name_or_path)
+    local = None if remote else _resolve_local(name)
+    source = str(local) if local is not None else name
+    try:
+        config = AutoConfig.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
+    except Exception as e:  # offline hub, typo, gated repo ...
+        from .ladder.registry import ALIASES
+
+        raise DepthError(
+            f"Model {name!r} is not an embedded alias ({', '.join(sorted(ALIASES))}), not a local folder, "
+            f"and could not be fetched from the Hugging Face hub ({type(e).__name__}). "
+            "Check the spelling, give a folder with config.json, or connect to the hub."
+        ) from None
+    arch = ARCHITECTURES.get(getattr(config, "model_type", None))
+    if arch is None:
+        raise DepthError(
+            f"Model {name!r} is a {getattr(config, 'model_type', '?')!r} model, which depthutils does not support. "
+            f"Supported families: {supported_families()}."
+        )
+    tokenizer = _tokenizer(source, local is not None, revision, trust_remote_code)
+    if remote:
+        key = os.environ.get("NDIF_API_KEY")
+        if not key:
+            raise DepthError("remote=True needs an NDIF API key in the environment variable NDIF_API_KEY.")
+        import nnsight
+
+        nnsight.CONFIG.API.APIKEY = key
+        model = TransformersModel(name, task="text-generation", tokenizer=tokenizer, revision=revision,
+                                  trust_remote_code=trust_remote_code)
+        handle = ModelHandle(model, arch, tokenizer, name=name, revision=revision or "main", remote=True,
+                             device="remote", dtype=_pick_dtype(dtype, "cuda"), config=config)
+        return handle
+    dev = _pick_device(device)
+    dt = _pick_dtype(dtype, dev)
+    placement = {} if dev == "cpu" else {"device_map": dev}  # device_map needs accelerate
+    model = TransformersModel(source, task="text-generation", tokenizer=tokenizer, dispatch=True,
+                              revision=revision, dtype=dt, trust_remote_code=trust_remote_code,
+                              use_safetensors=True, **placement)
+    module = model._module
+    module.eval()
+    for p in module.parameters():  # measurements never train; keeps IG from filling param.grad
+        p.requires_grad_(False)
+    rev = _local_revision(local) if local is not None else (getattr(config, "_commit_hash", None) or revision or "main")
+    return ModelHandle(model, arch, tokenizer, name=name, revision=rev, remote=False, device=dev, dtype=dt,
+                       config=config)

@@ -1,0 +1,105 @@
+"""P1 §4 / Fig. 6b: erase the residual at one (layer, position) and watch the answer change.
+
+For every ``l = 0 … L`` and non-BOS position ``t``, ``h_l[t]`` is replaced by a
+baseline ``ĥ_l`` (by default the mean residual over every token of the first
+10 GSM8K prompts), and the effect is ``max over answer positions of ‖p − p'‖₂``.
+
+Each layer's interventions share one batched forward: row ``t`` erases
+position ``t``, row 0 (BOS, never intervened on) is the clean run. The text is
+cut after the last position that predicts an answer token, since later tokens
+cannot change those logits; erasing them has effect 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from ._run import as_prompts, encode_all, progress
+from .errors import DepthError, check_finite
+from .models import check_residual
+from .prompts import as_prompt
+from .results import Result, describe, make_meta
+
+
+@dataclass
+class ErasureResult(Result):
+    """``effect [L+1, T]`` (row ``l`` erases ``h_l``; column 0, BOS, is 0) and the ``tokens``."""
+
+    effect: np.ndarray = None
+    tokens: np.ndarray = None
+    kind: ClassVar[str] = "residual_erasure"
+
+
+def residual_means(model, prompts, *, progress_bar: bool = True) -> np.ndarray:
+    """``ĥ_l``: the mean of ``h_l`` over every token of ``prompts``, for ``l = 0 … L`` → ``[L+1, H]``."""
+    prompts, encs = encode_all(model, prompts)
+    L = model.n_layers
+    total, count = None, 0
+    for enc in progress(encs, "residual means", enabled=progress_bar):
+        T = enc.n_tokens
+        sums = []
+        with model.no_grad(), model.trace(enc.input_ids):
+            for l in range(L):
+                sums.append(check_residual(model.layers_input(l), 1, T, f"layer {l} input")[0].double().sum(0).save())
+            sums.append(check_residual(model.layers_output(L - 1), 1, T, "last layer output")[0].double().sum(0).save())
+        s = torch.stack(sums)
+        total = s if total is None else total + s
+        count += T
+    return (total / count).float().numpy()
+
+
+def _baseline_at(baseline: torch.Tensor, l: int, t: int) -> torch.Tensor:
+    return baseline[l] if baseline.ndim == 2 else baseline[l, t]
+
+
+def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *, batch_size: int | None = None,
+                     progress_bar: bool = True) -> ErasureResult:
+    """The effect of erasing each residual ``h_l[t]`` on the answer's probability distribution.
+
+    Args:
+        prompt: a :class:`~depthutils.prompts.Prompt`, or the context string with ``answer``.
+        baseline: ``[L+1, H]`` (one vector per layer) or ``[L+1, T, H]`` (per position);
+            by default the mean residual of the first 10 GSM8K prompts.
+        batch_size: rows per forward, clean row included (default: all positions of a layer).
+    """
+    p = as_prompt(prompt, answer)
+    (p,), (enc,) = encode_all(model, [p], need_answer=True)
+    L = model.n_layers
+    if baseline is None:
+        from . import data
+
+        baseline = residual_means(model, data.gsm8k(10), progress_bar=progress_bar)
+    base = torch.as_tensor(np.asarray(baseline), dtype=model.dtype)
+    T_full = enc.n_tokens
+    if base.shape[0] != L + 1 or base.ndim not in (2, 3) or (base.ndim == 3 and base.shape[1] < T_full):
+        raise DepthError(f"baseline must be [L+1={L + 1}, H] or [L+1, T={T_full}, H], got {tuple(base.shape)}.")
+    T = max(enc.predict_positions) + 1  # later tokens cannot change the answer's logits
+    ids = enc.input_ids[:, :T]
+    pred = torch.tensor(enc.predict_positions)
+    effect = np.zeros((L + 1, T_full))
+    size = (T - 1) if batch_size is None else batch_size - 1
+    if size < 1:
+        raise DepthError("batch_size must be at least 2 (the clean row plus one intervention).")
+    for l in progress(range(L + 1), "residual erasure", enabled=progress_bar):
+        for start in range(1, T, size):
+            ts = list(range(start, min(start + size, T)))
+            B = len(ts) + 1
+            with model.no_grad(), model.trace(ids.expand(B, T)):
+                x = model.layers_input(l) if l < L else model.layers_output(L - 1)
+                x = check_residual(x, B, T, f"residual {l}").clone()
+                for r, t in enumerate(ts, start=1):
+                    x[r, t] = _baseline_at(base, l, t).to(x.dtype)
+                if l < L:
+                    model.set_layers_input(l, x)
+                else:
+                    model.set_layers_output(L - 1, x)
+                probs = model.unembed.output[:, pred].float().softmax(-1)
+                diff = (probs - probs[0:1]).norm(dim=-1).amax(dim=-1).save()  # [B]
+            effect[l, ts] = diff[1:].double().numpy()
+    check_finite("erasure effect", effect)
+    meta = make_meta(model, dataset=describe([p])[0], n=1, prompt=p.context, answer=p.answer,
+                     baseline="custom" if baseline is not None else "gsm8k-10-mean", batch_size=batch_size)
+    return ErasureResult(meta=meta, effect=effect, tokens=np.array(enc.tokens))

@@ -1,0 +1,116 @@
+"""Fixtures: tiny random-init models of every supported family, built offline from configs.
+
+Each family's model is saved once per session in Hugging Face format with a
+small byte-level BPE tokenizer that adds a BOS token, then loaded twice: with
+``depthutils.load_model`` (nnsight) and with plain ``transformers`` for the
+oracle in ``tests/oracle.py``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("DEPTHUTILS_PROGRESS", "0")
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+TEXT = ("The spouse of the performer of Imagine is Yoko Ono. 5 + 7 + 5 + 3 + 1 + 7 = 28. "
+        "Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning. ") * 4
+
+
+def make_tokenizer(path: Path):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator([TEXT], trainers.BpeTrainer(
+        vocab_size=320, special_tokens=["<|bos|>", "<|eos|>", "<|pad|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.post_processor = processors.TemplateProcessing(single="<|bos|> $A", special_tokens=[("<|bos|>", 0)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|eos|>",
+                                   pad_token="<|pad|>")
+    fast.save_pretrained(path)
+    return fast
+
+
+def family_config(family: str, vocab: int, layers: int = 3):
+    import transformers as tf
+
+    common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                  num_attention_heads=4, max_position_embeddings=128, bos_token_id=0, eos_token_id=1,
+                  pad_token_id=2)
+    if family == "gpt2":
+        return tf.GPT2Config(vocab_size=vocab, n_embd=32, n_layer=layers, n_head=4, n_positions=128,
+                             bos_token_id=0, eos_token_id=1, pad_token_id=2)
+    cls = {"llama": tf.LlamaConfig, "qwen2": tf.Qwen2Config, "qwen3": tf.Qwen3Config,
+           "mistral": tf.MistralConfig, "olmo2": tf.Olmo2Config, "gpt_neox": tf.GPTNeoXConfig}[family]
+    extra = {"num_key_value_heads": 2} if family in ("llama", "qwen2", "qwen3", "mistral") else {}
+    if family == "qwen3":
+        extra["head_dim"] = 8
+    return cls(**common, **extra)
+
+
+def build_tiny(family: str, root: Path, layers: int = 3, seed: int = 0) -> Path:
+    from transformers import AutoModelForCausalLM
+
+    path = root / f"tiny-{family}-{layers}"
+    if (path / "config.json").exists():
+        return path
+    tok = make_tokenizer(path)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(family_config(family, len(tok), layers))
+    with torch.no_grad():  # random init with larger weights, so contributions are far from trivial
+        for p in model.parameters():
+            if p.ndim == 2:
+                p.mul_(3.0)
+    model.save_pretrained(path)
+    return path
+
+
+FAMILIES = ["llama", "qwen2", "qwen3", "mistral", "olmo2", "gpt_neox", "gpt2"]
+ORACLE_FAMILIES = ["llama", "qwen2", "gpt_neox", "olmo2", "gpt2"]
+
+
+@pytest.fixture(scope="session")
+def tiny_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("tiny_models")
+
+
+@pytest.fixture(scope="session")
+def tiny(tiny_root):
+    """``tiny(family) -> (handle, hf_model)``, cached per family."""
+    from transformers import AutoModelForCausalLM
+
+    import depthutils
+
+    cache = {}
+
+    def get(family: str):
+        if family not in cache:
+            path = build_tiny(family, tiny_root)
+            handle = depthutils.load_model(str(path), device="cpu", dtype="float32")
+            hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+            cache[family] = (handle, hf)
+        return cache[family]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def prompts():
+    from depthutils.prompts import Prompt
+
+    return [Prompt.from_parts("5 + 7 + 5 + 3 + 1 + 7 = ", "28", "test"),
+            Prompt.from_parts("The spouse of the performer of Imagine is", " Yoko Ono", "test"),
+            Prompt.from_parts("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and "
+                              "bakes muffins. How many are left? The answer is ", "9", "test")]

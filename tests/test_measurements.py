@@ -1,0 +1,120 @@
+"""Every measurement against the plain-PyTorch oracle (fp32, 1e-5), on several families."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import depthutils
+import oracle
+from conftest import ORACLE_FAMILIES
+from depthutils.prompts import encode
+
+ATOL = 1e-5
+
+
+def ids_of(handle, prompts):
+    return [encode(handle.tokenizer, p).input_ids for p in prompts]
+
+
+@pytest.mark.parametrize("family", ORACLE_FAMILIES)
+def test_contributions_match_oracle(tiny, prompts, family):
+    handle, hf = tiny(family)
+    got = depthutils.contributions(handle, prompts)
+    want = oracle.contributions(hf, family, ids_of(handle, prompts))
+    for key, value in want.items():
+        np.testing.assert_allclose(getattr(got, key), value, atol=ATOL, err_msg=key)
+    assert got.layer_ratio.shape == (handle.n_layers,)
+    assert got.layer_ratio.min() > 0.05  # a real model, not a degenerate one
+
+
+@pytest.mark.parametrize("family", ORACLE_FAMILIES)
+def test_sublayers_add_up_to_the_layer(tiny, prompts, family):
+    """h_{l+1} = h_l + a_l + m_l with the adapter's attention and MLP modules."""
+    handle, _ = tiny(family)
+    ids = ids_of(handle, prompts[:1])[0]
+    T, saved = ids.shape[1], []
+    with torch.no_grad(), handle.trace(ids):
+        for l in range(handle.n_layers):
+            h = handle.layers_input(l)
+            a, m = handle.attentions_output(l), handle.mlps_output(l)
+            saved.append((handle.layers_output(l) - h - a - m).abs().max().save())
+    assert max(float(x) for x in saved) < 1e-5
+
+
+@pytest.mark.parametrize("family", ORACLE_FAMILIES)
+def test_logit_lens_matches_oracle(tiny, prompts, family):
+    handle, hf = tiny(family)
+    got = depthutils.logit_lens(handle, prompts, k=5)
+    kl, ov = oracle.logit_lens(hf, family, ids_of(handle, prompts), k=5)
+    np.testing.assert_allclose(got.kl, kl, atol=ATOL)
+    np.testing.assert_allclose(got.overlap, ov, atol=ATOL)
+    assert got.kl[:-1].max() > 1e-3  # the earlier layers really differ from the output
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt_neox", "olmo2"])
+@pytest.mark.parametrize("part", ["layer", "attn", "mlp"])
+def test_future_effects_match_oracle(tiny, prompts, family, part):
+    handle, hf = tiny(family)
+    p = prompts[2]
+    ts = [3, 9]
+    got = depthutils.future_effects(handle, [p], part=part, positions=ts, batch_size=4)
+    D, O = oracle.future_effects(hf, family, ids_of(handle, [p])[0], ts, part=part)
+    np.testing.assert_allclose(got.layer_effect, D, atol=ATOL)
+    np.testing.assert_allclose(got.output_effect, O, atol=ATOL)
+    assert np.nanmax(got.layer_effect) > 1e-3
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_future_effects_all_tokens_match_oracle(tiny, prompts, family):
+    handle, hf = tiny(family)
+    got = depthutils.future_effects(handle, prompts[:2], mode="all")
+    ref = [oracle.future_effects(hf, family, ids, [0], mode="all") for ids in ids_of(handle, prompts[:2])]
+    np.testing.assert_allclose(got.layer_effect, np.fmax(ref[0][0], ref[1][0]), atol=ATOL)
+    np.testing.assert_allclose(got.output_effect, np.maximum(ref[0][1], ref[1][1]), atol=ATOL)
+
+
+def test_future_effects_default_sampling_is_p1s(tiny, prompts):
+    from depthutils.future_effects import sample_positions
+
+    assert sample_positions(40, seed=123) == sorted(sample_positions(40, seed=123))
+    assert set(sample_positions(40, seed=123)) <= set(range(8, 36, 8))
+    handle, _ = tiny("llama")
+    got = depthutils.future_effects(handle, prompts[2:])
+    T = ids_of(handle, prompts[2:])[0].shape[1]
+    assert got.meta["params"]["positions"] == [sample_positions(T, 123)]
+    assert got.meta["seed"] == 123
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt_neox"])
+def test_residual_erasure_matches_oracle(tiny, prompts, family):
+    handle, hf = tiny(family)
+    p = prompts[0]
+    base = depthutils.residual_means(handle, prompts)
+    got = depthutils.residual_erasure(handle, p, baseline=base, batch_size=5)
+    enc = encode(handle.tokenizer, p)
+    want = oracle.residual_erasure(hf, family, enc.input_ids, enc.predict_positions, torch.tensor(base))
+    np.testing.assert_allclose(got.effect, want, atol=ATOL)
+    assert got.effect.shape == (handle.n_layers + 1, enc.n_tokens)
+    assert got.effect.max() > 1e-3
+
+
+def test_residual_means_match_oracle(tiny, prompts):
+    handle, hf = tiny("llama")
+    got = depthutils.residual_means(handle, prompts)
+    hs = [oracle.record(hf, "llama", ids)[0] for ids in ids_of(handle, prompts)]
+    want = torch.cat(hs, dim=1).mean(1)  # mean over every token (the sequence axis)
+    np.testing.assert_allclose(got, want.detach().numpy(), atol=ATOL)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt_neox"])
+def test_integrated_gradients_match_oracle(tiny, prompts, family):
+    handle, hf = tiny(family)
+    p = prompts[1]
+    got = depthutils.integrated_gradients(handle, p, steps=16, batch_size=6)
+    enc = encode(handle.tokenizer, p)
+    T = max(enc.predict_positions) + 1
+    want = oracle.integrated_gradients(hf, family, enc.input_ids[:, :T], enc.predict_positions,
+                                       enc.answer_ids, steps=16)
+    np.testing.assert_allclose(got.attribution[:, :T], want, atol=ATOL)
+    assert np.abs(got.attribution).max() > 1e-6
