@@ -107,11 +107,16 @@ def load_rows(filename: str) -> list[dict]:
     )
 
 
+def check_n(n) -> None:
+    """Reject an ``n_examples`` that is not a positive whole number."""
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        raise DepthError(f"n_examples must be a positive whole number, got {n!r}.")
+
+
 def _take(items: list, n: int | None, what: str) -> list:
     if n is None:
         return items
-    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
-        raise DepthError(f"n_examples must be a positive whole number, got {n!r}.")
+    check_n(n)
     if n > len(items):
         raise DepthError(f"Only {len(items)} {what} examples exist; ask for at most that many.")
     return items[:n]
@@ -191,11 +196,12 @@ def arithmetic(n: int | None = 20, *, operands: int | Iterable[int] = (2, 3, 4, 
     ops = [operands] if isinstance(operands, int) else list(operands)
     if not ops or any(k < 2 for k in ops):
         raise DepthError(f"operands must be whole numbers ≥ 2, got {operands!r}.")
+    if n is None:
+        n = 100
+    check_n(n)
     rng = random.Random(seed)
-    count = n if n is not None else 100
-    _take(list(range(count)), n, "arithmetic")  # validates n
     out = []
-    for i in range(count):
+    for i in range(n):
         k = ops[i % len(ops)]
         xs = [rng.randint(0, 9) for _ in range(k)]
         out.append(Prompt.from_parts(" + ".join(map(str, xs)) + " = ", str(sum(xs)), "arithmetic", operands=k))

@@ -34,7 +34,7 @@ def make_tokenizer(path: Path):
                                                  pre_tokenizers.ByteLevel(add_prefix_space=False)])
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator([TEXT], trainers.BpeTrainer(
-        vocab_size=320, special_tokens=["<|bos|>", "<|eos|>", "<|pad|>"],
+        vocab_size=320, show_progress=False, special_tokens=["<|bos|>", "<|eos|>", "<|pad|>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tok.post_processor = processors.TemplateProcessing(single="<|bos|> $A", special_tokens=[("<|bos|>", 0)])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|eos|>",

@@ -1,0 +1,91 @@
+"""The spec's invariants, the shape guard, and the direct-only (local) variant."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import depthutils
+from depthutils.models import ShapeError, check_residual, unwrap
+from depthutils.prompts import encode
+
+
+@pytest.mark.parametrize("part", ["layer", "attn", "mlp"])
+@pytest.mark.parametrize("local", [False, True])
+def test_skipping_nothing_changes_nothing(tiny, prompts, part, local):
+    handle, _ = tiny("llama")
+    got = depthutils.future_effects(handle, prompts, part=part, positions=[1], local=local)
+    upper = np.triu(np.ones_like(got.layer_effect, bool), 1)
+    assert np.all(got.layer_effect[upper] == 0)
+    assert np.all(got.output_effect == 0)
+    assert np.isnan(got.layer_effect[~upper]).all()
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt_neox", "gpt2"])
+def test_logit_lens_last_layer_is_the_output(tiny, prompts, family):
+    handle, _ = tiny(family)
+    got = depthutils.logit_lens(handle, prompts)
+    assert abs(got.kl[-1]) < 1e-6
+    assert got.overlap[-1] == 1.0
+
+
+def test_erasing_with_the_original_residual_does_nothing(tiny, prompts):
+    handle, _ = tiny("qwen2")
+    p = prompts[0]
+    T = encode(handle.tokenizer, p).n_tokens
+    L = handle.n_layers
+    hs = []
+    with torch.no_grad(), handle.trace(encode(handle.tokenizer, p).input_ids):
+        for l in range(L):
+            hs.append(handle.layers_input(l)[0].save())
+        hs.append(handle.layers_output(L - 1)[0].save())
+    own = torch.stack(hs).numpy()  # [L+1, T, H]: the original residual at every position
+    got = depthutils.residual_erasure(handle, p, baseline=own)
+    assert got.effect.shape == (L + 1, T)
+    assert np.abs(got.effect).max() < 1e-6
+    mean = depthutils.residual_means(handle, prompts)
+    assert np.abs(depthutils.residual_erasure(handle, p, baseline=mean).effect).max() > 1e-3
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt_neox"])
+def test_integrated_gradients_completeness(tiny, prompts, family):
+    handle, _ = tiny(family)
+    got = depthutils.integrated_gradients(handle, prompts[1], steps=256)
+    delta = got.f_x - got.f_b
+    assert np.all(np.abs(delta) > 1e-6), "f(x) - f(b) must be non-zero for the check to mean anything"
+    np.testing.assert_array_less(np.abs(got.attribution.sum(1) - delta), 0.05 * np.abs(delta))
+    np.testing.assert_allclose(got.completeness_gap, np.abs(got.attribution.sum(1) - delta) / np.abs(delta))
+
+
+def test_local_variant_on_adjacent_layers_equals_the_propagated_one(tiny, prompts):
+    """For j = s + 1 nothing lies between s and j, so the direct and total effects coincide."""
+    handle, _ = tiny("llama")
+    kw = dict(positions=[4, 9])
+    full = depthutils.future_effects(handle, prompts[2:], **kw)
+    local = depthutils.future_effects(handle, prompts[2:], local=True, **kw)
+    L = handle.n_layers
+    for s in range(L - 1):
+        assert local.layer_effect[s, s + 1] == pytest.approx(full.layer_effect[s, s + 1], abs=1e-5)
+    assert np.all(local.output_effect == 0)  # future mode: no direct path from p < t to p ≥ t
+    all_local = depthutils.future_effects(handle, prompts[2:], local=True, mode="all")
+    assert np.all(all_local.output_effect > 0)
+
+
+def test_unwrap_never_takes_batch_row_zero_of_a_tensor():
+    x = torch.randn(2, 5, 8)
+    assert unwrap(x) is x
+    assert unwrap((x, None)) is x
+    with pytest.raises(ShapeError):
+        check_residual(x[0], 2, 5)
+
+
+def test_shape_guard_catches_output_zero(tiny, prompts, monkeypatch):
+    """If a layer output were read as output[0] (batch row 0), every measurement must fail loudly."""
+    handle, _ = tiny("llama")
+    monkeypatch.setattr(type(handle), "layers_output", lambda self, l: self.layer(l).output[0])
+    with pytest.raises(ShapeError):
+        depthutils.contributions(handle, prompts[:1])
+    with pytest.raises(ShapeError):
+        depthutils.future_effects(handle, prompts[:1], positions=[2])
+    with pytest.raises(ShapeError):
+        depthutils.logit_lens(handle, prompts[:1])
