@@ -1,6 +1,8 @@
-"""Command line: ``python -m depthutils models``.
+"""Command line of the depth-efficiency book.
 
-``models`` lists the embedded models and their aliases.
+  python -m depthutils models                       list the embedded models
+  python -m depthutils run CHAPTER [--model ID | --models A,B,C] [-p NAME VALUE]... [--out DIR]
+  python -m depthutils book [--model ID]            execute every chapter and build _build/html
 """
 from __future__ import annotations
 
@@ -22,16 +24,49 @@ def cmd_models(args) -> int:
     return 0
 
 
+def cmd_run(args) -> int:
+    from .book import parse_value, run_chapter
+
+    params = {name: parse_value(value) for name, value in args.param}
+    models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
+    run_chapter(args.chapter, model=args.model, models=models, params=params, out=args.out)
+    return 0
+
+
+def cmd_book(args) -> int:
+    from .book import build_book
+
+    build_book(model=args.model)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m depthutils", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("models", help="list the embedded models and their aliases").set_defaults(func=cmd_models)
+    run = sub.add_parser("run", help="execute one chapter with papermill")
+    run.add_argument("chapter", help="chapter number (2, 02) or name (future_effects)")
+    run.add_argument("--model", help="model alias, local folder or hub id")
+    run.add_argument("--models", help="comma-separated models, for chapters that compare several (06)")
+    run.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                     help="set a chapter parameter (Python literal or string)")
+    run.add_argument("--out", default="out", help="output folder for the notebook and figures (default: out)")
+    run.set_defaults(func=cmd_run)
+    book = sub.add_parser("book", help="execute every chapter and build the HTML book into _build/html")
+    book.add_argument("--model", help="model for every chapter (default: each chapter's default)")
+    book.set_defaults(func=cmd_book)
     return parser
 
 
 def main(argv=None) -> int:
+    from .errors import DepthError
+
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except DepthError as e:  # one clear sentence, no traceback wall
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

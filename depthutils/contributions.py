@@ -10,7 +10,7 @@ import torch
 from ._run import cosine, encode_all, progress, rel_norm
 from .errors import check_finite
 from .models import check_residual
-from .results import Result, describe, make_meta
+from .results import Result, describe, halves, make_meta
 
 PARTS = ("attn", "mlp", "layer")
 
@@ -35,6 +35,13 @@ class ContributionsResult(Result):
     def mean_cos(self) -> np.ndarray:
         """``c̄_l``, the mean of the three cosines (P2's effective-depth input)."""
         return (self.attn_cos + self.mlp_cos + self.layer_cos) / 3
+
+    def summary(self) -> str:
+        first, second = halves(self.layer_ratio)
+        neg = [l for l, c in enumerate(self.layer_cos) if c < 0]
+        return (f"Whole-layer relative contribution: first half {first:.3f}, second half {second:.3f} "
+                f"(second/first = {second / first:.2f}). Layers whose update points against the residual "
+                f"(cos < 0): {neg or 'none'}.")
 
 
 def contributions(model, prompts, *, progress_bar: bool = True) -> ContributionsResult:

@@ -153,15 +153,14 @@ def math(n: int | None = 20, *, type: str | None = None, level: int | None = Non
 
 
 def aime24(n: int | None = 5, *, max_tokens: int | None = None, tokenizer=None) -> list[Prompt]:
-    """AIME 2024 problems with their worked solutions; ``max_tokens`` keeps the short ones (P2: 400)."""
+    """AIME 2024 problems as ``"Problem: …\nAnswer: "`` + answer; ``max_tokens`` keeps the short ones (P2: 400)."""
     out = []
     for r in load_rows("aime24_test.jsonl"):
-        ctx = f"Problem: {r['problem']}\nSolution: {r['solution']}\nThe final answer is "
-        p = Prompt.from_parts(ctx, str(r["answer"]), "aime24", id=r.get("id"))
+        p = Prompt.from_parts(f"Problem: {r['problem']}\nAnswer: ", str(r["answer"]), "aime24", id=r.get("id"))
         if max_tokens is not None:
             if tokenizer is None:
                 raise DepthError("aime24(max_tokens=...) needs the model's tokenizer to count tokens.")
-            if len(tokenizer(p.text)["input_ids"]) > max_tokens:
+            if len(tokenizer(p.text, verbose=False)["input_ids"]) > max_tokens:
                 continue
         out.append(p)
     return _take(out, n, "AIME24" + (f" (≤{max_tokens} tokens)" if max_tokens else ""))
@@ -215,10 +214,35 @@ def simple_arithmetic(n: int | None = 20) -> list[Prompt]:
                  "simple arithmetic")
 
 
+PROJECT_TASKS = {"addition": "eval_addition.jsonl", "multihop": "eval_multihop.jsonl",
+                 "word_problems": "eval_word_problems.jsonl"}
+
+
+def project_task(task: str, n: int | None = 20, *, seed: int = 0, **where) -> list[Prompt]:
+    """The project's own generated evaluation sets (``data/prompts``), e.g. held-out 2-hop questions.
+
+    ``where`` filters on the rows' fields (``heldout=True``, ``hops=2``, ``operands=3`` …);
+    the rows are shuffled with ``seed`` so that ``n`` of them mix the groups.
+    """
+    if task not in PROJECT_TASKS:
+        raise DepthError(f"Unknown project task {task!r}; choose one of: {', '.join(PROJECT_TASKS)}.")
+    path = ROOT / "data" / "prompts" / PROJECT_TASKS[task]
+    def field(row, k):
+        return len(row["operands"]) if k == "operands" and isinstance(where[k], int) else row.get(k)
+
+    rows = [r for r in _read_local(path) if all(field(r, k) == v for k, v in where.items())]
+    random.Random(seed).shuffle(rows)
+    out = [Prompt.from_parts(r["prompt"], r["answer"], task, **{k: v for k, v in r.items()
+                                                                 if k not in ("prompt", "answer")})
+           for r in rows]
+    return _take(out, n, f"{task} ({where or 'all'})")
+
+
 #: dataset name -> loader, for chapters and the runner
 LOADERS: dict[str, Callable[..., list[Prompt]]] = {
     "gsm8k": gsm8k, "math": math, "aime24": aime24, "hellaswag": hellaswag, "mquake": mquake,
     "arithmetic": arithmetic, "simple_arithmetic": simple_arithmetic,
+    **{task: (lambda n=20, _task=task, **kw: project_task(_task, n, **kw)) for task in PROJECT_TASKS},
 }
 
 

@@ -6,10 +6,12 @@ table from cached curves; each returns ``None`` when no layer qualifies.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 
+from .errors import DepthError
 from .results import Result
 
 METRICS = ("cos", "kl", "overlap")
@@ -80,3 +82,130 @@ def effective_depth(model, prompts, *, k: int = 5, progress_bar: bool = True) ->
     lens = logit_lens(model, prompts, k=k, progress_bar=progress_bar)
     meta = {**c.meta, "params": {"k": k}}
     return EffectiveDepthResult.from_curves(c.mean_cos, lens.kl, lens.overlap, meta)
+
+
+# ---------------------------------------------------------------------------------------
+# P2's study: effective depth for a list of models × tasks, cached per model × task
+
+P2_TASKS = ("hellaswag", "gsm8k", "aime24")
+PROJECT_TASKS = ("addition", "multihop")
+REFERENCE_CSV = Path(__file__).resolve().parents[1] / "data" / "reference" / "p2_effective_depth_table1.csv"
+UNDEFINED = "—"
+
+
+def task_prompts(task: str, n: int, tokenizer, *, aime_n: int = 5, aime_max_tokens: int = 400):
+    """The prompts of one task of the study: P2's three, or the project's held-out generated tasks."""
+    from . import data
+
+    if task == "aime24":  # P2: 5 problems of at most 400 tokens (fewer if fewer qualify)
+        short = data.aime24(None, max_tokens=aime_max_tokens, tokenizer=tokenizer)
+        if not short:
+            raise DepthError(f"No AIME24 problem fits in {aime_max_tokens} tokens of this tokenizer; raise aime_max_tokens.")
+        return short[:aime_n]
+    if task in PROJECT_TASKS:
+        return data.load(task, n, heldout=True)
+    if task in data.LOADERS:
+        return data.load(task, n)
+    raise DepthError(f"Unknown task {task!r}; choose from {', '.join(P2_TASKS + PROJECT_TASKS)} or a data loader name.")
+
+
+@dataclass
+class Study:
+    """Effective depth of every model on every task (``results[(model, task)]``)."""
+
+    models: list
+    tasks: list
+    results: dict
+    hits: int = 0
+
+    def cell(self, model: str, task: str, metric: str) -> tuple[int | None, float | None]:
+        r = self.results[(model, task)]
+        return r.ed(metric), r.ratio(metric)
+
+    def mean_ratio(self, models, tasks, metric: str) -> float | None:
+        """Mean ratio over the given models × tasks, ignoring undefined cells (None if all are)."""
+        vals = [self.results[(m, t)].ratio(metric) for m in models for t in tasks]
+        vals = [v for v in vals if v is not None]
+        return float(np.mean(vals)) if vals else None
+
+    def answers(self, ladder, base: str | None = None, cot: str | None = None) -> str:
+        """P2's three questions, answered with this study's numbers (mean ratios; '—' if undefined)."""
+        fmt = lambda v: UNDEFINED if v is None else f"{v:.2f}"
+        lines = ["1. Scale: mean ratio over tasks, by model (" + " → ".join(ladder) + "):"]
+        for m in METRICS:
+            lines.append(f"   {m:>7}: " + " → ".join(fmt(self.mean_ratio([x], self.tasks, m)) for x in ladder))
+        if base and cot:
+            lines.append(f"2. Chain of thought: mean ratio of {cot} minus {base}:")
+            for m in METRICS:
+                b, c = self.mean_ratio([base], self.tasks, m), self.mean_ratio([cot], self.tasks, m)
+                lines.append(f"   {m:>7}: {fmt(c)} − {fmt(b)} = " + (UNDEFINED if None in (b, c) else f"{c - b:+.2f}"))
+        lines.append("3. Difficulty: mean ratio over the ladder, by task:")
+        for m in METRICS:
+            lines.append(f"   {m:>7}: " + ", ".join(f"{t} {fmt(self.mean_ratio(ladder, [t], m))}" for t in self.tasks))
+        return "\n".join(lines)
+
+    def markdown(self) -> str:
+        """P2's Table 1 layout: one row per model, ED (ratio) per metric × task; undefined is "—"."""
+        rows = []
+        for model in self.models:
+            cells = [self.cell(model, t, m) for m in METRICS for t in self.tasks]
+            rows.append((model, self.results[(model, self.tasks[0])].n_layers, cells))
+        return _markdown(self.tasks, rows)
+
+
+def study(models, tasks=P2_TASKS + PROJECT_TASKS, *, n: int = 10, aime_n: int = 5, aime_max_tokens: int = 400,
+          k: int = 5, cache_dir: str | Path = "cache", device: str = "auto", dtype="auto", remote: bool = False,
+          progress_bar: bool = True) -> Study:
+    """P2's effective-depth study. Each model × task is cached; adding a model computes only that model."""
+    import hashlib
+
+    from ._run import progress
+    from .cache import cache_key, cached
+    from .models import load_model, load_tokenizer, revision_of
+
+    if not models or not tasks:
+        raise DepthError("study needs at least one model and one task.")
+    results, hits = {}, 0
+    for model in models:
+        tok, rev, handle = load_tokenizer(model), revision_of(model), None
+        for task in progress(tasks, f"effective depth · {model}", enabled=progress_bar):
+            prompts = task_prompts(task, n, tok, aime_n=aime_n, aime_max_tokens=aime_max_tokens)
+            digest = hashlib.sha256("\x00".join(p.text for p in prompts).encode()).hexdigest()
+            key = cache_key(kind="effective_depth", model=model, revision=rev, task=task, prompts=digest,
+                            n=len(prompts), k=k, dtype=str(dtype), remote=remote)
+
+            def compute():
+                nonlocal handle
+                handle = handle or load_model(model, device=device, dtype=dtype, remote=remote)
+                r = effective_depth(handle, prompts, k=k, progress_bar=False)
+                r.meta.update(task=task, dataset=task)
+                return r
+            slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
+            results[(model, task)], hit = cached(cache_dir, f"ed-{slug}-{task}", key, compute)
+            hits += hit
+    return Study(list(models), list(tasks), results, hits)
+
+
+def reference_table(path: Path = REFERENCE_CSV) -> str:
+    """P2's published Table 1 as markdown, in the same layout as :meth:`Study.markdown`."""
+    import csv
+
+    rows = [(r["model"], r["layers"], [(int(r[f"{m}_{t}_ed"]), float(r[f"{m}_{t}_ratio"]))
+                                       for m in METRICS for t in P2_TASKS])
+            for r in csv.DictReader(path.open())]
+    return _markdown(list(P2_TASKS), rows)
+
+
+def _markdown(tasks, rows) -> str:
+    """A markdown table: ``rows`` of (model, L, [(ED, ratio) per metric × task]); None is "—" + footnote."""
+    out = ["| model | L | " + " | ".join(f"{m} · {t}" for m in METRICS for t in tasks) + " |",
+           "|" + "---|" * (2 + len(METRICS) * len(tasks))]
+    undefined = False
+    for name, L, cells in rows:
+        undefined |= any(ed is None for ed, _ in cells)
+        text = [f"{UNDEFINED}[^u]" if ed is None else f"{ed} ({rt:.2f})" for ed, rt in cells]
+        out.append(f"| {name} | {L} | " + " | ".join(text) + " |")
+    if undefined:
+        out.append("\n[^u]: undefined: no layer meets the metric's condition (spec §8), so there is no "
+                   "effective depth to report.")
+    return "\n".join(out)

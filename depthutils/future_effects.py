@@ -27,10 +27,11 @@ from typing import ClassVar, Sequence
 import numpy as np
 import torch
 
+from . import stack
 from ._run import encode_all, progress
 from .errors import DepthError, check_finite
 from .models import check_residual
-from .results import Result, describe, make_meta
+from .results import Result, describe, halves, make_meta
 
 PARTS = ("layer", "attn", "mlp")
 MODES = ("future", "all")
@@ -43,6 +44,13 @@ class FutureEffectsResult(Result):
     layer_effect: np.ndarray = None
     output_effect: np.ndarray = None
     kind: ClassVar[str] = "future_effects"
+
+    def summary(self) -> str:
+        L = len(self.output_effect)
+        on_later = np.array([np.nanmean(self.layer_effect[s, s + 1:]) if s < L - 1 else np.nan for s in range(L)])
+        (f1, f2), (o1, o2) = halves(on_later), halves(self.output_effect)
+        return (f"Skipping a first-half layer changes later layers by {f1:.3f} on average, a second-half layer by "
+                f"{f2:.3f}; the output moves by {o1:.3f} vs {o2:.3f} (max ‖p − p′‖₂, mean over the half).")
 
 
 def sample_positions(n_tokens: int, seed: int = 123, k: int = 4) -> list[int]:
@@ -113,9 +121,36 @@ def _run_chunk(model, ids: torch.Tensor, chunk: list[_Row], part: str, local: bo
     return torch.stack(ratios), out_diff  # [L, B, T], [B, T]
 
 
+def _stack_chunk(st, chunk: list[_Row], part: str):
+    """The fast path: all rows skip the same layer s; layers below s are reused from the clean run.
+
+    Same return format as :func:`_run_chunk` (row 0 stands for the clean run, with zeros).
+    """
+    s, B, T, L = chunk[0].s, len(chunk), st.h(0).shape[1], st.L
+    spans = [(r, row.t) for r, row in enumerate(chunk)]
+    x = st.h(s).expand(B, -1, -1)
+    if part == "layer":
+        out = st.outputs[s].expand(B, -1, -1).clone()
+        for r, t in spans:
+            out[r, 1:t] = x[r, 1:t]
+    else:
+        with st.zeroed(s, part, spans):
+            out = st.layer(s, x)
+    ratios = torch.zeros(L, B + 1, T)
+
+    def compare(j, x_in, o):
+        d, d0 = o - x_in, st.outputs[j] - st.inputs[j]
+        ratios[j, 1:] = ((d.float() - d0.float()).norm(dim=-1) / d0.float().norm(dim=-1))
+    h_L = st.run(out, s + 1, compare)
+    probs = st.unembed(h_L).float().softmax(-1)
+    out_diff = torch.zeros(B + 1, T)
+    out_diff[1:] = (probs - st.logits.float().softmax(-1)).norm(dim=-1)
+    return ratios, out_diff
+
+
 def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
                    positions: Sequence[int] | None = None, seed: int = 123, local: bool = False,
-                   n_positions: int = 4, batch_size: int | None = None,
+                   n_positions: int = 4, batch_size: int | None = None, method: str = "auto",
                    progress_bar: bool = True) -> FutureEffectsResult:
     """How much skipping each layer changes every later layer and the output distribution.
 
@@ -127,11 +162,20 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
         seed: the seed of P1's sampling (123).
         local: the direct-only variant (see the module docstring).
         batch_size: rows per forward, clean row included (default: all interventions of a prompt).
+        method: ``"stack"`` re-runs only the layers above each skipped one (local fp32 models,
+            see :mod:`depthutils.stack`); ``"batched"`` runs every intervention of a prompt as a
+            row of one nnsight forward, clean row included (remote, bf16, ``local=True``);
+            ``"auto"`` picks ``"stack"`` where it applies.
     """
     if part not in PARTS:
         raise DepthError(f"part must be one of {PARTS}, got {part!r}.")
     if mode not in MODES:
         raise DepthError(f"mode must be one of {MODES}, got {mode!r}.")
+    if method not in ("auto", "stack", "batched"):
+        raise DepthError(f"method must be 'auto', 'stack' or 'batched', got {method!r}.")
+    fast = method == "stack" or (method == "auto" and stack.usable(model) and not local)
+    if fast and (local or not stack.usable(model)):
+        raise DepthError("method='stack' needs a local float32 model and local=False; use method='batched'.")
     if batch_size is not None and batch_size < 2:
         raise DepthError("batch_size must be at least 2 (the clean row plus one intervention).")
     prompts, encs = encode_all(model, prompts)
@@ -152,10 +196,16 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
         if not ts:
             continue
         rows = _rows(L, ts, local)
-        size = len(rows) if batch_size is None else batch_size - 1
-        for start in range(0, len(rows), size):
-            chunk = rows[start:start + size]
-            ratios, out_diff = _run_chunk(model, enc.input_ids, chunk, part, local)
+        if fast:
+            st = stack.Stack(model, enc.input_ids)
+            chunks = [[r for r in rows if r.s == s] for s in range(L)]
+        else:
+            size = len(rows) if batch_size is None else batch_size - 1
+            chunks = [rows[start:start + size] for start in range(0, len(rows), size)]
+        for chunk in chunks:
+            with torch.no_grad():
+                ratios, out_diff = (_stack_chunk(st, chunk, part) if fast
+                                    else _run_chunk(model, enc.input_ids, chunk, part, local))
             for i, row in enumerate(chunk):
                 first = 1 if mode == "all" else row.t
                 r = ratios[:, i + 1, first:].amax(dim=-1).double().numpy()  # [L]
@@ -176,5 +226,5 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
     D[~upper] = np.nan
     ds, n = describe(prompts)
     meta = make_meta(model, dataset=ds, n=n, seed=seed, part=part, mode=mode, local=local,
-                     positions=used, n_positions=n_positions)
+                     positions=used, n_positions=n_positions, method="stack" if fast else "batched")
     return FutureEffectsResult(meta=meta, layer_effect=D, output_effect=O)

@@ -18,6 +18,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from . import stack
 from ._run import encode_all, progress
 from .errors import DepthError, check_finite
 from .models import check_residual
@@ -41,6 +42,12 @@ class IGResult(Result):
     f_x: float = None
     kind: ClassVar[str] = "integrated_gradients"
 
+    def summary(self) -> str:
+        mass = np.abs(self.attribution[:, 1:]).sum(1)
+        return (f"f(x) = {self.f_x:.3f}; the largest total |attribution| sits at layer {int(mass.argmax())}. "
+                f"Completeness gap (|Σ_t A − (f(x) − f(b))| relative): max {self.completeness_gap.max():.3f} "
+                "over layers.")
+
 
 def _target(model, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
     """``f`` per batch row: Σ over answer tokens of the gold token's probability."""
@@ -48,12 +55,27 @@ def _target(model, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
     return probs[:, torch.arange(len(gold)), gold].sum(-1)
 
 
+def _groups(n: int, size: int) -> list[list[int]]:
+    return [list(range(i, min(i + size, n))) for i in range(0, n, size)]
+
+
 def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 256, part: str = "layer", *,
-                         batch_size: int = 16, progress_bar: bool = True) -> IGResult:
-    """Attribution of the answer probability to every (layer, position) of ``part``'s output."""
+                         batch_size: int = 16, layers_per_pass: int | None = None, method: str = "auto",
+                         progress_bar: bool = True) -> IGResult:
+    """Attribution of the answer probability to every (layer, position) of ``part``'s output.
+
+    Args:
+        steps: K, the number of interpolation points (P1: 256).
+        batch_size: interpolation points per forward+backward for one layer (P1: 16).
+        layers_per_pass: how many layers share one forward+backward (their rows are independent);
+            default all, lower it for large models to bound memory (``"batched"`` method).
+        method: ``"stack"`` runs only the layers above ``l`` (local fp32 models, ``part="layer"``);
+            ``"batched"`` runs nnsight traces of the whole model (remote, bf16, sublayer parts);
+            ``"auto"`` picks ``"stack"`` where it applies.
+    """
     if part not in PARTS:
         raise DepthError(f"part must be one of {PARTS}, got {part!r}.")
-    if steps < 1 or batch_size < 1:
+    if steps < 1 or batch_size < 1 or (layers_per_pass is not None and layers_per_pass < 1):
         raise DepthError("steps and batch_size must be positive whole numbers.")
     p = as_prompt(prompt, answer)
     (p,), (enc,) = encode_all(model, [p], need_answer=True)
@@ -65,29 +87,75 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
     pred, gold = torch.tensor(enc.predict_positions), torch.tensor(enc.answer_ids)
     with model.no_grad(), model.trace(ids):
         f_x = _target(model, pred, gold).save()
-    A = np.zeros((L, enc.n_tokens))
-    f_b = np.zeros(L)
-    for l in progress(range(L), f"integrated gradients ({part})", enabled=progress_bar):
-        for start in range(0, steps, batch_size):
-            ks = torch.arange(start, min(start + batch_size, steps))
-            B = len(ks)
-            with model.trace(ids.expand(B, T)):
-                x = check_residual(get(l), B, T, f"{part} {l} output")[0:1].detach()
-                b = x.mean(dim=1, keepdim=True)  # mean over positions (the sequence axis)
-                alpha = (ks.to(x.dtype) / steps).view(B, 1, 1)
-                z = (b + alpha * (x - b)).detach().requires_grad_(True)
-                put(l, z)
-                f = _target(model, pred, gold)
-                with f.sum().backward():
-                    grad = z.grad.save()
-                contrib = (grad.float() * (x - b).float()).sum(-1).sum(0).save()  # [T]
-                f0 = f[0].detach().save()
-            A[l, :T] += contrib.double().numpy() / steps
-            if start == 0:
-                f_b[l] = float(f0)
+    if method not in ("auto", "stack", "batched"):
+        raise DepthError(f"method must be 'auto', 'stack' or 'batched', got {method!r}.")
+    fast = method == "stack" or (method == "auto" and stack.usable(model) and part == "layer")
+    if fast and not (stack.usable(model) and part == "layer"):
+        raise DepthError("method='stack' needs a local float32 model and part='layer'; use method='batched'.")
+    if fast:
+        A, f_b = _stack_ig(model, ids, pred, gold, steps, batch_size, progress_bar)
+    else:
+        A, f_b = _batched_ig(model, ids, pred, gold, steps, batch_size, layers_per_pass, get, put, part, progress_bar)
+    A = np.pad(A, ((0, 0), (0, enc.n_tokens - T)))
     fx = float(f_x[0])
     gap = np.abs(A.sum(1) - (fx - f_b)) / np.maximum(np.abs(fx - f_b), 1e-12)
     check_finite("integrated-gradients attribution", A)
     meta = make_meta(model, dataset=describe([p])[0], n=1, prompt=p.context, answer=p.answer, steps=steps,
-                     part=part, batch_size=batch_size)
+                     part=part, batch_size=batch_size, layers_per_pass=layers_per_pass,
+                     method="stack" if fast else "batched")
     return IGResult(meta=meta, attribution=A, tokens=np.array(enc.tokens), f_b=f_b, completeness_gap=gap, f_x=fx)
+
+
+def _stack_ig(model, ids, pred, gold, steps, batch_size, progress_bar):
+    """Fast path: for layer l, only layers l+1 … L-1 run on the interpolated batch."""
+    st = stack.Stack(model, ids)
+    L, T = st.L, ids.shape[1]
+    A, f_b = np.zeros((L, T)), np.zeros(L)
+    chunks = [(l, start) for l in range(L) for start in range(0, steps, batch_size)]
+    for l, start in progress(chunks, "integrated gradients (layer)", enabled=progress_bar):
+        ks = torch.arange(start, min(start + batch_size, steps))
+        x = st.outputs[l]
+        b = x.mean(dim=1, keepdim=True)  # mean over positions (the sequence axis)
+        alpha = (ks.to(x.dtype) / steps).view(-1, 1, 1)
+        z = (b + alpha * (x - b)).detach().requires_grad_(True)
+        with torch.enable_grad():
+            probs = st.unembed(st.run(z, l + 1)[:, pred]).float().softmax(-1)
+            f = probs[:, torch.arange(len(gold)), gold].sum(-1)
+            (grad,) = torch.autograd.grad(f.sum(), z)
+        A[l] += (grad.float() * (x - b).float()).sum(-1).sum(0).double().numpy() / steps
+        if start == 0:
+            f_b[l] = f[0].item()
+    return A, f_b
+
+
+def _batched_ig(model, ids, pred, gold, steps, batch_size, layers_per_pass, get, put, part, progress_bar):
+    """nnsight path: interpolation rows of several layers share one forward+backward."""
+    L, T = model.n_layers, ids.shape[1]
+    A = np.zeros((L, T))
+    f_b = np.zeros(L)
+    group = L if layers_per_pass is None else layers_per_pass
+    chunks = [(ls, start) for ls in _groups(L, group) for start in range(0, steps, batch_size)]
+    for ls, start in progress(chunks, f"integrated gradients ({part})", enabled=progress_bar):
+        ks = torch.arange(start, min(start + batch_size, steps))
+        K, B = len(ks), len(ls) * len(ks)  # rows [i*K, (i+1)*K) interpolate layer ls[i]
+        zs, diffs, grads = [], [], []
+        with model.trace(ids.expand(B, T)):
+            for i, l in enumerate(ls):
+                out = check_residual(get(l), B, T, f"{part} {l} output")
+                x = out[i * K:i * K + 1].detach()  # these rows are still clean at layer l
+                b = x.mean(dim=1, keepdim=True)  # mean over positions (the sequence axis)
+                alpha = (ks.to(x.dtype) / steps).view(K, 1, 1)
+                z = (b + alpha * (x - b)).detach().requires_grad_(True)
+                put(l, torch.cat([out[:i * K], z, out[(i + 1) * K:]]))
+                zs.append(z)
+                diffs.append(x - b)
+            f = _target(model, pred, gold)
+            with f.sum().backward():
+                for z in reversed(zs):  # gradients arrive in reverse forward order
+                    grads.append(z.grad.save())
+            contrib = torch.stack([(g.float() * d.float()).sum(-1).sum(0) for g, d in zip(reversed(grads), diffs)]).save()
+            f0 = f[::K].detach().save()  # row k = 0 of every layer: f(b_l) when start == 0
+        A[ls] += contrib.double().numpy() / steps
+        if start == 0:
+            f_b[ls] = f0.double().numpy()
+    return A, f_b

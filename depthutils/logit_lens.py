@@ -26,6 +26,15 @@ class LogitLensResult(Result):
     k: int = 5
     kind: ClassVar[str] = "logit_lens"
 
+    def summary(self) -> str:
+        from .effective_depth import ed_kl, ed_overlap
+
+        L = len(self.kl)
+        kl_at, ov_at = ed_kl(self.kl), ed_overlap(self.overlap)
+        say = lambda l: "never" if l is None else f"at layer {l} of {L} (relative depth {(l + 1) / L:.2f})"
+        return (f"The lens KL falls below half its maximum {say(kl_at)}; the top-{self.k} overlap first exceeds "
+                f"0.3 {say(ov_at)}. Overlap at the middle layer: {self.overlap[(L - 1) // 2]:.2f}.")
+
 
 def lens_stats(log_q: torch.Tensor, log_final: torch.Tensor, top_final: torch.Tensor, k: int):
     """Per-token KL(q ‖ q_final) and top-k overlap from log-probabilities ``[..., V]``.

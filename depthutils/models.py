@@ -239,6 +239,25 @@ def _local_revision(path: Path) -> str:
     return "local-" + h.hexdigest()[:12]
 
 
+def revision_of(name: str) -> str:
+    """The revision a cache key should carry: a content hash for local models, else the hub commit."""
+    local = _resolve_local(name)
+    if local is not None:
+        return _local_revision(local)
+    try:
+        from transformers import AutoConfig
+
+        return getattr(AutoConfig.from_pretrained(name), "_commit_hash", None) or "main"
+    except Exception:
+        return "main"
+
+
+def load_tokenizer(name: str, trust_remote_code: bool = False):
+    """The tokenizer of an alias, a local folder or a hub id (without loading the weights)."""
+    local = _resolve_local(name)
+    return _tokenizer(str(local or name), local is not None, None, trust_remote_code)
+
+
 def _pick_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -258,12 +277,34 @@ def _pick_dtype(dtype: Any, device: str) -> torch.dtype:
         if dtype not in names:
             raise DepthError(f"Unknown dtype {dtype!r}; use one of 'auto', {', '.join(map(repr, names))}.")
         out = names[dtype]
-    if device == "cpu" and out in (torch.bfloat16, torch.float16):
-        try:  # some CPUs/builds cannot run a half-precision matmul at all
-            torch.ones(2, 2, dtype=out) @ torch.ones(2, 2, dtype=out)
-        except RuntimeError as e:
-            raise DepthError(f"dtype={dtype!r} cannot run on this CPU ({e}); use dtype='float32'.") from e
+    if device == "cpu" and out in (torch.bfloat16, torch.float16) and not half_precision_works(out):
+        raise DepthError(f"dtype={dtype!r} cannot run on this CPU; use dtype='float32'.")
     return out
+
+
+def half_precision_works(dtype: torch.dtype) -> bool:
+    """Whether this CPU and torch build can run a matmul in ``dtype`` (some cannot at all)."""
+    try:
+        x = torch.ones(4, 4, dtype=dtype)
+        return bool(torch.isfinite((x @ x).float()).all())
+    except RuntimeError:
+        return False
+
+
+def ndif_reachable(timeout: float = 5.0) -> bool:
+    """Whether NDIF's API host answers on its port."""
+    import socket
+    from urllib.parse import urlparse
+
+    import nnsight
+
+    url = urlparse(nnsight.CONFIG.API.HOST)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)),
+                                 timeout=timeout).close()
+        return True
+    except OSError:
+        return False
 
 
 def _tokenizer(source: str, local: bool, revision: str | None, trust_remote_code: bool):
@@ -296,6 +337,12 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
     if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
         raise DepthError("load_model needs a model alias, local folder or hub id; got an empty value.")
     name = str(name_or_path)
+    if remote:
+        if not os.environ.get("NDIF_API_KEY"):
+            raise DepthError("remote=True needs an NDIF API key in the environment variable NDIF_API_KEY.")
+        if not ndif_reachable():
+            raise DepthError("Cannot reach NDIF (the remote execution service): check your internet connection, "
+                             "or run with remote=False on a model that fits here.")
     local = None if remote else _resolve_local(name)
     source = str(local) if local is not None else name
     try:
@@ -316,12 +363,9 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         )
     tokenizer = _tokenizer(source, local is not None, revision, trust_remote_code)
     if remote:
-        key = os.environ.get("NDIF_API_KEY")
-        if not key:
-            raise DepthError("remote=True needs an NDIF API key in the environment variable NDIF_API_KEY.")
         import nnsight
 
-        nnsight.CONFIG.API.APIKEY = key
+        nnsight.CONFIG.API.APIKEY = os.environ["NDIF_API_KEY"]  # from the environment only, never saved
         model = TransformersModel(name, task="text-generation", tokenizer=tokenizer, revision=revision,
                                   trust_remote_code=trust_remote_code)
         handle = ModelHandle(model, arch, tokenizer, name=name, revision=revision or "main", remote=True,

@@ -34,6 +34,15 @@ class Prompt:
     def from_parts(cls, context: str, answer: str, source: str = "", **meta) -> "Prompt":
         return cls(context + answer, len(context), source, meta)
 
+    @classmethod
+    def locate(cls, text: str, answer: str, source: str = "", **meta) -> "Prompt":
+        """A prompt from a whole text whose answer is its last occurrence of ``answer``."""
+        at = text.rfind(answer) if answer else -1
+        if at < 0:
+            raise DepthError(f"The answer {answer!r} was not found in the text {text[:60]!r}; "
+                             "give the answer exactly as it appears in the text.")
+        return cls(text, at, source, meta)
+
 
 @dataclass
 class Encoded:

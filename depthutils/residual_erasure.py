@@ -17,7 +17,8 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from ._run import as_prompts, encode_all, progress
+from . import stack
+from ._run import encode_all, progress
 from .errors import DepthError, check_finite
 from .models import check_residual
 from .prompts import as_prompt
@@ -31,6 +32,16 @@ class ErasureResult(Result):
     effect: np.ndarray = None
     tokens: np.ndarray = None
     kind: ClassVar[str] = "residual_erasure"
+
+    def summary(self) -> str:
+        E = self.effect
+        last = int(np.flatnonzero(E.max(0) > 0)[-1]) if E.max() > 0 else E.shape[1] - 1
+        other = E[:, 1:last]  # every erasable position before the last one that predicts the answer
+        thr = 0.1 * E.max()
+        deep = [l for l in range(E.shape[0]) if other.size and other[l].max() > thr]
+        return (f"Largest effect {E.max():.3f} (layer {np.unravel_index(E.argmax(), E.shape)[0]}). Positions before "
+                f"the final one still matter (> 10% of the max) up to residual h_{max(deep) if deep else '-'}; "
+                f"after that only the final position carries the answer.")
 
 
 def residual_means(model, prompts, *, progress_bar: bool = True) -> np.ndarray:
@@ -56,7 +67,7 @@ def _baseline_at(baseline: torch.Tensor, l: int, t: int) -> torch.Tensor:
 
 
 def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *, batch_size: int | None = None,
-                     progress_bar: bool = True) -> ErasureResult:
+                     method: str = "auto", progress_bar: bool = True) -> ErasureResult:
     """The effect of erasing each residual ``h_l[t]`` on the answer's probability distribution.
 
     Args:
@@ -64,6 +75,9 @@ def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *,
         baseline: ``[L+1, H]`` (one vector per layer) or ``[L+1, T, H]`` (per position);
             by default the mean residual of the first 10 GSM8K prompts.
         batch_size: rows per forward, clean row included (default: all positions of a layer).
+        method: ``"stack"`` runs only layers ``l … L-1`` for an erasure at ``h_l`` (local fp32
+            models); ``"batched"`` runs the whole model with the clean run as row 0 (remote, bf16);
+            ``"auto"`` picks ``"stack"`` where it applies.
     """
     p = as_prompt(prompt, answer)
     (p,), (enc,) = encode_all(model, [p], need_answer=True)
@@ -83,10 +97,23 @@ def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *,
     size = (T - 1) if batch_size is None else batch_size - 1
     if size < 1:
         raise DepthError("batch_size must be at least 2 (the clean row plus one intervention).")
+    if method not in ("auto", "stack", "batched"):
+        raise DepthError(f"method must be 'auto', 'stack' or 'batched', got {method!r}.")
+    fast = method == "stack" or (method == "auto" and stack.usable(model))
+    st = stack.Stack(model, ids) if fast else None
     for l in progress(range(L + 1), "residual erasure", enabled=progress_bar):
         for start in range(1, T, size):
             ts = list(range(start, min(start + size, T)))
             B = len(ts) + 1
+            if fast:
+                with torch.no_grad():
+                    x = st.h(l).expand(B - 1, -1, -1).clone()
+                    for r, t in enumerate(ts):
+                        x[r, t] = _baseline_at(base, l, t).to(x.dtype)
+                    probs = st.unembed(st.run(x, l)[:, pred]).float().softmax(-1)
+                    clean = st.unembed(st.h(L)[:, pred]).float().softmax(-1)
+                    effect[l, ts] = (probs - clean).norm(dim=-1).amax(dim=-1).double().numpy()
+                continue
             with model.no_grad(), model.trace(ids.expand(B, T)):
                 x = model.layers_input(l) if l < L else model.layers_output(L - 1)
                 x = check_residual(x, B, T, f"residual {l}").clone()
@@ -101,5 +128,6 @@ def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *,
             effect[l, ts] = diff[1:].double().numpy()
     check_finite("erasure effect", effect)
     meta = make_meta(model, dataset=describe([p])[0], n=1, prompt=p.context, answer=p.answer,
-                     baseline="custom" if baseline is not None else "gsm8k-10-mean", batch_size=batch_size)
+                     baseline="custom" if baseline is not None else "gsm8k-10-mean", batch_size=batch_size,
+                     method="stack" if fast else "batched")
     return ErasureResult(meta=meta, effect=effect, tokens=np.array(enc.tokens))

@@ -70,6 +70,16 @@ class Result:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                 if f.name != "meta" and not isinstance(getattr(self, f.name), np.ndarray)}
 
+    def table(self, *names: str, digits: int = 3) -> str:
+        """A plain-text table of per-layer arrays (rounded, so notebook outputs stay comparable)."""
+        names = names or tuple(k for k, v in self.arrays().items() if v.ndim == 1 and v.dtype.kind == "f")
+        cols = [np.asarray(getattr(self, n), float) for n in names]
+        width = max(len(n) for n in names) + 2
+        lines = ["layer" + "".join(f"{n:>{width}}" for n in names)]
+        for l in range(len(cols[0])):
+            lines.append(f"{l:>5}" + "".join(f"{c[l]:>{width}.{digits}f}" for c in cols))
+        return "\n".join(lines)
+
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         arrays = self.arrays()
@@ -106,3 +116,10 @@ def describe(prompts) -> tuple[str, int]:
     """(dataset name, n) of a list of prompts."""
     sources = sorted({p.source or "custom" for p in prompts})
     return "+".join(sources), len(prompts)
+
+
+def halves(values) -> tuple[float, float]:
+    """Means over the first and the second half of the layers (the middle layer goes to the first)."""
+    v = np.asarray(values, float)
+    mid = (len(v) + 1) // 2
+    return float(np.nanmean(v[:mid])), float(np.nanmean(v[mid:]))

@@ -23,7 +23,7 @@ def test_gsm8k_is_in_p1_format():
 @needs_data
 @pytest.mark.parametrize("name,kw,check", [
     ("math", dict(type="Intermediate Algebra", level=5), lambda p: p.meta["level"] == "Level 5" and p.context.startswith("Problem: ")),
-    ("aime24", {}, lambda p: p.context.endswith("The final answer is ") and p.answer.isdigit()),
+    ("aime24", {}, lambda p: p.context.startswith("Problem: ") and p.context.endswith("\nAnswer: ") and p.answer.isdigit()),
     ("hellaswag", {}, lambda p: len(p.answer) > 0 and p.context.endswith(" ")),
     ("mquake", dict(hops=4), lambda p: p.context.startswith("Question: ") and p.answer.startswith(" ")),
     ("mquake", dict(hops=1), lambda p: p.meta["hops"] == 1),
@@ -56,15 +56,6 @@ def test_answer_positions_point_at_the_answer_tokens(tiny):
     assert enc.answer_positions[-1] == enc.n_tokens - 1
 
 
-def test_offline_without_local_data_is_one_clear_error(monkeypatch, tmp_path):
-    monkeypatch.setenv("DEPTHUTILS_DATA", str(tmp_path))
-    monkeypatch.setattr(data, "local_dirs", lambda: [tmp_path])
-    with pytest.raises(DepthError) as e:
-        data.gsm8k(5)
-    msg = str(e.value)
-    assert "DEPTHUTILS_DATA" in msg and "hub" in msg and "openai/gsm8k" in msg
-
-
 def test_depthutils_data_variable_is_used(monkeypatch, tmp_path):
     (tmp_path / "gsm8k_test.jsonl").write_text('{"question": "Q?", "answer": "because\\n#### 7"}\n')
     monkeypatch.setenv("DEPTHUTILS_DATA", str(tmp_path))
@@ -72,7 +63,3 @@ def test_depthutils_data_variable_is_used(monkeypatch, tmp_path):
     assert p.answer == "7" and "Problem: Q?" in p.text
 
 
-@pytest.mark.parametrize("n", [0, -3, 2.5])
-def test_bad_n_examples(n):
-    with pytest.raises(DepthError, match="positive whole number"):
-        data.arithmetic(n)

@@ -11,10 +11,10 @@ from depthutils.prompts import encode
 
 
 @pytest.mark.parametrize("part", ["layer", "attn", "mlp"])
-@pytest.mark.parametrize("local", [False, True])
-def test_skipping_nothing_changes_nothing(tiny, prompts, part, local):
+@pytest.mark.parametrize("local,method", [(False, "stack"), (False, "batched"), (True, "batched")])
+def test_skipping_nothing_changes_nothing(tiny, prompts, part, local, method):
     handle, _ = tiny("llama")
-    got = depthutils.future_effects(handle, prompts, part=part, positions=[1], local=local)
+    got = depthutils.future_effects(handle, prompts, part=part, positions=[1], local=local, method=method)
     upper = np.triu(np.ones_like(got.layer_effect, bool), 1)
     assert np.all(got.layer_effect[upper] == 0)
     assert np.all(got.output_effect == 0)
@@ -40,17 +40,18 @@ def test_erasing_with_the_original_residual_does_nothing(tiny, prompts):
             hs.append(handle.layers_input(l)[0].save())
         hs.append(handle.layers_output(L - 1)[0].save())
     own = torch.stack(hs).numpy()  # [L+1, T, H]: the original residual at every position
-    got = depthutils.residual_erasure(handle, p, baseline=own)
-    assert got.effect.shape == (L + 1, T)
-    assert np.abs(got.effect).max() < 1e-6
+    for method in ("stack", "batched"):
+        got = depthutils.residual_erasure(handle, p, baseline=own, method=method)
+        assert got.effect.shape == (L + 1, T)
+        assert np.abs(got.effect).max() < 1e-6
     mean = depthutils.residual_means(handle, prompts)
     assert np.abs(depthutils.residual_erasure(handle, p, baseline=mean).effect).max() > 1e-3
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt_neox"])
-def test_integrated_gradients_completeness(tiny, prompts, family):
+@pytest.mark.parametrize("family,method", [("llama", "stack"), ("gpt_neox", "stack"), ("llama", "batched")])
+def test_integrated_gradients_completeness(tiny, prompts, family, method):
     handle, _ = tiny(family)
-    got = depthutils.integrated_gradients(handle, prompts[1], steps=256)
+    got = depthutils.integrated_gradients(handle, prompts[1], steps=256, method=method)
     delta = got.f_x - got.f_b
     assert np.all(np.abs(delta) > 1e-6), "f(x) - f(b) must be non-zero for the check to mean anything"
     np.testing.assert_array_less(np.abs(got.attribution.sum(1) - delta), 0.05 * np.abs(delta))
@@ -86,6 +87,18 @@ def test_shape_guard_catches_output_zero(tiny, prompts, monkeypatch):
     with pytest.raises(ShapeError):
         depthutils.contributions(handle, prompts[:1])
     with pytest.raises(ShapeError):
-        depthutils.future_effects(handle, prompts[:1], positions=[2])
+        depthutils.future_effects(handle, prompts[:1], positions=[2], method="batched")
     with pytest.raises(ShapeError):
         depthutils.logit_lens(handle, prompts[:1])
+
+
+def test_shape_guard_catches_output_zero_on_the_fast_path(tiny, prompts, monkeypatch):
+    import depthutils.stack
+
+    handle, _ = tiny("llama")
+    monkeypatch.setattr(depthutils.stack, "unwrap", lambda value: value[0])
+    for call in (lambda: depthutils.future_effects(handle, prompts[:1], positions=[2], method="stack"),
+                 lambda: depthutils.residual_erasure(handle, prompts[0], baseline=np.zeros((4, 32)), method="stack"),
+                 lambda: depthutils.integrated_gradients(handle, prompts[0], steps=2, method="stack")):
+        with pytest.raises(ShapeError):
+            call()

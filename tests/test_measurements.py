@@ -54,11 +54,13 @@ def test_logit_lens_matches_oracle(tiny, prompts, family):
 
 @pytest.mark.parametrize("family", ["llama", "qwen2", "gpt_neox", "olmo2"])
 @pytest.mark.parametrize("part", ["layer", "attn", "mlp"])
-def test_future_effects_match_oracle(tiny, prompts, family, part):
+@pytest.mark.parametrize("method", ["stack", "batched"])
+def test_future_effects_match_oracle(tiny, prompts, family, part, method):
     handle, hf = tiny(family)
     p = prompts[2]
     ts = [3, 9]
-    got = depthutils.future_effects(handle, [p], part=part, positions=ts, batch_size=4)
+    got = depthutils.future_effects(handle, [p], part=part, positions=ts, batch_size=4, method=method)
+    assert got.meta["params"]["method"] == method
     D, O = oracle.future_effects(hf, family, ids_of(handle, [p])[0], ts, part=part)
     np.testing.assert_allclose(got.layer_effect, D, atol=ATOL)
     np.testing.assert_allclose(got.output_effect, O, atol=ATOL)
@@ -66,9 +68,10 @@ def test_future_effects_match_oracle(tiny, prompts, family, part):
 
 
 @pytest.mark.parametrize("family", ["llama", "gpt2"])
-def test_future_effects_all_tokens_match_oracle(tiny, prompts, family):
+@pytest.mark.parametrize("method", ["stack", "batched"])
+def test_future_effects_all_tokens_match_oracle(tiny, prompts, family, method):
     handle, hf = tiny(family)
-    got = depthutils.future_effects(handle, prompts[:2], mode="all")
+    got = depthutils.future_effects(handle, prompts[:2], mode="all", method=method)
     ref = [oracle.future_effects(hf, family, ids, [0], mode="all") for ids in ids_of(handle, prompts[:2])]
     np.testing.assert_allclose(got.layer_effect, np.fmax(ref[0][0], ref[1][0]), atol=ATOL)
     np.testing.assert_allclose(got.output_effect, np.maximum(ref[0][1], ref[1][1]), atol=ATOL)
@@ -87,11 +90,12 @@ def test_future_effects_default_sampling_is_p1s(tiny, prompts):
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2", "gpt_neox"])
-def test_residual_erasure_matches_oracle(tiny, prompts, family):
+@pytest.mark.parametrize("method", ["stack", "batched"])
+def test_residual_erasure_matches_oracle(tiny, prompts, family, method):
     handle, hf = tiny(family)
     p = prompts[0]
     base = depthutils.residual_means(handle, prompts)
-    got = depthutils.residual_erasure(handle, p, baseline=base, batch_size=5)
+    got = depthutils.residual_erasure(handle, p, baseline=base, batch_size=5, method=method)
     enc = encode(handle.tokenizer, p)
     want = oracle.residual_erasure(hf, family, enc.input_ids, enc.predict_positions, torch.tensor(base))
     np.testing.assert_allclose(got.effect, want, atol=ATOL)
@@ -108,10 +112,11 @@ def test_residual_means_match_oracle(tiny, prompts):
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2", "gpt_neox"])
-def test_integrated_gradients_match_oracle(tiny, prompts, family):
+@pytest.mark.parametrize("method", ["stack", "batched"])
+def test_integrated_gradients_match_oracle(tiny, prompts, family, method):
     handle, hf = tiny(family)
     p = prompts[1]
-    got = depthutils.integrated_gradients(handle, p, steps=16, batch_size=6)
+    got = depthutils.integrated_gradients(handle, p, steps=16, batch_size=6, layers_per_pass=2, method=method)
     enc = encode(handle.tokenizer, p)
     T = max(enc.predict_positions) + 1
     want = oracle.integrated_gradients(hf, family, enc.input_ids[:, :T], enc.predict_positions,

@@ -1,0 +1,152 @@
+"""The chapter runner: execute a chapter with papermill, or every chapter and then the HTML book.
+
+``python -m depthutils run 02 --model ladder-4 -p n_examples 5 --out out/``
+``python -m depthutils book [--model ID]``
+"""
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .errors import DepthError
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER_DIR = ROOT / "chapters"
+BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "references.bib", "logo.png")
+#: settings for every kernel the runner starts: no progress bars in rendered pages
+KERNEL_ENV = {"DEPTHUTILS_PROGRESS": "0", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1",
+              "PYTHONWARNINGS": "ignore"}
+
+
+def chapters() -> dict[str, Path]:
+    """Chapter number ("01") -> notebook path, in book order."""
+    return {p.name[:2]: p for p in sorted(CHAPTER_DIR.glob("[0-9][0-9]_*.ipynb"))}
+
+
+def find_chapter(chapter: str) -> Path:
+    """A chapter by number ("2", "02") or name ("future_effects", "02_future_effects")."""
+    chs = chapters()
+    key = str(chapter).strip().removesuffix(".ipynb")
+    if key.isdigit() and key.zfill(2) in chs:
+        return chs[key.zfill(2)]
+    for num, path in chs.items():
+        if key in (path.stem, path.stem[3:]):
+            return path
+    valid = ", ".join(f"{n} ({p.stem[3:]})" for n, p in chs.items())
+    raise DepthError(f"Unknown chapter {chapter!r}; valid chapters are: {valid}.")
+
+
+def parameters(path: Path) -> dict:
+    """The chapter's parameters: name -> default, read from its cell tagged ``parameters``.
+
+    Parsed with ``ast`` (papermill's line regex trips over values such as ``"5 + 7 = "``).
+    """
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    if cell is None:
+        return {}
+    out = {}
+    for node in ast.parse(cell.source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = ast.literal_eval(node.value)
+    return out
+
+
+def parse_value(text: str):
+    """A ``-p NAME VALUE`` value: a Python literal when it parses as one, else the string itself."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _writable(out: Path) -> Path:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise DepthError(f"Cannot write to the output folder {out} ({e.strerror}); pass --out with a folder you can write to.") from None
+    return out
+
+
+def _hide_injected(nb_path: Path) -> None:
+    """Hide papermill's injected-parameters cell in the rendered page."""
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+    nbformat.write(nb, nb_path)
+
+
+def run_chapter(chapter: str, *, model: str | None = None, models: list[str] | None = None,
+                params: dict | None = None, out: str | Path = "out", quiet: bool = False) -> Path:
+    """Execute one chapter into ``out/<chapter>.ipynb``; its figures land in ``out/figures``.
+
+    ``model`` sets a chapter's ``model`` (or, for a chapter that takes a list, ``models = [model]``);
+    ``models`` sets the list of a chapter that takes one (chapter 6).
+    """
+    import papermill
+
+    src = find_chapter(chapter)
+    valid = parameters(src)
+    params = dict(params or {})
+    if models is not None:
+        if "models" not in valid:
+            raise DepthError(f"Chapter {src.stem} takes one model; use --model instead of --models.")
+        params["models"] = list(models)
+    if model is not None:
+        params["model" if "model" in valid else "models"] = model if "model" in valid else [model]
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise DepthError(f"Unknown parameter(s) {', '.join(unknown)} for chapter {src.stem}; "
+                         f"valid parameters are: {', '.join(valid)}.")
+    out = _writable(Path(out).resolve())
+    params.setdefault("out_dir", str(out / "figures"))
+    dest = out / src.name
+    os.environ.update(KERNEL_ENV)
+    t0 = time.time()
+    try:
+        papermill.execute_notebook(str(src), str(dest), parameters=params, kernel_name="python3",
+                                   progress_bar=False, cwd=str(out))
+    except papermill.PapermillExecutionError as e:
+        raise DepthError(f"Chapter {src.stem} failed in cell {e.exec_count}: {e.ename}: {e.evalue} "
+                         f"(the executed notebook is {dest}).") from None
+    _hide_injected(dest)
+    if not quiet:
+        print(f"{src.stem}: executed in {time.time() - t0:.1f}s -> {dest}")
+    return dest
+
+
+def build_book(*, model: str | None = None) -> Path:
+    """Execute every chapter into ``_build/src``, then build the HTML book into ``_build/html``."""
+    build_dir = ROOT / "_build"
+    stage = build_dir / "src"
+    if stage.exists():
+        shutil.rmtree(stage)
+    (stage / "chapters").mkdir(parents=True)
+    for name in BOOK_FILES:
+        if (ROOT / name).exists():
+            shutil.copy(ROOT / name, stage / name)
+    t0 = time.time()
+    for num in chapters():
+        run_chapter(num, model=model, out=stage / "chapters")
+    jb = shutil.which("jupyter-book") or str(Path(sys.executable).with_name("jupyter-book"))
+    cmd = [jb, "build", str(stage), "--path-output", str(build_dir.parent), "--quiet"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise DepthError(f"jupyter-book build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    html = build_dir / "html"
+    print(f"book: built {html / 'index.html'} in {time.time() - t0:.0f}s")
+    return html

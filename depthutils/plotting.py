@@ -1,0 +1,188 @@
+"""One look for every chapter: each figure function takes a result and returns a Figure.
+
+Titles name the model, the data set and n (from the result's metadata);
+colour always comes with a colorbar; :func:`save` writes PNG and PDF.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .results import atomic_write
+
+COLORS = {"attn": "#1f77b4", "mlp": "#ff7f0e", "layer": "#2ca02c"}
+LABELS = {"attn": "attention", "mlp": "MLP", "layer": "whole layer"}
+plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 150, "axes.grid": True, "grid.alpha": 0.3,
+                     "axes.spines.top": False, "axes.spines.right": False, "font.size": 10})
+
+
+def title(result, what: str) -> str:
+    m = result.meta
+    name = str(m.get("model", "?"))
+    if len(name) > 40:
+        name = "…" + name[-39:]
+    data = m.get("dataset") or "custom prompts"
+    return f"{what}\n{name} · {data} · n={m.get('n', '?')}"
+
+
+def save(fig, out_dir: str | Path, name: str) -> list[Path]:
+    """Write ``name.png`` and ``name.pdf`` into ``out_dir`` (atomically) and return the paths."""
+    out = []
+    for ext in ("png", "pdf"):
+        path = Path(out_dir) / f"{name}.{ext}"
+        atomic_write(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, bbox_inches="tight"))
+        out.append(path)
+    return out
+
+
+def contributions(result):
+    """P1 Fig. 2: relative contribution (a) and cosine with the residual (b) per layer."""
+    L = len(result.layer_ratio)
+    x = np.arange(L)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for part in ("attn", "mlp", "layer"):
+        kw = dict(color=COLORS[part], label=LABELS[part], marker="o", ms=3)
+        a.plot(x, getattr(result, f"{part}_ratio"), **kw)
+        b.plot(x, getattr(result, f"{part}_cos"), **kw)
+    a.set(xlabel="layer", ylabel="‖contribution‖ / ‖residual‖", title="(a) relative contribution")
+    b.axhline(0, color="k", lw=0.8)
+    b.set(xlabel="layer", ylabel="cos(contribution, residual)", title="(b) cosine similarity")
+    a.legend()
+    fig.suptitle(title(result, "How much does each layer write into the residual stream?"), y=1.06)
+    return fig
+
+
+def _heat(ax, data, fig, cmap, label, vmin=None, vmax=None):
+    im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax,
+                   interpolation="nearest")
+    fig.colorbar(im, ax=ax, label=label)
+    return im
+
+
+def future_effects(result):
+    """P1 Fig. 3: effect of skipping layer s on later layer j (heatmap) and on the output."""
+    D, O = result.layer_effect, result.output_effect
+    L = len(O)
+    p = result.meta.get("params", {})
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [1.25, 1]})
+    _heat(a, D, fig, "viridis", "max relative change of Δ_j", vmin=0)
+    a.set(xlabel="later layer j", ylabel="skipped layer s", title="(a) effect on later layers")
+    b.bar(np.arange(L), O, color=COLORS.get(p.get("part", "layer"), "gray"))
+    b.set(xlabel="skipped layer s", ylabel="max ‖p − p′‖₂", title="(b) effect on the output distribution")
+    variant = f"skip {LABELS.get(p.get('part'), p.get('part'))}, {p.get('mode', 'future')} tokens"
+    if p.get("local"):
+        variant += ", direct paths only"
+    fig.suptitle(title(result, f"What breaks downstream when a layer is skipped? ({variant})"), y=1.06)
+    return fig
+
+
+def logit_lens(result):
+    """P1 Fig. 4: KL(q_l ‖ q_L) and top-k overlap of the logit lens per layer."""
+    L = len(result.kl)
+    x = np.arange(L)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
+    a.plot(x, result.kl, marker="o", ms=3, color="#9467bd")
+    a.set(xlabel="layer (output of)", ylabel="KL(q_l ‖ q_L)  [nats]", title="(a) KL to the final distribution")
+    b.plot(x, result.overlap, marker="o", ms=3, color="#8c564b")
+    b.set(xlabel="layer (output of)", ylabel=f"top-{result.k} overlap", ylim=(-0.03, 1.03),
+          title=f"(b) overlap of the top-{result.k} tokens")
+    fig.suptitle(title(result, "When does the residual stream already hold the final prediction?"), y=1.06)
+    return fig
+
+
+def _token_axis(ax, tokens):
+    labels = [t.replace("Ġ", "·").replace("Ċ", "\\n") for t in tokens]
+    ax.set_xticks(np.arange(len(labels)))
+    ax.set_xticklabels(labels, rotation=90, fontsize=8)
+
+
+def residual_erasure(result):
+    """P1 Fig. 6b: effect of erasing h_l[t] on the answer distribution, layer × token."""
+    E = result.effect
+    fig, ax = plt.subplots(figsize=(max(6, 0.42 * E.shape[1] + 2), 4))
+    _heat(ax, E, fig, "magma", "max ‖p − p′‖₂ over answer positions", vmin=0)
+    ax.set(ylabel="residual h_l (layer l)", xlabel="erased position")
+    _token_axis(ax, result.tokens)
+    ax.grid(False)
+    m = result.meta.get("params", {})
+    fig.suptitle(f"Where is the answer computed? Erasing one residual vector\n"
+                 f"{m.get('prompt', '')!r} → {m.get('answer', '')!r} · {result.meta.get('model')}", y=1.02)
+    return fig
+
+
+def integrated_gradients(result):
+    """P1 Fig. 6a: attribution per layer × token; diverging colours, BOS excluded from the scale."""
+    A = result.attribution
+    lim = float(np.abs(A[:, 1:]).max()) or 1.0
+    fig, ax = plt.subplots(figsize=(max(6, 0.42 * A.shape[1] + 2), 4))
+    _heat(ax, A, fig, "RdBu_r", "attribution to the answer probability", vmin=-lim, vmax=lim)
+    ax.set(ylabel="layer output (layer l)", xlabel="position")
+    _token_axis(ax, result.tokens)
+    ax.grid(False)
+    m = result.meta.get("params", {})
+    fig.suptitle(f"Integrated gradients, {m.get('steps')} steps (BOS column outside the colour scale)\n"
+                 f"{m.get('prompt', '')!r} → {m.get('answer', '')!r} · {result.meta.get('model')}", y=1.02)
+    return fig
+
+
+# ------------------------------------------------------------------ chapter 6 (P2)
+METRIC_LABELS = {"cos": "mean cosine c̄_l", "kl": "KL(q_l ‖ q_L) / max", "overlap": "top-5 overlap"}
+
+
+def effective_depth_curves(study):
+    """The per-layer curves behind the effective depths: one row per task, one column per metric."""
+    fig, axes = plt.subplots(len(study.tasks), 3, figsize=(12, 2.3 * len(study.tasks)), squeeze=False,
+                             sharex=True)
+    for i, task in enumerate(study.tasks):
+        for model in study.models:
+            r = study.results[(model, task)]
+            x = (np.arange(r.n_layers) + 1) / r.n_layers
+            kl = r.kl / r.kl.max() if r.kl.max() > 0 else r.kl
+            for ax, y, metric in zip(axes[i], (r.mean_cos, kl, r.overlap), ("cos", "kl", "overlap")):
+                line, = ax.plot(x, y, marker="o", ms=2.5, label=model)
+                ed = r.ed(metric)
+                if ed is not None:
+                    ax.axvline((ed + 1) / r.n_layers, color=line.get_color(), ls=":", lw=1)
+        for ax, metric in zip(axes[i], ("cos", "kl", "overlap")):
+            ax.set_ylabel(f"{task}\n{METRIC_LABELS[metric]}", fontsize=8)
+        axes[i][0].axhline(0, color="k", lw=0.7)
+        axes[i][2].axhline(0.3, color="k", lw=0.7, ls="--")
+    for ax in axes[-1]:
+        ax.set_xlabel("relative depth (l + 1) / L")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("Per-layer curves of P2's three metrics (dotted: each model's effective depth)", y=1.0)
+    fig.tight_layout()
+    return fig
+
+
+def ratio_vs_depth(study, models):
+    """P2's scale question: effective-depth ratio against the number of layers, per metric and task."""
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), sharey=True)
+    depths = [study.results[(m, study.tasks[0])].n_layers for m in models]
+    for ax, metric in zip(axes, ("cos", "kl", "overlap")):
+        for task in study.tasks:
+            ratios = [study.results[(m, task)].ratio(metric) for m in models]
+            ax.plot(depths, [np.nan if r is None else r for r in ratios], marker="o", label=task)
+        ax.set(xlabel="number of layers L", title=f"ED from {metric}", xticks=depths, ylim=(0, 1.05))
+    axes[0].set_ylabel("effective-depth ratio (ED + 1) / L")
+    axes[-1].legend(fontsize=8)
+    fig.suptitle("Does effective depth keep up with total depth? (missing points: undefined)", y=1.03)
+    return fig
+
+
+def base_vs_cot(study, base: str, cot: str):
+    """P2's training question: effective-depth ratio of a base model and its CoT fine-tune."""
+    labels = [f"{m}\n{t}" for m in ("cos", "kl", "overlap") for t in study.tasks]
+    vals = {name: [study.results[(name, t)].ratio(m) for m in ("cos", "kl", "overlap") for t in study.tasks]
+            for name in (base, cot)}
+    x = np.arange(len(labels))
+    fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(labels)), 3.6))
+    for off, name in ((-0.2, base), (0.2, cot)):
+        ax.bar(x + off, [np.nan if v is None else v for v in vals[name]], width=0.4, label=name)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set(ylabel="effective-depth ratio", ylim=(0, 1.05), title=f"Base vs chain-of-thought: {base} vs {cot}")
+    ax.legend()
+    return fig

@@ -1,0 +1,116 @@
+"""The chapter runner and the rendered book, read in headless Chromium.
+
+The book is built once per session (``python -m depthutils book``) unless
+``_build/html`` is already newer than every chapter; the browser test serves it
+on loopback and opens every chapter page.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from depthutils.book import ROOT, chapters, find_chapter, parameters, run_chapter
+from depthutils.errors import DepthError
+
+HTML = ROOT / "_build" / "html"
+
+
+def test_chapters_are_found_by_number_and_name():
+    assert find_chapter("2") == find_chapter("02") == find_chapter("future_effects") == find_chapter("02_future_effects")
+    with pytest.raises(DepthError, match=r"Unknown chapter 'nine'; valid chapters are: 01 \(contributions\)"):
+        find_chapter("nine")
+
+
+def test_every_chapter_has_the_common_parameters():
+    for path in chapters().values():
+        p = parameters(path)
+        assert {"device", "dtype", "remote", "seed", "out_dir"} <= set(p), path.name
+        assert p.get("model", "default") == "default" and p["remote"] is False
+
+
+def test_run_chapter_with_another_local_model(tmp_path):
+    """`run 02 --model <another local model>`: here the 4-layer ladder model, by folder path."""
+    from depthutils.ladder.registry import resolve_alias
+
+    other = resolve_alias("ladder-4")
+    proc = subprocess.run([sys.executable, "-m", "depthutils", "run", "02", "--model", str(other),
+                           "-p", "n_examples", "2", "-p", "modes", '["future"]', "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    nb = nbformat.read(tmp_path / "02_future_effects.ipynb", as_version=4)
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and "remove-cell" in injected[0].metadata["tags"]
+    assert str(other) in injected[0].source
+    assert (tmp_path / "figures" / "fig3_future_effects_layer_future.png").stat().st_size > 10_000
+    assert (tmp_path / "figures" / "fig3_future_effects_layer_future.pdf").exists()
+    saved = json.loads((tmp_path / "figures" / "future_effects_layer_future.json").read_text())
+    assert saved["meta"]["n_layers"] == 4 and saved["meta"]["n"] == 2
+
+
+# ------------------------------------------------------------------------------------ browser
+
+def _book_is_fresh() -> bool:
+    index = HTML / "index.html"
+    if not index.exists():
+        return False
+    sources = list(chapters().values()) + [ROOT / "intro.md", ROOT / "_toc.yml", ROOT / "_config.yml"]
+    return index.stat().st_mtime > max(p.stat().st_mtime for p in sources)
+
+
+@pytest.fixture(scope="module")
+def book_url():
+    if not _book_is_fresh():
+        proc = subprocess.run([sys.executable, "-m", "depthutils", "book"], capture_output=True, text=True,
+                              cwd=ROOT, timeout=1200)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(HTML))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    if not (shutil.which("chromium") and shutil.which("chromedriver")) and shutil.which("apt-get") and os.geteuid() == 0:
+        subprocess.run("apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+                       "chromium chromium-driver", shell=True, capture_output=True, timeout=900)
+    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    assert binary and driver, "Debian's chromium and chromium-driver are needed: apt-get install chromium chromium-driver"
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = binary
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    b = webdriver.Chrome(options=opts, service=Service(driver))
+    yield b
+    b.quit()
+
+
+@pytest.mark.parametrize("stem", [p.stem for p in chapters().values()])
+def test_chapter_page_in_a_browser(book_url, browser, stem):
+    browser.get(f"{book_url}/chapters/{stem}.html")
+    browser.execute_script("return document.readyState")  # page loaded
+    images = browser.execute_script(
+        "return Array.from(document.querySelectorAll('main img')).map(i => [i.complete, i.naturalWidth, i.src.slice(0, 60)])")
+    assert images, f"{stem}: no figures on the page"
+    assert all(ok and width > 0 for ok, width, _ in images), f"{stem}: a figure did not load: {images}"
+    text = browser.execute_script("return document.body.innerText")
+    for junk in ("Traceback (most recent call last)", "it/s]", "%|", "Warning:", "WARNING"):
+        assert junk not in text, f"{stem}: the page shows {junk!r}"
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, f"{stem}: console errors {errors}"

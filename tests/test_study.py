@@ -1,0 +1,43 @@
+"""Chapter 6's study: cached per model × task, table recomputed from the cached curves."""
+from __future__ import annotations
+
+import numpy as np
+
+from conftest import build_tiny
+from depthutils import cache
+from depthutils.effective_depth import METRICS, _markdown, ed_cos, ed_kl, ed_overlap, ratio, reference_table, study
+
+
+def test_study_caches_per_model_and_task_and_the_table_recomputes(tiny_root, tmp_path):
+    a, b = (str(build_tiny(f, tiny_root)) for f in ("llama", "qwen2"))
+    tasks = ["arithmetic", "addition"]
+    s1 = study([a], tasks, n=3, cache_dir=tmp_path, progress_bar=False)
+    assert s1.hits == 0 and len(list(tmp_path.glob("*.npz"))) == 2
+    s2 = study([a, b], tasks, n=3, cache_dir=tmp_path, progress_bar=False)
+    assert s2.hits == 2 and len(list(tmp_path.glob("*.npz"))) == 4  # only the new model was computed
+    # the table, recomputed from the per-layer curves stored in the cache files
+    rows = []
+    for model in (a, b):
+        cells = []
+        for metric in METRICS:
+            for task in tasks:
+                (path,) = [p for p in tmp_path.glob(f"ed-*{model.rsplit('/', 1)[-1]}-{task}-*.npz")]
+                r = cache.read(path, path.stem.rsplit("-", 1)[1])
+                ed = {"cos": ed_cos, "kl": ed_kl, "overlap": ed_overlap}[metric](
+                    {"cos": r.mean_cos, "kl": r.kl, "overlap": r.overlap}[metric])
+                cells.append((ed, ratio(ed, len(r.kl))))
+        rows.append((model, 3, cells))
+    assert _markdown(tasks, rows) == s2.markdown()
+
+
+def test_undefined_cells_show_as_a_dash_with_a_footnote():
+    table = _markdown(["gsm8k"], [("m", 4, [(None, None), (2, 0.75), (3, 1.0)])])
+    assert "| m | 4 | —[^u] | 2 (0.75) | 3 (1.00) |" in table
+    assert "[^u]: undefined" in table
+    assert "[^u]" not in _markdown(["gsm8k"], [("m", 4, [(1, 0.5), (2, 0.75), (3, 1.0)])])
+
+
+def test_reference_table_is_p2s():
+    t = reference_table()
+    assert "| Qwen2.5-32B | 64 | 43 (0.69) | 46 (0.73) | 46 (0.73) |" in t
+    assert t.count("\n") == 13
