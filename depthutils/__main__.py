@@ -3,6 +3,8 @@
   python -m depthutils models                       list the embedded models
   python -m depthutils run CHAPTER [--model ID | --models A,B,C] [-p NAME VALUE]... [--out DIR]
   python -m depthutils book [--model ID]            execute every chapter and build _build/html
+  python -m depthutils bench [--json PATH]          the fast algorithms against the reference
+  python -m depthutils refresh [CHAPTER]            re-execute the source notebooks (nbval references)
 """
 from __future__ import annotations
 
@@ -40,6 +42,20 @@ def cmd_book(args) -> int:
     return 0
 
 
+def cmd_refresh(args) -> int:
+    from .book import refresh_sources
+
+    refresh_sources(args.chapter)
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from .bench import bench
+
+    bench(models=args.models.split(","), repeats=args.repeats, steps=args.steps, json_path=args.json)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m depthutils", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -55,6 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
     book = sub.add_parser("book", help="execute every chapter and build the HTML book into _build/html")
     book.add_argument("--model", help="model for every chapter (default: each chapter's default)")
     book.set_defaults(func=cmd_book)
+    refresh = sub.add_parser("refresh", help="re-execute the source notebooks in place (nbval's reference outputs)")
+    refresh.add_argument("chapter", nargs="?", help="one chapter (default: all)")
+    refresh.set_defaults(func=cmd_refresh)
+    bench = sub.add_parser("bench", help="time the project's algorithms against the reference (batch-1 traces)")
+    bench.add_argument("--json", help="write the full report to this JSON file")
+    bench.add_argument("--models", default="default,b", help="models: aliases/paths, 'b' = 12-layer width-512 Llama")
+    bench.add_argument("--repeats", type=int, default=3, help="timed repeats per run (median is reported)")
+    bench.add_argument("--steps", type=int, default=256, help="integrated-gradients steps K")
+    bench.set_defaults(func=cmd_bench)
     return parser
 
 

@@ -3,8 +3,13 @@ from __future__ import annotations
 
 import os
 
+import warnings
+
 import torch
-from tqdm.auto import tqdm
+
+with warnings.catch_warnings():  # a kernel without ipywidgets: tqdm falls back to text bars, no warning
+    warnings.simplefilter("ignore")
+    from tqdm.auto import tqdm
 
 from .errors import DepthError
 from .prompts import Encoded, Prompt, as_prompt, encode

@@ -18,9 +18,8 @@ from .errors import DepthError
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER_DIR = ROOT / "chapters"
 BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "references.bib", "logo.png")
-#: settings for every kernel the runner starts: no progress bars in rendered pages
-KERNEL_ENV = {"DEPTHUTILS_PROGRESS": "0", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1",
-              "PYTHONWARNINGS": "ignore"}
+#: settings for every kernel the runner, the book and nbval start: no progress bars in pages
+KERNEL_ENV = {"DEPTHUTILS_PROGRESS": "0", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
 
 
 def chapters() -> dict[str, Path]:
@@ -150,3 +149,36 @@ def build_book(*, model: str | None = None) -> Path:
     html = build_dir / "html"
     print(f"book: built {html / 'index.html'} in {time.time() - t0:.0f}s")
     return html
+
+
+def refresh_sources(only: str | None = None) -> None:
+    """Re-execute the source notebooks in place, so that nbval compares against fresh outputs.
+
+    Outputs of cells tagged ``nbval-ignore-output`` (figures) are dropped from the
+    source, and execution metadata is cleared, to keep the notebooks small in git.
+    """
+    import tempfile
+
+    import nbformat
+    import papermill
+
+    os.environ.update(KERNEL_ENV)
+    targets = [find_chapter(only)] if only else list(chapters().values())
+    for src in targets:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / src.name
+            papermill.execute_notebook(str(src), str(out), kernel_name="python3", progress_bar=False,
+                                       cwd=str(CHAPTER_DIR))
+            nb = nbformat.read(out, as_version=4)
+        nb.metadata.pop("papermill", None)
+        for cell in nb.cells:
+            cell.metadata.pop("papermill", None)
+            cell.metadata.pop("execution", None)
+            if cell.cell_type == "code":
+                cell.execution_count = None
+                if "nbval-ignore-output" in cell.metadata.get("tags", []):
+                    cell.outputs = []
+                for o in cell.outputs:
+                    o.pop("execution_count", None) if o.get("output_type") == "execute_result" else None
+        nbformat.write(nb, src)
+        print(f"refreshed {src.name}")

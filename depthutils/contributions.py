@@ -10,7 +10,7 @@ import torch
 from ._run import cosine, encode_all, progress, rel_norm
 from .errors import check_finite
 from .models import check_residual
-from .results import Result, describe, halves, make_meta
+from .results import Result, describe, halves, make_meta, wrap
 
 PARTS = ("attn", "mlp", "layer")
 
@@ -37,11 +37,13 @@ class ContributionsResult(Result):
         return (self.attn_cos + self.mlp_cos + self.layer_cos) / 3
 
     def summary(self) -> str:
-        first, second = halves(self.layer_ratio)
+        L = len(self.layer_ratio)
+        first, second = halves(self.layer_ratio[1:])  # layer 0 writes onto the bare embedding: apart
+        mid = 1 + L // 2
         neg = [l for l, c in enumerate(self.layer_cos) if c < 0]
-        return (f"Whole-layer relative contribution: first half {first:.3f}, second half {second:.3f} "
-                f"(second/first = {second / first:.2f}). Layers whose update points against the residual "
-                f"(cos < 0): {neg or 'none'}.")
+        return wrap(f"Whole-layer relative contribution: layer 0 {self.layer_ratio[0]:.3f}; layers 1–{mid - 1} "
+                f"{first:.3f} on average; layers {mid}–{L - 1} {second:.3f} (ratio {second / first:.2f}). "
+                f"Layers whose update points against the residual (cos < 0): {neg or 'none'}.")
 
 
 def contributions(model, prompts, *, progress_bar: bool = True) -> ContributionsResult:

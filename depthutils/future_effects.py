@@ -31,7 +31,7 @@ from . import stack
 from ._run import encode_all, progress
 from .errors import DepthError, check_finite
 from .models import check_residual
-from .results import Result, describe, halves, make_meta
+from .results import Result, describe, halves, make_meta, wrap
 
 PARTS = ("layer", "attn", "mlp")
 MODES = ("future", "all")
@@ -49,7 +49,7 @@ class FutureEffectsResult(Result):
         L = len(self.output_effect)
         on_later = np.array([np.nanmean(self.layer_effect[s, s + 1:]) if s < L - 1 else np.nan for s in range(L)])
         (f1, f2), (o1, o2) = halves(on_later), halves(self.output_effect)
-        return (f"Skipping a first-half layer changes later layers by {f1:.3f} on average, a second-half layer by "
+        return wrap(f"Skipping a first-half layer changes later layers by {f1:.3f} on average, a second-half layer by "
                 f"{f2:.3f}; the output moves by {o1:.3f} vs {o2:.3f} (max ‖p − p′‖₂, mean over the half).")
 
 

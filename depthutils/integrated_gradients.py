@@ -23,7 +23,7 @@ from ._run import encode_all, progress
 from .errors import DepthError, check_finite
 from .models import check_residual
 from .prompts import as_prompt
-from .results import Result, describe, make_meta
+from .results import Result, describe, make_meta, wrap
 
 PARTS = ("layer", "attn", "mlp")
 
@@ -44,7 +44,7 @@ class IGResult(Result):
 
     def summary(self) -> str:
         mass = np.abs(self.attribution[:, 1:]).sum(1)
-        return (f"f(x) = {self.f_x:.3f}; the largest total |attribution| sits at layer {int(mass.argmax())}. "
+        return wrap(f"f(x) = {self.f_x:.3f}; the largest total |attribution| sits at layer {int(mass.argmax())}. "
                 f"Completeness gap (|Σ_t A − (f(x) − f(b))| relative): max {self.completeness_gap.max():.3f} "
                 "over layers.")
 

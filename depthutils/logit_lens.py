@@ -10,7 +10,7 @@ import torch
 from ._run import encode_all, progress
 from .errors import check_finite
 from .models import check_residual
-from .results import Result, describe, make_meta
+from .results import Result, describe, make_meta, wrap
 
 
 @dataclass
@@ -32,7 +32,7 @@ class LogitLensResult(Result):
         L = len(self.kl)
         kl_at, ov_at = ed_kl(self.kl), ed_overlap(self.overlap)
         say = lambda l: "never" if l is None else f"at layer {l} of {L} (relative depth {(l + 1) / L:.2f})"
-        return (f"The lens KL falls below half its maximum {say(kl_at)}; the top-{self.k} overlap first exceeds "
+        return wrap(f"The lens KL falls below half its maximum {say(kl_at)}; the top-{self.k} overlap first exceeds "
                 f"0.3 {say(ov_at)}. Overlap at the middle layer: {self.overlap[(L - 1) // 2]:.2f}.")
 
 

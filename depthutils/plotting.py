@@ -46,7 +46,8 @@ def contributions(result):
         kw = dict(color=COLORS[part], label=LABELS[part], marker="o", ms=3)
         a.plot(x, getattr(result, f"{part}_ratio"), **kw)
         b.plot(x, getattr(result, f"{part}_cos"), **kw)
-    a.set(xlabel="layer", ylabel="‖contribution‖ / ‖residual‖", title="(a) relative contribution")
+    a.set(xlabel="layer", ylabel="‖contribution‖ / ‖residual‖ (log scale)", title="(a) relative contribution",
+          yscale="log")
     b.axhline(0, color="k", lw=0.8)
     b.set(xlabel="layer", ylabel="cos(contribution, residual)", title="(b) cosine similarity")
     a.legend()
@@ -58,6 +59,7 @@ def _heat(ax, data, fig, cmap, label, vmin=None, vmax=None):
     im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax,
                    interpolation="nearest")
     fig.colorbar(im, ax=ax, label=label)
+    ax.grid(False)
     return im
 
 
@@ -98,33 +100,32 @@ def _token_axis(ax, tokens):
     ax.set_xticklabels(labels, rotation=90, fontsize=8)
 
 
+def _token_map(result, matrix, *, cmap, label, ylabel, what, vmin, vmax):
+    """A layer × token heatmap with the prompt's tokens on the x axis."""
+    fig, ax = plt.subplots(figsize=(max(6, 0.42 * matrix.shape[1] + 2), 4))
+    _heat(ax, matrix, fig, cmap, label, vmin=vmin, vmax=vmax)
+    ax.set(ylabel=ylabel, xlabel="position")
+    _token_axis(ax, result.tokens)
+    m = result.meta.get("params", {})
+    fig.suptitle(f"{what}\n{m.get('prompt', '')!r} → {m.get('answer', '')!r} · {result.meta.get('model')}", y=1.02)
+    return fig
+
+
 def residual_erasure(result):
     """P1 Fig. 6b: effect of erasing h_l[t] on the answer distribution, layer × token."""
-    E = result.effect
-    fig, ax = plt.subplots(figsize=(max(6, 0.42 * E.shape[1] + 2), 4))
-    _heat(ax, E, fig, "magma", "max ‖p − p′‖₂ over answer positions", vmin=0)
-    ax.set(ylabel="residual h_l (layer l)", xlabel="erased position")
-    _token_axis(ax, result.tokens)
-    ax.grid(False)
-    m = result.meta.get("params", {})
-    fig.suptitle(f"Where is the answer computed? Erasing one residual vector\n"
-                 f"{m.get('prompt', '')!r} → {m.get('answer', '')!r} · {result.meta.get('model')}", y=1.02)
-    return fig
+    return _token_map(result, result.effect, cmap="magma", label="max ‖p − p′‖₂ over answer positions",
+                      ylabel="residual h_l (layer l)", what="Where is the answer computed? Erasing one residual vector",
+                      vmin=0, vmax=None)
 
 
 def integrated_gradients(result):
     """P1 Fig. 6a: attribution per layer × token; diverging colours, BOS excluded from the scale."""
     A = result.attribution
     lim = float(np.abs(A[:, 1:]).max()) or 1.0
-    fig, ax = plt.subplots(figsize=(max(6, 0.42 * A.shape[1] + 2), 4))
-    _heat(ax, A, fig, "RdBu_r", "attribution to the answer probability", vmin=-lim, vmax=lim)
-    ax.set(ylabel="layer output (layer l)", xlabel="position")
-    _token_axis(ax, result.tokens)
-    ax.grid(False)
-    m = result.meta.get("params", {})
-    fig.suptitle(f"Integrated gradients, {m.get('steps')} steps (BOS column outside the colour scale)\n"
-                 f"{m.get('prompt', '')!r} → {m.get('answer', '')!r} · {result.meta.get('model')}", y=1.02)
-    return fig
+    steps = result.meta.get("params", {}).get("steps")
+    return _token_map(result, A, cmap="RdBu_r", label="attribution to the answer probability",
+                      ylabel="layer output (layer l)", vmin=-lim, vmax=lim,
+                      what=f"Integrated gradients, {steps} steps (BOS column outside the colour scale)")
 
 
 # ------------------------------------------------------------------ chapter 6 (P2)

@@ -22,7 +22,7 @@ from ._run import encode_all, progress
 from .errors import DepthError, check_finite
 from .models import check_residual
 from .prompts import as_prompt
-from .results import Result, describe, make_meta
+from .results import Result, describe, make_meta, wrap
 
 
 @dataclass
@@ -35,13 +35,14 @@ class ErasureResult(Result):
 
     def summary(self) -> str:
         E = self.effect
-        last = int(np.flatnonzero(E.max(0) > 0)[-1]) if E.max() > 0 else E.shape[1] - 1
-        other = E[:, 1:last]  # every erasable position before the last one that predicts the answer
+        first = min(self.meta["params"]["predict_positions"])
+        context = E[:, 1:first]  # the positions before the first one that predicts the answer
         thr = 0.1 * E.max()
-        deep = [l for l in range(E.shape[0]) if other.size and other[l].max() > thr]
-        return (f"Largest effect {E.max():.3f} (layer {np.unravel_index(E.argmax(), E.shape)[0]}). Positions before "
-                f"the final one still matter (> 10% of the max) up to residual h_{max(deep) if deep else '-'}; "
-                f"after that only the final position carries the answer.")
+        deep = [l for l in range(E.shape[0]) if context.size and context[l].max() > thr]
+        where = f"up to residual h_{max(deep)} of h_0…h_{E.shape[0] - 1}" if deep else "at no layer"
+        return wrap(f"Largest effect {E.max():.3f}. Erasing a context position (before the answer is predicted) "
+                f"changes the answer distribution by more than 10% of that {where}; above it, only the "
+                "positions that predict the answer matter.")
 
 
 def residual_means(model, prompts, *, progress_bar: bool = True) -> np.ndarray:
@@ -128,6 +129,7 @@ def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *,
             effect[l, ts] = diff[1:].double().numpy()
     check_finite("erasure effect", effect)
     meta = make_meta(model, dataset=describe([p])[0], n=1, prompt=p.context, answer=p.answer,
+                     predict_positions=enc.predict_positions,
                      baseline="custom" if baseline is not None else "gsm8k-10-mean", batch_size=batch_size,
                      method="stack" if fast else "batched")
     return ErasureResult(meta=meta, effect=effect, tokens=np.array(enc.tokens))

@@ -118,6 +118,13 @@ def describe(prompts) -> tuple[str, int]:
     return "+".join(sources), len(prompts)
 
 
+def wrap(text: str, width: int = 96) -> str:
+    """A summary sentence wrapped for a notebook output (no horizontal scrolling in the book)."""
+    import textwrap
+
+    return textwrap.fill(text, width=width, subsequent_indent="  ")
+
+
 def halves(values) -> tuple[float, float]:
     """Means over the first and the second half of the layers (the middle layer goes to the first)."""
     v = np.asarray(values, float)

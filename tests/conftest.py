@@ -15,8 +15,10 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-os.environ.setdefault("DEPTHUTILS_PROGRESS", "0")
+
+from depthutils.book import KERNEL_ENV  # noqa: E402  the same kernel settings as the runner and the book
+
+os.environ.update(KERNEL_ENV)  # nbval's kernels inherit these: no progress bars in chapter outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"

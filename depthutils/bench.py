@@ -1,0 +1,307 @@
+"""``python -m depthutils bench``: the project's algorithms against the reference algorithm.
+
+The reference is a faithful re-implementation of how P1's code and the nnsight
+notebooks run: every intervention is its own batch-1 nnsight trace (future
+effects ``N·(1+4L)`` passes, erasure ``(L+1)·T``, integrated gradients
+``L·K/16`` forward+backward passes at batch 16). Both run on the same model,
+prompts and positions; each measurement × algorithm runs in a fresh process so
+that its peak memory (max RSS) is its own.
+
+Counted per run: forward passes (calls of the last decoder layer), layer-passes
+(one layer over one sequence; a layer call on a batch of B counts B), and the
+floor: the layer-passes the measurement needs at the least (spec §2, §4, §5).
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import resource
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .models import _get, check_residual
+
+BENCH_MODEL_B = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=12, num_attention_heads=8)
+
+
+# ------------------------------------------------------------------ reference algorithms (batch-1 traces)
+
+def ref_future_effects(model, prompts, positions):
+    """P1's algorithm: per prompt one clean trace, then one batch-1 trace per (t, s); part = layer."""
+    from .prompts import encode
+
+    L = model.n_layers
+    D, O = np.full((L, L), -np.inf), np.full(L, -np.inf)
+    for p, ts in zip(prompts, positions):
+        ids = encode(model.tokenizer, p).input_ids
+        T = ids.shape[1]
+        clean = []
+        with torch.no_grad(), model.trace(ids):
+            for j in range(L):
+                h = check_residual(model.layers_input(j), 1, T)
+                clean.append((check_residual(model.layers_output(j), 1, T) - h).save())
+            p0 = model.unembed.output.float().softmax(-1).save()
+        for t in ts:
+            for s in range(L):
+                deltas = []
+                with torch.no_grad(), model.trace(ids):
+                    for j in range(L):
+                        h = model.layers_input(j)
+                        out = model.layers_output(j)
+                        if j == s:
+                            out = out.clone()
+                            out[:, 1:t] = h[:, 1:t]
+                            model.set_layers_output(j, out)
+                        deltas.append((out - h).save())
+                    p1 = model.unembed.output.float().softmax(-1).save()
+                for j in range(s + 1, L):
+                    r = ((deltas[j] - clean[j]).norm(dim=-1) / clean[j].norm(dim=-1))[0, t:].max()
+                    D[s, j] = max(D[s, j], float(r))
+                O[s] = max(O[s], float((p1 - p0).norm(dim=-1)[0, t:].max()))
+    D[~np.triu(np.ones((L, L), bool), 1)] = np.nan
+    return {"layer_effect": D, "output_effect": O}
+
+
+def ref_residual_erasure(model, prompt, baseline):
+    """One batch-1 trace per (l, t)."""
+    from .prompts import encode
+
+    enc = encode(model.tokenizer, prompt, need_answer=True)
+    ids, T, L = enc.input_ids, enc.n_tokens, model.n_layers
+    pred = torch.tensor(enc.predict_positions)
+    base = torch.as_tensor(baseline)
+    with torch.no_grad(), model.trace(ids):
+        p0 = model.unembed.output[:, pred].float().softmax(-1).save()
+    E = np.zeros((L + 1, T))
+    for l in range(L + 1):
+        for t in range(1, T):
+            with torch.no_grad(), model.trace(ids):
+                x = (model.layers_input(l) if l < L else model.layers_output(L - 1)).clone()
+                x[:, t] = base[l]
+                model.set_layers_input(l, x) if l < L else model.set_layers_output(L - 1, x)
+                p1 = model.unembed.output[:, pred].float().softmax(-1).save()
+            E[l, t] = float((p1 - p0).norm(dim=-1).max())
+    return {"effect": E}
+
+
+def ref_integrated_gradients(model, prompt, steps, batch_size=16):
+    """Per layer, K/batch_size traces of the whole model with a backward pass each."""
+    from .prompts import encode
+
+    enc = encode(model.tokenizer, prompt, need_answer=True)
+    ids, T, L = enc.input_ids, enc.n_tokens, model.n_layers
+    pred, gold = torch.tensor(enc.predict_positions), torch.tensor(enc.answer_ids)
+    A = np.zeros((L, T))
+    for l in range(L):
+        for start in range(0, steps, batch_size):
+            ks = torch.arange(start, min(start + batch_size, steps))
+            B = len(ks)
+            with model.trace(ids.expand(B, T)):
+                out = model.layers_output(l)
+                x = out[0:1].detach()
+                b = x.mean(dim=1, keepdim=True)
+                z = (b + (ks.float() / steps).view(B, 1, 1) * (x - b)).detach().requires_grad_(True)
+                model.set_layers_output(l, z)
+                probs = model.unembed.output[:, pred].float().softmax(-1)
+                f = probs[:, torch.arange(len(gold)), gold].sum(-1)
+                with f.sum().backward():
+                    g = z.grad.save()
+                c = (g * (x - b)).sum(-1).sum(0).save()
+            A[l] += c.double().numpy() / steps
+    return {"attribution": A}
+
+
+# ------------------------------------------------------------------ counting and floors
+
+class Counter:
+    """Counts forward passes and layer-passes through forward hooks on the decoder layers."""
+
+    def __init__(self, model):
+        self.layers = list(_get(model.nn._module, model.arch.layers))
+        self.passes = self.layer_passes = 0
+        self.hooks = [layer.register_forward_hook(self._hook(i)) for i, layer in enumerate(self.layers)]
+
+    def _hook(self, i):
+        def hook(mod, args, out):
+            x = args[0] if args else None
+            b = x.shape[0] if torch.is_tensor(x) else 1
+            self.layer_passes += b
+            if i == len(self.layers) - 1:
+                self.passes += 1
+        return hook
+
+    def close(self):
+        for h in self.hooks:
+            h.remove()
+
+
+def floors(L: int, T_fe: list[int], n_t: list[int], T_er: int, steps: int) -> dict:
+    """The least layer-passes each measurement needs (clean run included)."""
+    fe = sum(L + k * sum(L - s for s in range(L)) for k in n_t)  # clean + layers s…L-1 per (t, s)
+    # erasure: layers l…L-1 over positions t…T-1 only, as a fraction of a sequence, plus one clean run
+    er = L + sum((L - l) * (T_er - t) / T_er for l in range(L + 1) for t in range(1, T_er))
+    ig = L + sum((L - 1 - l) * steps for l in range(L))  # layers above l for every interpolation point
+    return {"future_effects": fe, "residual_erasure": er, "integrated_gradients": ig}
+
+
+# ------------------------------------------------------------------ one run, in its own process
+
+def _setup(model_spec):
+    import depthutils as du
+    from . import data
+
+    if model_spec == "b":
+        handle = du.load_model(str(_model_b()), device="cpu", dtype="float32")
+    else:
+        handle = du.load_model(model_spec, device="cpu", dtype="float32")
+    prompts = data.gsm8k(1)
+    return handle, prompts
+
+
+def _model_b() -> Path:
+    """A 12-layer, width-512 Llama (random init, seed 0) with the project's tokenizer; built once."""
+    import tempfile
+
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from .ladder.registry import TOKENIZER_DIR
+
+    path = Path(tempfile.gettempdir()) / "depthutils-bench-llama-12x512"
+    if not (path / "config.json").exists():
+        tok = PreTrainedTokenizerFast.from_pretrained(TOKENIZER_DIR)
+        torch.manual_seed(0)
+        cfg = LlamaConfig(vocab_size=len(tok), max_position_embeddings=1024, bos_token_id=tok.bos_token_id,
+                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **BENCH_MODEL_B)
+        LlamaForCausalLM(cfg).save_pretrained(path)
+        tok.save_pretrained(path)
+    return path
+
+
+def _worker(args, queue):
+    model_spec, measurement, algorithm, repeats, steps = args
+    import depthutils as du
+    from .future_effects import sample_positions
+    from .prompts import encode
+
+    torch.manual_seed(0)
+    handle, gsm = _setup(model_spec)
+    arith = du.Prompt.from_parts("5 + 7 + 5 + 3 + 1 + 7 = ", "28", "bench")
+    L = handle.n_layers
+    baseline = np.zeros((L + 1, handle.config.hidden_size), dtype=np.float32) + 0.01
+    positions = [sample_positions(encode(handle.tokenizer, p).n_tokens, 123) for p in gsm]
+    if measurement == "future_effects":
+        run = (lambda: ref_future_effects(handle, gsm, positions)) if algorithm == "reference" else \
+            (lambda: du.future_effects(handle, gsm, positions=positions[0], progress_bar=False))
+    elif measurement == "residual_erasure":
+        run = (lambda: ref_residual_erasure(handle, arith, baseline)) if algorithm == "reference" else \
+            (lambda: du.residual_erasure(handle, arith, baseline=baseline, progress_bar=False))
+    else:
+        run = (lambda: ref_integrated_gradients(handle, arith, steps)) if algorithm == "reference" else \
+            (lambda: du.integrated_gradients(handle, arith, steps=steps, progress_bar=False))
+    run()  # warm-up
+    times, counter = [], Counter(handle)
+    for _ in range(repeats):
+        counter.passes = counter.layer_passes = 0
+        t0 = time.perf_counter()
+        out = run()
+        times.append(time.perf_counter() - t0)
+    counter.close()
+    arrays = out if isinstance(out, dict) else out.arrays()
+    T_fe = [encode(handle.tokenizer, p).n_tokens for p in gsm]
+    queue.put({"times": times, "passes": counter.passes, "layer_passes": counter.layer_passes,
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+               "arrays": {k: np.asarray(v).tolist() for k, v in arrays.items() if k != "tokens"},
+               "L": L, "T_fe": T_fe, "n_t": [len(p) for p in positions],
+               "T_er": encode(handle.tokenizer, arith).n_tokens})
+
+
+def _isolated(target, *args) -> dict:
+    """Run ``target(args, queue)`` in a fresh process and return what it puts on the queue."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=target, args=(args, q))
+    p.start()
+    out = q.get()
+    p.join()
+    return out
+
+
+def _max_diff(a: dict, b: dict) -> float:
+    diffs = []
+    for k in a:
+        if k in b:
+            x, y = np.asarray(a[k], float), np.asarray(b[k], float)
+            n = min(x.shape[-1], y.shape[-1])
+            d = np.abs(x[..., :n] - y[..., :n])
+            diffs.append(float(np.nanmax(d)) if np.isfinite(d).any() else 0.0)
+    return max(diffs)
+
+
+def logit_lens_memory(vocab: int = 32768, depths=(4, 16), tokens: int = 256) -> dict:
+    """Peak RSS of logit_lens on random Llamas of two depths with a large vocabulary."""
+    return {L: _isolated(_lens_worker, vocab, L, tokens) for L in depths}
+
+
+def _lens_worker(args, queue):
+    vocab, L, tokens = args
+    import tempfile
+
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    import depthutils as du
+    from .ladder.registry import TOKENIZER_DIR
+
+    path = Path(tempfile.mkdtemp()) / f"lens-{L}"
+    tok = PreTrainedTokenizerFast.from_pretrained(TOKENIZER_DIR)
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=L,
+                                 num_attention_heads=4, max_position_embeddings=1024)).save_pretrained(path)
+    tok.save_pretrained(path)
+    handle = du.load_model(str(path), device="cpu")
+    prompt = du.Prompt.from_parts("5 + 7 + " * (tokens // 4), "1")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    du.logit_lens(handle, [prompt], progress_bar=False)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    queue.put({"peak_rss_mb": after, "growth_mb": after - before,
+               "T": du.prompts.encode(handle.tokenizer, prompt).n_tokens,
+               "L_x_T_x_V_fp32_mb": L * tokens * vocab * 4 / 2**20})
+
+
+def bench(models=("default", "b"), repeats: int = 3, steps: int = 256, json_path: str | None = None) -> dict:
+    """Run every measurement with both algorithms on every model; print a table, optionally write JSON."""
+    report = {"models": {}, "logit_lens_memory": None, "torch_threads": torch.get_num_threads()}
+    for spec in models:
+        rows = {}
+        for meas in ("future_effects", "residual_erasure", "integrated_gradients"):
+            ref = _isolated(_worker, spec, meas, "reference", repeats, steps)
+            ours = _isolated(_worker, spec, meas, "ours", repeats, steps)
+            floor = floors(ref["L"], ref["T_fe"], ref["n_t"], ref["T_er"], steps)[meas]
+            rows[meas] = {
+                alg: {"median_s": statistics.median(r["times"]), "passes": r["passes"],
+                      "layer_passes": r["layer_passes"], "peak_rss_mb": round(r["peak_rss_mb"], 1)}
+                for alg, r in (("reference", ref), ("ours", ours))}
+            rows[meas]["floor_layer_passes"] = round(floor, 1)
+            rows[meas]["speedup"] = rows[meas]["reference"]["median_s"] / rows[meas]["ours"]["median_s"]
+            rows[meas]["work_ratio_floor"] = ref["layer_passes"] / floor
+            rows[meas]["max_abs_diff"] = _max_diff(ref["arrays"], ours["arrays"])
+            _print_row(spec, meas, rows[meas])
+        report["models"][spec] = rows
+    report["logit_lens_memory"] = logit_lens_memory()
+    for L, r in report["logit_lens_memory"].items():
+        print(f"logit lens, V=32768, T={r['T']}, L={L:>2}: peak RSS {r['peak_rss_mb']:.0f} MB "
+              f"(an L×T×V fp32 tensor would be {r['L_x_T_x_V_fp32_mb']:.0f} MB)")
+    if json_path:
+        Path(json_path).write_text(json.dumps(report, indent=1))
+    return report
+
+
+def _print_row(spec, meas, r):
+    ref, ours = r["reference"], r["ours"]
+    print(f"[{spec}] {meas:<22} ref {ref['median_s']:7.2f}s {ref['passes']:>5} passes {ref['layer_passes']:>7} lp | "
+          f"ours {ours['median_s']:6.2f}s {ours['passes']:>4} passes {ours['layer_passes']:>6} lp | "
+          f"floor {r['floor_layer_passes']:>8} lp | speedup {r['speedup']:5.2f}x "
+          f"(floor ratio {r['work_ratio_floor']:.2f}x) | max|Δ| {r['max_abs_diff']:.1e}", flush=True)
