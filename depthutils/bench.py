@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import queue
 import resource
 import statistics
 import time
@@ -151,15 +152,17 @@ def floors(L: int, T_fe: list[int], n_t: list[int], T_er: int, steps: int) -> di
 # ------------------------------------------------------------------ one run, in its own process
 
 def _setup(model_spec):
+    """The model and the future-effects prompt: GSM8K's first problem, cut to the model's context."""
     import depthutils as du
     from . import data
 
-    if model_spec == "b":
-        handle = du.load_model(str(_model_b()), device="cpu", dtype="float32")
-    else:
-        handle = du.load_model(model_spec, device="cpu", dtype="float32")
-    prompts = data.gsm8k(1)
-    return handle, prompts
+    path = str(_model_b()) if model_spec == "b" else model_spec
+    handle = du.load_model(path, device="cpu", dtype="float32")
+    p = data.gsm8k(1)[0]
+    ids = handle.tokenizer(p.text)["input_ids"]
+    if len(ids) > handle.max_length:
+        p = du.Prompt(handle.tokenizer.decode(ids[1:handle.max_length // 2]), 0, "gsm8k")
+    return handle, [p]
 
 
 def _model_b() -> Path:
@@ -182,7 +185,13 @@ def _model_b() -> Path:
 
 
 def _worker(args, queue):
-    model_spec, measurement, algorithm, repeats, steps = args
+    try:
+        queue.put(_measure(*args))
+    except BaseException as e:  # report to the parent instead of leaving it waiting
+        queue.put({"error": f"{type(e).__name__}: {e}"})
+
+
+def _measure(model_spec, measurement, algorithm, repeats, steps):
     import depthutils as du
     from .future_effects import sample_positions
     from .prompts import encode
@@ -212,11 +221,11 @@ def _worker(args, queue):
     counter.close()
     arrays = out if isinstance(out, dict) else out.arrays()
     T_fe = [encode(handle.tokenizer, p).n_tokens for p in gsm]
-    queue.put({"times": times, "passes": counter.passes, "layer_passes": counter.layer_passes,
+    return {"times": times, "passes": counter.passes, "layer_passes": counter.layer_passes,
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                "arrays": {k: np.asarray(v).tolist() for k, v in arrays.items() if k != "tokens"},
                "L": L, "T_fe": T_fe, "n_t": [len(p) for p in positions],
-               "T_er": encode(handle.tokenizer, arith).n_tokens})
+               "T_er": encode(handle.tokenizer, arith).n_tokens}
 
 
 def _isolated(target, *args) -> dict:
@@ -225,8 +234,16 @@ def _isolated(target, *args) -> dict:
     q = ctx.Queue()
     p = ctx.Process(target=target, args=(args, q))
     p.start()
-    out = q.get()
+    while True:
+        try:
+            out = q.get(timeout=5)
+            break
+        except queue.Empty:
+            if not p.is_alive():
+                raise RuntimeError(f"benchmark worker died with exit code {p.exitcode}") from None
     p.join()
+    if "error" in out:
+        raise RuntimeError(f"benchmark worker failed: {out['error']}")
     return out
 
 
@@ -247,7 +264,13 @@ def logit_lens_memory(vocab: int = 32768, depths=(4, 16), tokens: int = 256) -> 
 
 
 def _lens_worker(args, queue):
-    vocab, L, tokens = args
+    try:
+        queue.put(_lens_memory(*args))
+    except BaseException as e:
+        queue.put({"error": f"{type(e).__name__}: {e}"})
+
+
+def _lens_memory(vocab, L, tokens):
     import tempfile
 
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -266,9 +289,9 @@ def _lens_worker(args, queue):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     du.logit_lens(handle, [prompt], progress_bar=False)
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    queue.put({"peak_rss_mb": after, "growth_mb": after - before,
-               "T": du.prompts.encode(handle.tokenizer, prompt).n_tokens,
-               "L_x_T_x_V_fp32_mb": L * tokens * vocab * 4 / 2**20})
+    return {"peak_rss_mb": after, "growth_mb": after - before,
+            "T": du.prompts.encode(handle.tokenizer, prompt).n_tokens,
+            "L_x_T_x_V_fp32_mb": L * tokens * vocab * 4 / 2**20}
 
 
 def bench(models=("default", "b"), repeats: int = 3, steps: int = 256, json_path: str | None = None) -> dict:
