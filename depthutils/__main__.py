@@ -52,7 +52,8 @@ def cmd_refresh(args) -> int:
 def cmd_bench(args) -> int:
     from .bench import bench
 
-    bench(models=args.models.split(","), repeats=args.repeats, steps=args.steps, json_path=args.json)
+    bench(models=args.models.split(","), repeats=args.repeats, steps=args.steps, json_path=args.json,
+          threads=args.threads)
     return 0
 
 
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--models", default="default,b", help="models: aliases/paths, 'b' = 12-layer width-512 Llama")
     bench.add_argument("--repeats", type=int, default=3, help="timed repeats per run (median is reported)")
     bench.add_argument("--steps", type=int, default=256, help="integrated-gradients steps K")
+    bench.add_argument("--threads", type=int, help="torch threads (default: every core)")
     bench.set_defaults(func=cmd_bench)
     return parser
 

@@ -191,12 +191,13 @@ def _worker(args, queue):
         queue.put({"error": f"{type(e).__name__}: {e}"})
 
 
-def _measure(model_spec, measurement, algorithm, repeats, steps):
+def _measure(model_spec, measurement, algorithm, repeats, steps, threads):
     import depthutils as du
     from .future_effects import sample_positions
     from .prompts import encode
 
     torch.manual_seed(0)
+    torch.set_num_threads(threads)
     handle, gsm = _setup(model_spec)
     arith = du.Prompt.from_parts("5 + 7 + 5 + 3 + 1 + 7 = ", "28", "bench")
     L = handle.n_layers
@@ -294,14 +295,18 @@ def _lens_memory(vocab, L, tokens):
             "L_x_T_x_V_fp32_mb": L * tokens * vocab * 4 / 2**20}
 
 
-def bench(models=("default", "b"), repeats: int = 3, steps: int = 256, json_path: str | None = None) -> dict:
+def bench(models=("default", "b"), repeats: int = 3, steps: int = 256, json_path: str | None = None,
+          threads: int | None = None) -> dict:
     """Run every measurement with both algorithms on every model; print a table, optionally write JSON."""
-    report = {"models": {}, "logit_lens_memory": None, "torch_threads": torch.get_num_threads()}
+    import os
+
+    threads = threads or os.cpu_count() or 1
+    report = {"models": {}, "logit_lens_memory": None, "torch_threads": threads, "repeats": repeats, "steps": steps}
     for spec in models:
         rows = {}
         for meas in ("future_effects", "residual_erasure", "integrated_gradients"):
-            ref = _isolated(_worker, spec, meas, "reference", repeats, steps)
-            ours = _isolated(_worker, spec, meas, "ours", repeats, steps)
+            ref = _isolated(_worker, spec, meas, "reference", repeats, steps, threads)
+            ours = _isolated(_worker, spec, meas, "ours", repeats, steps, threads)
             floor = floors(ref["L"], ref["T_fe"], ref["n_t"], ref["T_er"], steps)[meas]
             rows[meas] = {
                 alg: {"median_s": statistics.median(r["times"]), "passes": r["passes"],

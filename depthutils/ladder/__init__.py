@@ -1,0 +1,25 @@
+"""The project's own depth ladder of small Llama models.
+
+No pretrained language model can be downloaded where the book runs, so the
+project trains and ships its own: ``ladder-4``, ``ladder-8`` and ``ladder-16``
+(4, 8 and 16 layers, same width, same data) plus ``ladder-8-cot`` (the 8-layer
+model fine-tuned to write its reasoning out step by step).
+
+Modules, one concern each:
+
+* :mod:`.registry`  -- where the models live, aliases, the training specs.
+* :mod:`.tokenizer` -- the byte-level BPE (one token per digit, automatic BOS).
+* :mod:`.tasks`     -- generated tasks (addition chains, word problems,
+  multi-hop questions) and the held-out rules.
+* :mod:`.corpus`    -- public-domain English text and the training-batch mixer.
+* :mod:`.train`     -- AdamW + cosine trainer with checkpoint-and-resume.
+* :mod:`.evaluate`  -- greedy exact-match evaluation, model cards, book prompts.
+
+Reproduce with ``python -m depthutils.ladder train ladder-8`` (see README.md).
+This subpackage only imports the standard library at import time; torch and
+transformers are imported by the modules that need them.
+"""
+
+from .registry import ALIASES, MODELS_DIR, PROMPTS_DIR, list_models, resolve_alias
+
+__all__ = ["ALIASES", "MODELS_DIR", "PROMPTS_DIR", "list_models", "resolve_alias"]

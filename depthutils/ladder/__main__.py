@@ -1,0 +1,75 @@
+"""Command line: ``python -m depthutils.ladder {tokenizer,prompts,train,evaluate,all,list}``.
+
+    python -m depthutils.ladder train ladder-8      # train (resumes if interrupted)
+    python -m depthutils.ladder evaluate ladder-8   # write README.md + card.json
+    python -m depthutils.ladder all                 # whole ladder, in order
+
+On a shared machine export OMP_WAIT_POLICY=PASSIVE first (see train.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import registry
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="python -m depthutils.ladder", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--corpus", type=Path, default=registry.DEFAULT_CORPUS_DIR,
+                   help="folder with kjv.txt and tinyshakespeare.txt (default: %(default)s)")
+    p.add_argument("--ckpt", type=Path, default=registry.DEFAULT_CKPT_DIR,
+                   help="checkpoint root, outside the repo (default: %(default)s)")
+    p.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("tokenizer", help="train the BPE tokenizer into data/models/_tokenizer")
+    sub.add_parser("prompts", help="write the evaluation sets to data/prompts")
+    t = sub.add_parser("train", help="train one model (resumes from its checkpoint)")
+    t.add_argument("name", choices=list(registry.SPECS))
+    t.add_argument("--steps", type=int, default=None, help="override the spec's step count")
+    e = sub.add_parser("evaluate", help="evaluate a model and write its card")
+    e.add_argument("name")
+    sub.add_parser("book-prompts", help="choose data/prompts/book_prompts.json with the default model")
+    sub.add_parser("all", help="tokenizer, prompts, every model in order, cards, book prompts")
+    sub.add_parser("list", help="list the shipped models")
+    args = p.parse_args(argv)
+
+    if args.cmd == "list":
+        for row in registry.list_models():
+            print(f"{row['alias']:<22} {row['folder']:<14} layers={row['layers']:<3} "
+                  f"params={row['params']:<9} {row['description']}")
+        return
+    if args.cmd == "tokenizer":
+        from .tokenizer import train_tokenizer
+        train_tokenizer(args.corpus, registry.TOKENIZER_DIR)
+        return
+    if args.cmd == "prompts":
+        from .evaluate import write_eval_sets
+        write_eval_sets()
+        return
+    if args.cmd == "train":
+        from .train import train
+        train(args.name, args.corpus, args.ckpt, steps=args.steps, threads=args.threads)
+        return
+    if args.cmd == "evaluate":
+        from .evaluate import write_card
+        write_card(args.name, args.corpus)
+        return
+    if args.cmd == "book-prompts":
+        from .evaluate import choose_book_prompts
+        choose_book_prompts()
+        return
+    if args.cmd == "all":
+        from .evaluate import choose_book_prompts, write_card, write_eval_sets
+        from .train import train
+        write_eval_sets()
+        for name in registry.ORDER:
+            train(name, args.corpus, args.ckpt, threads=args.threads)
+            write_card(name, args.corpus)
+        choose_book_prompts()
+
+
+if __name__ == "__main__":
+    main()
