@@ -203,9 +203,9 @@ def _markdown(tasks, rows) -> str:
     undefined = False
     for name, L, cells in rows:
         undefined |= any(ed is None for ed, _ in cells)
-        text = [f"{UNDEFINED}[^u]" if ed is None else f"{ed} ({rt:.2f})" for ed, rt in cells]
+        text = [f"{UNDEFINED}¹" if ed is None else f"{ed} ({rt:.2f})" for ed, rt in cells]
         out.append(f"| {name} | {L} | " + " | ".join(text) + " |")
     if undefined:
-        out.append("\n[^u]: undefined: no layer meets the metric's condition (spec §8), so there is no "
-                   "effective depth to report.")
+        out.append("\n¹ undefined: no layer meets the metric's condition (spec §8), so there is no "
+                   "effective depth to report (not a 0).")
     return "\n".join(out)

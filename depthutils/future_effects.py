@@ -121,10 +121,11 @@ def _run_chunk(model, ids: torch.Tensor, chunk: list[_Row], part: str, local: bo
     return torch.stack(ratios), out_diff  # [L, B, T], [B, T]
 
 
-def _stack_chunk(st, chunk: list[_Row], part: str):
+def _stack_chunk(st, chunk: list[_Row], part: str, first: int):
     """The fast path: all rows skip the same layer s; layers below s are reused from the clean run.
 
-    Same return format as :func:`_run_chunk` (row 0 stands for the clean run, with zeros).
+    Same return format as :func:`_run_chunk` (row 0 stands for the clean run, with zeros); the
+    output distribution is only computed from position ``first`` on, where it is measured.
     """
     s, B, T, L = chunk[0].s, len(chunk), st.h(0).shape[1], st.L
     spans = [(r, row.t) for r, row in enumerate(chunk)]
@@ -142,9 +143,9 @@ def _stack_chunk(st, chunk: list[_Row], part: str):
         d, d0 = o - x_in, st.outputs[j] - st.inputs[j]
         ratios[j, 1:] = ((d.float() - d0.float()).norm(dim=-1) / d0.float().norm(dim=-1))
     h_L = st.run(out, s + 1, compare)
-    probs = st.unembed(h_L).float().softmax(-1)
+    probs = st.unembed(h_L[:, first:]).float().softmax(-1)
     out_diff = torch.zeros(B + 1, T)
-    out_diff[1:] = (probs - st.logits.float().softmax(-1)).norm(dim=-1)
+    out_diff[1:, first:] = (probs - st.clean_probs[:, first:]).norm(dim=-1)
     return ratios, out_diff
 
 
@@ -204,7 +205,8 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
             chunks = [rows[start:start + size] for start in range(0, len(rows), size)]
         for chunk in chunks:
             with torch.no_grad():
-                ratios, out_diff = (_stack_chunk(st, chunk, part) if fast
+                first = 1 if mode == "all" else min(row.t for row in chunk)
+                ratios, out_diff = (_stack_chunk(st, chunk, part, first) if fast
                                     else _run_chunk(model, enc.input_ids, chunk, part, local))
             for i, row in enumerate(chunk):
                 first = 1 if mode == "all" else row.t

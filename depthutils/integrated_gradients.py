@@ -82,8 +82,7 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
     L = model.n_layers
     get = {"layer": model.layers_output, "attn": model.attentions_output, "mlp": model.mlps_output}[part]
     put = {"layer": model.set_layers_output, "attn": model.set_attentions_output, "mlp": model.set_mlps_output}[part]
-    T = max(enc.predict_positions) + 1  # later tokens cannot change the answer's logits
-    ids = enc.input_ids[:, :T]
+    ids, T = enc.input_ids, enc.n_tokens  # all of it: the baseline is the mean over every position
     pred, gold = torch.tensor(enc.predict_positions), torch.tensor(enc.answer_ids)
     with model.no_grad(), model.trace(ids):
         f_x = _target(model, pred, gold).save()
@@ -96,7 +95,6 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
         A, f_b = _stack_ig(model, ids, pred, gold, steps, batch_size, progress_bar)
     else:
         A, f_b = _batched_ig(model, ids, pred, gold, steps, batch_size, layers_per_pass, get, put, part, progress_bar)
-    A = np.pad(A, ((0, 0), (0, enc.n_tokens - T)))
     fx = float(f_x[0])
     gap = np.abs(A.sum(1) - (fx - f_b)) / np.maximum(np.abs(fx - f_b), 1e-12)
     check_finite("integrated-gradients attribution", A)

@@ -44,6 +44,7 @@ class Stack:
             for h in hooks:
                 h.remove()
         self.logits = logits  # [1, T, V]
+        self.clean_probs = logits.float().softmax(-1)
 
     def _capture(self, i):
         def hook(mod, args, kwargs):

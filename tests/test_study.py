@@ -32,9 +32,9 @@ def test_study_caches_per_model_and_task_and_the_table_recomputes(tiny_root, tmp
 
 def test_undefined_cells_show_as_a_dash_with_a_footnote():
     table = _markdown(["gsm8k"], [("m", 4, [(None, None), (2, 0.75), (3, 1.0)])])
-    assert "| m | 4 | —[^u] | 2 (0.75) | 3 (1.00) |" in table
-    assert "[^u]: undefined" in table
-    assert "[^u]" not in _markdown(["gsm8k"], [("m", 4, [(1, 0.5), (2, 0.75), (3, 1.0)])])
+    assert "| m | 4 | —¹ | 2 (0.75) | 3 (1.00) |" in table
+    assert "¹ undefined" in table
+    assert "¹" not in _markdown(["gsm8k"], [("m", 4, [(1, 0.5), (2, 0.75), (3, 1.0)])])
 
 
 def test_reference_table_is_p2s():

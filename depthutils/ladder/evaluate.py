@@ -173,7 +173,7 @@ def _acc(hits: list[bool]) -> dict:
 
 
 def evaluate_model(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
-                   threads: int = 2) -> dict:
+                   threads: int = 1) -> dict:
     """All card numbers for one model."""
     import torch
 
@@ -244,9 +244,12 @@ def render_card(card: dict) -> str:
     spec = registry.SPECS.get(card["name"], {})
     lines = [
         f"# {card['name']}", "",
-        f"{spec.get('description', '')}. Trained by this project from scratch on "
-        "generated tasks plus public-domain English (KJV Bible, Tiny Shakespeare); "
-        "see `depthutils/ladder/README.md`.", "",
+        f"{spec.get('description', '')}. "
+        + (f"Fine-tuned by this project from `{tr['init_from']}` on the same task mix written "
+           "step by step" if tr.get("init_from") else
+           "Trained by this project from scratch on generated tasks plus public-domain English "
+           "(KJV Bible, Tiny Shakespeare)")
+        + "; see `depthutils/ladder/README.md`.", "",
         "| | |", "|---|---|",
         f"| architecture | LlamaForCausalLM, {card['layers']} layers, hidden "
         f"{registry.WIDTH['hidden_size']}, {registry.WIDTH['num_attention_heads']} heads, "
@@ -256,7 +259,8 @@ def render_card(card: dict) -> str:
         f"| training | {tr['steps']} steps x {tr['batch_size']} x {tr['seq_len']} tokens = "
         f"{tr['tokens']:,} tokens" + (f" (fine-tuned from {tr['init_from']})" if tr.get("init_from") else "") + " |",
         f"| tokens seen in total | {card['tokens_seen']:,} |",
-        f"| training wall time | {tr['wall_time_s'] / 60:.1f} min on 2 CPU threads (shared 2-core machine) |",
+        f"| training wall time | {tr['wall_time_s'] / 60:.1f} min on 2 CPU threads (shared 2-core machine)"
+        + (f", not counting `{tr['init_from']}`'s own training" if tr.get("init_from") else "") + " |",
         f"| reproduce | `python -m depthutils.ladder train {card['name']}` then "
         f"`python -m depthutils.ladder evaluate {card['name']}` |", "",
         "## Held-out English text loss", "",
