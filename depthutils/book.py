@@ -141,7 +141,10 @@ def build_book(*, model: str | None = None) -> Path:
     t0 = time.time()
     for num in chapters():
         run_chapter(num, model=model, out=stage / "chapters")
-    jb = shutil.which("jupyter-book") or str(Path(sys.executable).with_name("jupyter-book"))
+    beside = Path(sys.executable).with_name("jupyter-book")  # the one installed with this Python
+    jb = str(beside) if beside.exists() else shutil.which("jupyter-book")
+    if jb is None:
+        raise DepthError("jupyter-book is not installed; run pip install -r requirements.txt.")
     cmd = [jb, "build", str(stage), "--path-output", str(build_dir.parent), "--quiet"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
