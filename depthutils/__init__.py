@@ -10,7 +10,12 @@ One module per measurement, named as in the spec (``shared/spec/measurements.md`
 """
 from __future__ import annotations
 
+import os as _os
+
 __version__ = "0.1.0"
+
+# No weight-loading progress bars: they go to stderr, clutter executed chapters and break nbval.
+_os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 # Functions share their module's name (one module per measurement), so they are imported
 # eagerly here: the function, not the submodule, is what `depthutils.<name>` means.

@@ -1,8 +1,9 @@
 """Small pieces every measurement shares: encoding a prompt list, progress bars, norms."""
 from __future__ import annotations
 
+import importlib.util
 import os
-
+import sys
 import warnings
 
 import torch
@@ -31,10 +32,25 @@ def encode_all(handle, prompts, need_answer: bool = False) -> tuple[list[Prompt]
     return prompts, [encode(handle.tokenizer, p, handle.max_length, need_answer) for p in prompts]
 
 
+def _bars_wanted() -> bool:
+    """DEPTHUTILS_PROGRESS=1/0 decides; unset, bars show in a terminal, or in Jupyter with ipywidgets.
+
+    A notebook kernel without ipywidgets would print text bars into the cell's stderr, which
+    then shows in the rendered book and breaks nbval's output comparison.
+    """
+    env = os.environ.get("DEPTHUTILS_PROGRESS")
+    if env in ("0", "1"):
+        return env == "1"
+    if sys.stderr is not None and sys.stderr.isatty():
+        return True
+    if "ipykernel" in sys.modules:
+        return importlib.util.find_spec("ipywidgets") is not None
+    return False
+
+
 def progress(iterable, desc: str, total: int | None = None, enabled: bool = True):
-    """A tqdm.auto bar, off when ``enabled`` is False or DEPTHUTILS_PROGRESS=0."""
-    disable = not enabled or os.environ.get("DEPTHUTILS_PROGRESS") == "0"
-    return tqdm(iterable, desc=desc, total=total, disable=disable, leave=False)
+    """A tqdm.auto bar on loops that can take a while (see :func:`_bars_wanted`)."""
+    return tqdm(iterable, desc=desc, total=total, disable=not (enabled and _bars_wanted()), leave=False)
 
 
 def rel_norm(x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ from .errors import DepthError
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER_DIR = ROOT / "chapters"
-BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "references.bib", "logo.png")
+BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "references.bib", "favicon.png")
 #: settings for every kernel the runner, the book and nbval start: no progress bars in pages
 KERNEL_ENV = {"DEPTHUTILS_PROGRESS": "0", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
 
@@ -150,8 +150,22 @@ def build_book(*, model: str | None = None) -> Path:
     if proc.returncode != 0:
         raise DepthError(f"jupyter-book build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     html = build_dir / "html"
+    _dedupe_thebe(html)
     print(f"book: built {html / 'index.html'} in {time.time() - t0:.0f}s")
     return html
+
+
+def _dedupe_thebe(html: Path) -> None:
+    """Drop the second copy of sphinx-thebe's inline config script that Jupyter Book 1 writes into
+    every page; the browser otherwise logs "Identifier 'THEBE_JS_URL' has already been declared"."""
+    for page in html.rglob("*.html"):
+        text = page.read_text()
+        start = text.find("<script>const THEBE_JS_URL")
+        if start < 0:
+            continue
+        tag = text[start:text.index("</script>", start) + len("</script>")]
+        first = text.index(tag) + len(tag)
+        page.write_text(text[:first] + text[first:].replace(tag, ""))
 
 
 def refresh_sources(only: str | None = None) -> None:
@@ -173,15 +187,24 @@ def refresh_sources(only: str | None = None) -> None:
             papermill.execute_notebook(str(src), str(out), kernel_name="python3", progress_bar=False,
                                        cwd=str(CHAPTER_DIR))
             nb = nbformat.read(out, as_version=4)
-        nb.metadata.pop("papermill", None)
-        for cell in nb.cells:
-            cell.metadata.pop("papermill", None)
-            cell.metadata.pop("execution", None)
-            if cell.cell_type == "code":
-                cell.execution_count = None
-                if "nbval-ignore-output" in cell.metadata.get("tags", []):
-                    cell.outputs = []
-                for o in cell.outputs:
-                    o.pop("execution_count", None) if o.get("output_type") == "execute_result" else None
+        tidy(nb)
         nbformat.write(nb, src)
         print(f"refreshed {src.name}")
+
+
+def tidy(nb) -> None:
+    """Prepare an executed chapter as a source notebook: numbered cells, no figures, no run metadata."""
+    nb.metadata.pop("papermill", None)
+    count = 0
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+        if cell.cell_type != "code":
+            continue
+        count += 1
+        cell.execution_count = count  # nbval skips a cell without one ("unrun reference cell")
+        if "nbval-ignore-output" in cell.metadata.get("tags", []):
+            cell.outputs = []
+        for o in cell.outputs:
+            if o.get("output_type") == "execute_result":
+                o["execution_count"] = count

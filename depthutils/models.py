@@ -330,9 +330,12 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         revision: a hub revision (branch, tag or commit).
         trust_remote_code: off unless you ask for it; it runs code from the model's repo.
     """
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    from transformers import AutoConfig
     from nnsight.modeling.transformers import TransformersModel
+    from transformers import AutoConfig
+    from transformers.utils import logging as hf_logging
+
+    if os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") == "1":  # also when transformers was imported first
+        hf_logging.disable_progress_bar()
 
     if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
         raise DepthError("load_model needs a model alias, local folder or hub id; got an empty value.")
