@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import ast
+import logging
 import os
 import shutil
 import subprocess
@@ -115,6 +116,7 @@ def run_chapter(chapter: str, *, model: str | None = None, models: list[str] | N
     params.setdefault("out_dir", str(out / "figures"))
     dest = out / src.name
     os.environ.update(KERNEL_ENV)
+    logging.getLogger("papermill.translators").setLevel(logging.ERROR)  # its regex trips on "= " values
     t0 = time.time()
     try:
         papermill.execute_notebook(str(src), str(dest), parameters=params, kernel_name="python3",
