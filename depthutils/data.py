@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import socket
 from functools import lru_cache
 from pathlib import Path

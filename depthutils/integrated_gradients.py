@@ -79,10 +79,9 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
         raise DepthError("steps and batch_size must be positive whole numbers.")
     p = as_prompt(prompt, answer)
     (p,), (enc,) = encode_all(model, [p], need_answer=True)
-    L = model.n_layers
     get = {"layer": model.layers_output, "attn": model.attentions_output, "mlp": model.mlps_output}[part]
     put = {"layer": model.set_layers_output, "attn": model.set_attentions_output, "mlp": model.set_mlps_output}[part]
-    ids, T = enc.input_ids, enc.n_tokens  # all of it: the baseline is the mean over every position
+    ids = enc.input_ids  # all of it: the baseline is the mean over every position
     pred, gold = torch.tensor(enc.predict_positions), torch.tensor(enc.answer_ids)
     with model.no_grad(), model.trace(ids):
         f_x = _target(model, pred, gold).save()

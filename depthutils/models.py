@@ -17,9 +17,7 @@ tuple only, and :func:`check_residual`, which asserts ``[B, T, H]``.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path

@@ -14,12 +14,11 @@ import shutil
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import nbformat
 import pytest
 
-from depthutils.book import ROOT, chapters, find_chapter, parameters, run_chapter
+from depthutils.book import ROOT, chapters, find_chapter, parameters
 from depthutils.errors import DepthError
 
 HTML = ROOT / "_build" / "html"

@@ -5,7 +5,6 @@ import pytest
 
 from conftest import SHARED_DATA
 from depthutils import data
-from depthutils.errors import DepthError
 from depthutils.prompts import encode
 
 needs_data = pytest.mark.skipif(not SHARED_DATA.exists(), reason="../shared/data is not beside the project")

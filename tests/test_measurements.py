@@ -33,7 +33,7 @@ def test_sublayers_add_up_to_the_layer(tiny, prompts, family):
     """h_{l+1} = h_l + a_l + m_l with the adapter's attention and MLP modules."""
     handle, _ = tiny(family)
     ids = ids_of(handle, prompts[:1])[0]
-    T, saved = ids.shape[1], []
+    saved = []
     with torch.no_grad(), handle.trace(ids):
         for l in range(handle.n_layers):
             h = handle.layers_input(l)

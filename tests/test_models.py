@@ -9,7 +9,6 @@ import pytest
 
 import depthutils
 from conftest import FAMILIES, build_tiny
-from depthutils.errors import DepthError
 from depthutils.results import Result
 
 

@@ -1,7 +1,6 @@
 """Chapter 6's study: cached per model × task, table recomputed from the cached curves."""
 from __future__ import annotations
 
-import numpy as np
 
 from conftest import build_tiny
 from depthutils import cache

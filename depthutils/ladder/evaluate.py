@@ -18,9 +18,8 @@ Word problems use ``"The final answer is N"`` for both styles.
 from __future__ import annotations
 
 import json
-import math
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 from . import registry, tasks
