@@ -140,7 +140,7 @@ def _stack_chunk(st, chunk: list[_Row], part: str, first: int):
     ratios = torch.zeros(L, B + 1, T)
 
     def compare(j, x_in, o):
-        d, d0 = o - x_in, st.outputs[j] - st.inputs[j]
+        d, d0 = o - x_in, st.deltas[j]
         ratios[j, 1:] = ((d.float() - d0.float()).norm(dim=-1) / d0.float().norm(dim=-1))
     h_L = st.run(out, s + 1, compare)
     probs = st.unembed(h_L[:, first:]).float().softmax(-1)

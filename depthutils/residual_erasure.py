@@ -112,8 +112,7 @@ def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *,
                     for r, t in enumerate(ts):
                         x[r, t] = _baseline_at(base, l, t).to(x.dtype)
                     probs = st.unembed(st.run(x, l)[:, pred]).float().softmax(-1)
-                    clean = st.unembed(st.h(L)[:, pred]).float().softmax(-1)
-                    effect[l, ts] = (probs - clean).norm(dim=-1).amax(dim=-1).double().numpy()
+                    effect[l, ts] = (probs - st.clean_probs[:, pred]).norm(dim=-1).amax(dim=-1).double().numpy()
                 continue
             with model.no_grad(), model.trace(ids.expand(B, T)):
                 x = model.layers_input(l) if l < L else model.layers_output(L - 1)

@@ -45,6 +45,7 @@ class Stack:
                 h.remove()
         self.logits = logits  # [1, T, V]
         self.clean_probs = logits.float().softmax(-1)
+        self.deltas = [o - i for i, o in zip(self.inputs, self.outputs)]  # clean Δ_j, compared against often
 
     def _capture(self, i):
         def hook(mod, args, kwargs):
