@@ -38,7 +38,8 @@ def cmd_run(args) -> int:
 def cmd_book(args) -> int:
     from .book import build_book
 
-    build_book(model=args.model)
+    models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
+    build_book(model=args.model, models=models)
     return 0
 
 
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     book = sub.add_parser("book", help="execute every chapter and build the HTML book into _build/html")
     book.add_argument("--model", help="model for every chapter (default: each chapter's default)")
+    book.add_argument("--models", help="comma-separated models for the chapters that compare several (06)")
     book.set_defaults(func=cmd_book)
     refresh = sub.add_parser("refresh", help="re-execute the source notebooks in place (nbval's reference outputs)")
     refresh.add_argument("chapter", nargs="?", help="one chapter (default: all)")

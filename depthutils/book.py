@@ -14,12 +14,15 @@ import sys
 import time
 from pathlib import Path
 
+from .data import check_n
 from .errors import DepthError
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER_DIR = ROOT / "chapters"
 BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "references.bib", "favicon.png")
 #: settings for every kernel the runner, the book and nbval start: no progress bars in pages
+#: chapter parameters that count something and must be positive whole numbers
+COUNTS = {"n_examples", "baseline_n", "n_per_task", "aime_n", "steps", "batch_size"}
 KERNEL_ENV = {"DEPTHUTILS_PROGRESS": "0", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
 
 
@@ -112,6 +115,8 @@ def run_chapter(chapter: str, *, model: str | None = None, models: list[str] | N
     if unknown:
         raise DepthError(f"Unknown parameter(s) {', '.join(unknown)} for chapter {src.stem}; "
                          f"valid parameters are: {', '.join(valid)}.")
+    for name in COUNTS & set(params):  # caught here, where the chapter's own parameter name is known
+        check_n(params[name], name)
     out = _writable(Path(out).resolve())
     params.setdefault("out_dir", str(out / "figures"))
     dest = out / src.name
@@ -130,8 +135,12 @@ def run_chapter(chapter: str, *, model: str | None = None, models: list[str] | N
     return dest
 
 
-def build_book(*, model: str | None = None) -> Path:
-    """Execute every chapter into ``_build/src``, then build the HTML book into ``_build/html``."""
+def build_book(*, model: str | None = None, models: list[str] | None = None) -> Path:
+    """Execute every chapter into ``_build/src``, then build the HTML book into ``_build/html``.
+
+    ``model`` runs every chapter on that model (chapter 6 on ``[model]``); ``models`` sets the
+    list of the chapters that compare several models (chapter 6).
+    """
     build_dir = ROOT / "_build"
     stage = build_dir / "src"
     if stage.exists():
@@ -141,8 +150,10 @@ def build_book(*, model: str | None = None) -> Path:
         if (ROOT / name).exists():
             shutil.copy(ROOT / name, stage / name)
     t0 = time.time()
-    for num in chapters():
-        run_chapter(num, model=model, out=stage / "chapters")
+    for num, path in chapters().items():
+        takes_list = "models" in parameters(path)
+        run_chapter(num, model=None if (takes_list and models) else model,
+                    models=models if takes_list else None, out=stage / "chapters")
     beside = Path(sys.executable).with_name("jupyter-book")  # the one installed with this Python
     jb = str(beside) if beside.exists() else shutil.which("jupyter-book")
     if jb is None:

@@ -10,7 +10,7 @@ import torch
 from ._run import cosine, encode_all, progress, rel_norm
 from .errors import check_finite
 from .models import check_residual
-from .results import Result, describe, halves, make_meta, wrap
+from .results import Result, Verdict, describe, grade, halves, make_meta
 
 PARTS = ("attn", "mlp", "layer")
 
@@ -36,22 +36,40 @@ class ContributionsResult(Result):
         """``c̄_l``, the mean of the three cosines (P2's effective-depth input)."""
         return (self.attn_cos + self.mlp_cos + self.layer_cos) / 3
 
-    def summary(self) -> str:
+    def facts(self) -> dict:
+        """The numbers the chapter's prose states, rounded as printed."""
         L = len(self.layer_ratio)
         first, second = halves(self.layer_ratio[1:])  # layer 0 writes onto the bare embedding: apart
         mid = 1 + L // 2
+        return {"L": L, "layer0": round(float(self.layer_ratio[0]), 3), "first": round(first, 3),
+                "second": round(second, 3), "ratio": round(second / first, 2), "mid": mid, "first_end": mid - 1,
+                "last": L - 1,
+                "n_negative": int((self.layer_cos < 0).sum())}
+
+    def findings(self) -> str:
+        f = self.facts()
         neg = [l for l, c in enumerate(self.layer_cos) if c < 0]
-        return wrap(f"Whole-layer relative contribution: layer 0 {self.layer_ratio[0]:.3f}; layers 1–{mid - 1} "
-                f"{first:.3f} on average; layers {mid}–{L - 1} {second:.3f} (ratio {second / first:.2f}). "
-                f"Layers whose update points against the residual (cos < 0): {neg or 'none'}.")
+        return (f"Whole-layer relative contribution: layer 0 {f['layer0']:.3f}; layers 1–{f['mid'] - 1} "
+                f"{f['first']:.3f} on average; layers {f['mid']}–{f['L'] - 1} {f['second']:.3f} (ratio "
+                f"{f['ratio']:.2f}). Layers whose update points against the residual (cos < 0): {neg or 'none'}.")
+
+    def verdict(self) -> Verdict:
+        f = self.facts()
+        return Verdict(
+            claim="P1: the second half of the layers contributes much less to the residual than the first half.",
+            criterion="the mean whole-layer ‖Δ_l‖/‖h_l‖ of the second half over that of the first half "
+                      "(layer 0 apart): shown if ≤ 0.5, mixed if ≤ 1, not shown above 1.",
+            outcome=grade(f["ratio"], 0.5, 1.0),
+            numbers=f"second half {f['second']:.3f}, first half {f['first']:.3f}, ratio {f['ratio']:.2f}.")
 
 
-def contributions(model, prompts, *, progress_bar: bool = True) -> ContributionsResult:
+def contributions(model, prompts, *, max_tokens: int | None = None, progress_bar: bool = True) -> ContributionsResult:
     """Relative contribution and cosine of each layer's attention, MLP and whole layer.
 
-    One forward pass per prompt; every token of every prompt counts once.
+    One forward pass per prompt; every token of every prompt counts once. A prompt longer
+    than ``max_tokens`` (default: the model's context) is cut to its first tokens.
     """
-    prompts, encs = encode_all(model, prompts)
+    prompts, encs, fit = encode_all(model, prompts, max_tokens=max_tokens)
     L = model.n_layers
     sums = {f"{p}_{q}": torch.zeros(L, dtype=torch.float64) for p in PARTS for q in ("ratio", "cos")}
     count = 0
@@ -73,5 +91,5 @@ def contributions(model, prompts, *, progress_bar: bool = True) -> Contributions
         count += T
     arrays = {k: check_finite(f"contributions {k}", (v / count).numpy()) for k, v in sums.items()}
     ds, n = describe(prompts)
-    return ContributionsResult(meta=make_meta(model, dataset=ds, n=n, tokens=count), **arrays)
+    return ContributionsResult(meta=make_meta(model, dataset=ds, n=n, fit=fit, tokens=count), **arrays)
 

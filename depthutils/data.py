@@ -106,10 +106,10 @@ def load_rows(filename: str) -> list[dict]:
     )
 
 
-def check_n(n) -> None:
-    """Reject an ``n_examples`` that is not a positive whole number."""
+def check_n(n, name: str = "n") -> None:
+    """Reject a number of examples that is not a positive whole number (``name``: the parameter)."""
     if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
-        raise DepthError(f"n_examples must be a positive whole number, got {n!r}.")
+        raise DepthError(f"{name} must be a positive whole number (a number of examples), got {n!r}.")
 
 
 def _take(items: list, n: int | None, what: str) -> list:

@@ -9,39 +9,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+import hashlib
+
 import numpy as np
 
-from .errors import DepthError
-from .results import Result
+from . import data
+from ._run import encode_all, progress
+from .contributions import contributions
+from .curves import ed_cos, ed_kl, ed_overlap, ratio
+from .errors import DepthError, NothingFits
+from .logit_lens import logit_lens
+from .cache import cache_key, cached
+from .models import load_model, load_tokenizer, revision_of
+from .results import Result, Verdict, context_note, grade
 
 METRICS = ("cos", "kl", "overlap")
-
-
-def ed_cos(mean_cos) -> int | None:
-    """The last ``l`` with ``c̄_l < 0`` and ``c̄_{l+1} ≥ 0``; None if there is none."""
-    c = np.asarray(mean_cos, dtype=float)
-    hits = [l for l in range(len(c) - 1) if c[l] < 0 <= c[l + 1]]
-    return hits[-1] if hits else None
-
-
-def ed_kl(kl) -> int | None:
-    """The first ``l`` with ``KL_l < 0.5 · max KL``; None if there is none."""
-    v = np.asarray(kl, dtype=float)
-    if v.size == 0 or not np.isfinite(v).all():
-        return None
-    hits = np.flatnonzero(v < 0.5 * v.max())
-    return int(hits[0]) if hits.size else None
-
-
-def ed_overlap(overlap, threshold: float = 0.3) -> int | None:
-    """The first ``l`` with ``overlap_l > threshold`` (P2: 0.3); None if there is none."""
-    hits = np.flatnonzero(np.asarray(overlap, dtype=float) > threshold)
-    return int(hits[0]) if hits.size else None
-
-
-def ratio(ed: int | None, n_layers: int) -> float | None:
-    """``(ED + 1) / L``, or None when ED is undefined."""
-    return None if ed is None else (ed + 1) / n_layers
 
 
 @dataclass
@@ -73,14 +55,18 @@ class EffectiveDepthResult(Result):
                    ed_overlap=ed_overlap(overlap))
 
 
-def effective_depth(model, prompts, *, k: int = 5, progress_bar: bool = True) -> EffectiveDepthResult:
-    """P2's three effective depths of ``model`` on ``prompts`` (contributions + logit lens)."""
-    from .contributions import contributions
-    from .logit_lens import logit_lens
+def effective_depth(model, prompts, *, k: int = 5, max_tokens: int | None = None, n: int | None = None,
+                    progress_bar: bool = True) -> EffectiveDepthResult:
+    """P2's three effective depths of ``model`` on ``prompts`` (contributions + logit lens).
 
-    c = contributions(model, prompts, progress_bar=progress_bar)
-    lens = logit_lens(model, prompts, k=k, progress_bar=progress_bar)
-    meta = {**c.meta, "params": {"k": k}}
+    A task prompt is context plus gold answer, so a prompt whose answer would fall beyond
+    ``max_tokens`` (default: the model's context) is skipped, not cut; ``n`` keeps the first
+    ``n`` prompts that fit. The result's ``meta["fit"]`` says how many were used and skipped.
+    """
+    prompts, _, fit = encode_all(model, prompts, max_tokens=max_tokens, limit=n, rule="skip")
+    c = contributions(model, prompts, max_tokens=max_tokens, progress_bar=progress_bar)
+    lens = logit_lens(model, prompts, k=k, max_tokens=max_tokens, progress_bar=progress_bar)
+    meta = {**c.meta, "fit": fit.as_dict(), "params": {"k": k, "n": n}}
     return EffectiveDepthResult.from_curves(c.mean_cos, lens.kl, lens.overlap, meta)
 
 
@@ -91,21 +77,21 @@ P2_TASKS = ("hellaswag", "gsm8k", "aime24")
 PROJECT_TASKS = ("addition", "multihop")
 REFERENCE_CSV = Path(__file__).resolve().parents[1] / "data" / "reference" / "p2_effective_depth_table1.csv"
 UNDEFINED = "—"
+NO_FIT = "n/a"  # a task none of whose prompts fits the model's context
 
 
-def task_prompts(task: str, n: int, tokenizer, *, aime_n: int = 5, aime_max_tokens: int = 400):
-    """The prompts of one task of the study: P2's three, or the project's held-out generated tasks."""
-    from . import data
-
-    if task == "aime24":  # P2: 5 problems of at most 400 tokens (fewer if fewer qualify)
+def task_prompts(task: str, tokenizer, *, aime_max_tokens: int = 400):
+    """Every candidate prompt of one task of the study, in order (the study keeps the first ones
+    that fit the model): P2's three, or the project's held-out generated tasks."""
+    if task == "aime24":  # P2: problems of at most 400 tokens
         short = data.aime24(None, max_tokens=aime_max_tokens, tokenizer=tokenizer)
         if not short:
             raise DepthError(f"No AIME24 problem fits in {aime_max_tokens} tokens of this tokenizer; raise aime_max_tokens.")
-        return short[:aime_n]
+        return short
     if task in PROJECT_TASKS:
-        return data.load(task, n, heldout=True)
+        return data.load(task, None, heldout=True)
     if task in data.LOADERS:
-        return data.load(task, n)
+        return data.load(task, None)
     raise DepthError(f"Unknown task {task!r}; choose from {', '.join(P2_TASKS + PROJECT_TASKS)} or a data loader name.")
 
 
@@ -118,13 +104,18 @@ class Study:
     results: dict
     hits: int = 0
 
-    def cell(self, model: str, task: str, metric: str) -> tuple[int | None, float | None]:
+    def cell(self, model: str, task: str, metric: str) -> tuple[int | str | None, float | None]:
+        """(ED, ratio); ED is None when undefined and :data:`NO_FIT` when no prompt fits the model."""
         r = self.results[(model, task)]
-        return r.ed(metric), r.ratio(metric)
+        return (NO_FIT, None) if r is None else (r.ed(metric), r.ratio(metric))
+
+    def n_layers(self, model: str) -> int | str:
+        measured = [r for (m, _), r in self.results.items() if m == model and r is not None]
+        return measured[0].n_layers if measured else "?"
 
     def mean_ratio(self, models, tasks, metric: str) -> float | None:
         """Mean ratio over the given models × tasks, ignoring undefined cells (None if all are)."""
-        vals = [self.results[(m, t)].ratio(metric) for m in models for t in tasks]
+        vals = [self.results[(m, t)].ratio(metric) for m in models for t in tasks if self.results[(m, t)]]
         vals = [v for v in vals if v is not None]
         return float(np.mean(vals)) if vals else None
 
@@ -144,44 +135,96 @@ class Study:
             lines.append(f"   {m:>7}: " + ", ".join(f"{t} {fmt(self.mean_ratio(ladder, [t], m))}" for t in self.tasks))
         return "\n".join(lines)
 
+    def facts(self, ladder, base: str | None = None, cot: str | None = None, metric: str = "kl") -> dict:
+        """The numbers behind the three verdicts (mean ``metric`` ratios, rounded; None: not measurable)."""
+        r2 = lambda v: None if v is None else round(v, 2)
+        scale = [self.mean_ratio([m], self.tasks, metric) for m in ladder]
+        spread = None if None in scale or len(scale) < 2 else max(scale) - min(scale)
+        b = self.mean_ratio([base], self.tasks, metric) if base else None
+        c = self.mean_ratio([cot], self.tasks, metric) if cot else None
+        hard = self.mean_ratio(ladder, ["aime24"], metric) if "aime24" in self.tasks else None
+        easy_tasks = [t for t in ("hellaswag", "gsm8k") if t in self.tasks]
+        easy = self.mean_ratio(ladder, easy_tasks, metric) if easy_tasks else None
+        return {"metric": metric, "scale": [r2(v) for v in scale], "scale_spread": r2(spread),
+                "scale_first": r2(scale[0]) if scale else None, "scale_last": r2(scale[-1]) if scale else None,
+                "base": r2(b), "cot": r2(c), "cot_gain": r2(None if None in (b, c) else c - b),
+                "hard": r2(hard), "easy": r2(easy), "hard_gain": r2(None if None in (hard, easy) else hard - easy)}
+
+    def verdicts(self, ladder, base: str | None = None, cot: str | None = None, metric: str = "kl") -> list[Verdict]:
+        """P2's three questions as computed verdicts (on the ``metric`` ratio, averaged over tasks)."""
+        f = self.facts(ladder, base, cot, metric)
+        fmt = lambda v: "not measurable" if v is None else f"{v:.2f}"
+        return [
+            Verdict(claim="P2: the effective-depth ratio stays roughly constant as models get deeper.",
+                    criterion=f"max − min over {' → '.join(ladder)} of the mean {metric} ratio: shown if ≤ 0.10, "
+                              "mixed if ≤ 0.20, not shown above.",
+                    outcome=grade(f["scale_spread"], 0.10, 0.20),
+                    numbers=f"ratios {' → '.join(fmt(v) for v in f['scale'])}; spread {fmt(f['scale_spread'])}."),
+            Verdict(claim="P2: chain-of-thought training does not raise the effective-depth ratio.",
+                    criterion=f"mean {metric} ratio of {cot} minus {base}: shown if ≤ 0.05, mixed if ≤ 0.10, "
+                              "not shown above.",
+                    outcome=grade(f["cot_gain"], 0.05, 0.10),
+                    numbers=f"{fmt(f['cot'])} − {fmt(f['base'])} = {fmt(f['cot_gain'])}."),
+            Verdict(claim="P2: harder tasks (AIME24) do not use more of the depth than easier ones "
+                          "(HellaSwag, GSM8K).",
+                    criterion=f"mean {metric} ratio over the ladder on AIME24 minus that on HellaSwag and GSM8K: "
+                              "shown if ≤ 0.05, mixed if ≤ 0.10, not shown above.",
+                    outcome=grade(f["hard_gain"], 0.05, 0.10),
+                    numbers=f"{fmt(f['hard'])} − {fmt(f['easy'])} = {fmt(f['hard_gain'])}."),
+        ]
+
+    def fitting(self) -> str:
+        """How many prompts each model × task used and skipped (a task prompt is never cut)."""
+        lines = [f"Prompts: used (skipped) per task ({', '.join(self.tasks)}):"]
+        for model in self.models:
+            rs = [self.results[(model, t)] for t in self.tasks]
+            cells = [f"{r.meta['fit']['used']} ({r.meta['fit']['skipped']})" if r else "none fits" for r in rs]
+            meta = next((r.meta for r in rs if r), {})
+            note = context_note(meta.get("fit", {}).get("max_tokens"), meta.get("bos")) if meta else ""
+            lines.append(f"   {model}: {', '.join(cells)}" + (f" ({note})" if note else ""))
+        return "\n".join(lines)
+
     def markdown(self) -> str:
         """P2's Table 1 layout: one row per model, ED (ratio) per metric × task; undefined is "—"."""
         rows = []
         for model in self.models:
             cells = [self.cell(model, t, m) for m in METRICS for t in self.tasks]
-            rows.append((model, self.results[(model, self.tasks[0])].n_layers, cells))
+            rows.append((model, self.n_layers(model), cells))
         return _markdown(self.tasks, rows)
 
 
 def study(models, tasks=P2_TASKS + PROJECT_TASKS, *, n: int = 10, aime_n: int = 5, aime_max_tokens: int = 400,
-          k: int = 5, cache_dir: str | Path = "cache", device: str = "auto", dtype="auto", remote: bool = False,
-          progress_bar: bool = True) -> Study:
-    """P2's effective-depth study. Each model × task is cached; adding a model computes only that model."""
-    import hashlib
+          k: int = 5, max_tokens: int | None = None, cache_dir: str | Path = "cache", device: str = "auto",
+          dtype="auto", remote: bool = False, progress_bar: bool = True) -> Study:
+    """P2's effective-depth study. Each model × task is cached; adding a model computes only that model.
 
-    from ._run import progress
-    from .cache import cache_key, cached
-    from .models import load_model, load_tokenizer, revision_of
-
+    Each task keeps its first ``n`` prompts (AIME24: ``aime_n``) whose answer fits in
+    ``max_tokens`` (default: each model's context); a task none of whose prompts fits a
+    model is reported as :data:`NO_FIT` for that model, not as a crash.
+    """
     if not models or not tasks:
         raise DepthError("study needs at least one model and one task.")
     results, hits = {}, 0
     for model in models:
         tok, rev, handle = load_tokenizer(model), revision_of(model), None
         for task in progress(tasks, f"effective depth · {model}", enabled=progress_bar):
-            prompts = task_prompts(task, n, tok, aime_n=aime_n, aime_max_tokens=aime_max_tokens)
+            prompts = task_prompts(task, tok, aime_max_tokens=aime_max_tokens)
+            limit = aime_n if task == "aime24" else n
             digest = hashlib.sha256("\x00".join(p.text for p in prompts).encode()).hexdigest()
             key = cache_key(kind="effective_depth", model=model, revision=rev, task=task, prompts=digest,
-                            n=len(prompts), k=k, dtype=str(dtype), remote=remote)
+                            n=limit, k=k, max_tokens=max_tokens, dtype=str(dtype), remote=remote)
 
             def compute():
                 nonlocal handle
                 handle = handle or load_model(model, device=device, dtype=dtype, remote=remote)
-                r = effective_depth(handle, prompts, k=k, progress_bar=False)
+                r = effective_depth(handle, prompts, k=k, max_tokens=max_tokens, n=limit, progress_bar=False)
                 r.meta.update(task=task, dataset=task)
                 return r
             slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
-            results[(model, task)], hit = cached(cache_dir, f"ed-{slug}-{task}", key, compute)
+            try:
+                results[(model, task)], hit = cached(cache_dir, f"ed-{slug}-{task}", key, compute)
+            except NothingFits:
+                results[(model, task)], hit = None, False
             hits += hit
     return Study(list(models), list(tasks), results, hits)
 
@@ -200,12 +243,17 @@ def _markdown(tasks, rows) -> str:
     """A markdown table: ``rows`` of (model, L, [(ED, ratio) per metric × task]); None is "—" + footnote."""
     out = ["| model | L | " + " | ".join(f"{m} · {t}" for m in METRICS for t in tasks) + " |",
            "|" + "---|" * (2 + len(METRICS) * len(tasks))]
-    undefined = False
+    undefined = no_fit = False
     for name, L, cells in rows:
         undefined |= any(ed is None for ed, _ in cells)
-        text = [f"{UNDEFINED}¹" if ed is None else f"{ed} ({rt:.2f})" for ed, rt in cells]
+        no_fit |= any(ed == NO_FIT for ed, _ in cells)
+        text = [f"{UNDEFINED}¹" if ed is None else f"{NO_FIT}²" if ed == NO_FIT else f"{ed} ({rt:.2f})"
+                for ed, rt in cells]
         out.append(f"| {name} | {L} | " + " | ".join(text) + " |")
     if undefined:
         out.append("\n¹ undefined: no layer meets the metric's condition (spec §8), so there is no "
                    "effective depth to report (not a 0).")
+    if no_fit:
+        out.append("\n² not measured: no prompt of this task fits the model's context (max_tokens), "
+                   "and a task prompt is never cut (its answer would be lost).")
     return "\n".join(out)

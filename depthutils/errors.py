@@ -8,6 +8,10 @@ class DepthError(ValueError):
     """A problem the user can fix; its message names the problem and the fix in one sentence."""
 
 
+class NothingFits(DepthError):
+    """No prompt fits in ``max_tokens`` (a study reports such a task as not measured)."""
+
+
 def check_finite(name: str, array: np.ndarray) -> np.ndarray:
     """Raise if ``array`` holds NaN or inf where a value was expected (never plot those as zeros).
 

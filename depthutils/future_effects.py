@@ -31,7 +31,7 @@ from . import stack
 from ._run import encode_all, progress
 from .errors import DepthError, check_finite
 from .models import check_residual
-from .results import Result, describe, halves, make_meta, wrap
+from .results import Result, Verdict, describe, grade, halves, make_meta
 
 PARTS = ("layer", "attn", "mlp")
 MODES = ("future", "all")
@@ -45,12 +45,34 @@ class FutureEffectsResult(Result):
     output_effect: np.ndarray = None
     kind: ClassVar[str] = "future_effects"
 
-    def summary(self) -> str:
+    def facts(self) -> dict:
+        """The numbers the chapter's prose states (means over each half of the layers), rounded."""
         L = len(self.output_effect)
         on_later = np.array([np.nanmean(self.layer_effect[s, s + 1:]) if s < L - 1 else np.nan for s in range(L)])
         (f1, f2), (o1, o2) = halves(on_later), halves(self.output_effect)
-        return wrap(f"Skipping a first-half layer changes later layers by {f1:.3f} on average, a second-half layer by "
-                f"{f2:.3f}; the output moves by {o1:.3f} vs {o2:.3f} (max ‖p − p′‖₂, mean over the half).")
+        return {"L": L, "later_first": round(f1, 3), "later_second": round(f2, 3), "out_first": round(o1, 3),
+                "out_second": round(o2, 3), "later_ratio": round(f2 / f1, 2) if f1 > 0 else None,
+                "out_ratio": round(o2 / o1, 2) if o1 > 0 else None}
+
+    def findings(self) -> str:
+        f = self.facts()
+        return (f"Skipping a first-half layer changes later layers by {f['later_first']:.3f} on average, a "
+                f"second-half layer by {f['later_second']:.3f}; the output moves by {f['out_first']:.3f} vs "
+                f"{f['out_second']:.3f} (max ‖p − p′‖₂, mean over the half).")
+
+    def verdict(self) -> Verdict:
+        f = self.facts()
+        fmt = lambda v: "undefined" if v is None else f"{v:.2f}"
+        return Verdict(
+            claim="P1: skipping a second-half layer changes the later layers' computation much less than "
+                  "skipping a first-half layer.",
+            criterion="the mean effect on later layers of second-half layers over that of first-half layers "
+                      f"({self.meta.get('params', {}).get('part', 'layer')}, "
+                      f"{self.meta.get('params', {}).get('mode', 'future')} tokens): shown if ≤ 0.5, "
+                      "mixed if ≤ 1, not shown above 1.",
+            outcome=grade(f["later_ratio"], 0.5, 1.0),
+            numbers=f"second half {f['later_second']:.3f}, first half {f['later_first']:.3f}, ratio "
+                    f"{fmt(f['later_ratio'])} (output: ratio {fmt(f['out_ratio'])}).")
 
 
 def sample_positions(n_tokens: int, seed: int = 123, k: int = 4) -> list[int]:
@@ -152,7 +174,7 @@ def _stack_chunk(st, chunk: list[_Row], part: str, first: int):
 def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
                    positions: Sequence[int] | None = None, seed: int = 123, local: bool = False,
                    n_positions: int = 4, batch_size: int | None = None, method: str = "auto",
-                   progress_bar: bool = True) -> FutureEffectsResult:
+                   max_tokens: int | None = None, progress_bar: bool = True) -> FutureEffectsResult:
     """How much skipping each layer changes every later layer and the output distribution.
 
     Args:
@@ -167,6 +189,8 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
             see :mod:`depthutils.stack`); ``"batched"`` runs every intervention of a prompt as a
             row of one nnsight forward, clean row included (remote, bf16, ``local=True``);
             ``"auto"`` picks ``"stack"`` where it applies.
+        max_tokens: a prompt longer than this (default: the model's context) is cut to its
+            first ``max_tokens`` tokens; the result records how many were cut.
     """
     if part not in PARTS:
         raise DepthError(f"part must be one of {PARTS}, got {part!r}.")
@@ -179,7 +203,7 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
         raise DepthError("method='stack' needs a local float32 model and local=False; use method='batched'.")
     if batch_size is not None and batch_size < 2:
         raise DepthError("batch_size must be at least 2 (the clean row plus one intervention).")
-    prompts, encs = encode_all(model, prompts)
+    prompts, encs, fit = encode_all(model, prompts, max_tokens=max_tokens)
     L = model.n_layers
     D = np.full((L, L), -np.inf)
     O = np.full(L, -np.inf)
@@ -227,6 +251,6 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
     check_finite("future-effects output effect", O)
     D[~upper] = np.nan
     ds, n = describe(prompts)
-    meta = make_meta(model, dataset=ds, n=n, seed=seed, part=part, mode=mode, local=local,
+    meta = make_meta(model, dataset=ds, n=n, seed=seed, fit=fit, part=part, mode=mode, local=local,
                      positions=used, n_positions=n_positions, method="stack" if fast else "batched")
     return FutureEffectsResult(meta=meta, layer_effect=D, output_effect=O)

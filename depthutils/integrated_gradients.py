@@ -23,7 +23,7 @@ from ._run import encode_all, progress
 from .errors import DepthError, check_finite
 from .models import check_residual
 from .prompts import as_prompt
-from .results import Result, describe, make_meta, wrap
+from .results import Result, context_depth, describe, make_meta
 
 PARTS = ("layer", "attn", "mlp")
 
@@ -42,11 +42,20 @@ class IGResult(Result):
     f_x: float = None
     kind: ClassVar[str] = "integrated_gradients"
 
-    def summary(self) -> str:
-        mass = np.abs(self.attribution[:, 1:]).sum(1)
-        return wrap(f"f(x) = {self.f_x:.3f}; the largest total |attribution| sits at layer {int(mass.argmax())}. "
-                f"Completeness gap (|Σ_t A − (f(x) − f(b))| relative): max {self.completeness_gap.max():.3f} "
-                "over layers.")
+    def facts(self) -> dict:
+        """f(x), the layer with the most |attribution|, the completeness gap and the deepest layer at
+        which a context position carries more than 10% of the largest |attribution| (BOS excluded)."""
+        A = self.attribution[:, 1:]  # BOS apart, as in the figure's colour scale
+        deep = context_depth(np.pad(A, ((0, 0), (1, 0))), min(self.meta["params"]["predict_positions"]))
+        L = self.attribution.shape[0]
+        return {"f_x": round(self.f_x, 3), "top_layer": int(np.abs(A).sum(1).argmax()),
+                "max_gap": round(float(self.completeness_gap.max()), 3), "deepest": deep,
+                "deepest_rel": None if deep is None else round((deep + 1) / L, 2)}
+
+    def findings(self) -> str:
+        f = self.facts()
+        return (f"f(x) = {f['f_x']:.3f}; the largest total |attribution| sits at layer {f['top_layer']}. "
+                f"Completeness gap (|Σ_t A − (f(x) − f(b))| relative): max {f['max_gap']:.3f} over layers.")
 
 
 def _target(model, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
@@ -61,7 +70,7 @@ def _groups(n: int, size: int) -> list[list[int]]:
 
 def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 256, part: str = "layer", *,
                          batch_size: int = 16, layers_per_pass: int | None = None, method: str = "auto",
-                         progress_bar: bool = True) -> IGResult:
+                         max_tokens: int | None = None, progress_bar: bool = True) -> IGResult:
     """Attribution of the answer probability to every (layer, position) of ``part``'s output.
 
     Args:
@@ -72,13 +81,14 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
         method: ``"stack"`` runs only the layers above ``l`` (local fp32 models, ``part="layer"``);
             ``"batched"`` runs nnsight traces of the whole model (remote, bf16, sublayer parts);
             ``"auto"`` picks ``"stack"`` where it applies.
+        max_tokens: the prompt's answer must end within this many tokens (default: the model's context).
     """
     if part not in PARTS:
         raise DepthError(f"part must be one of {PARTS}, got {part!r}.")
     if steps < 1 or batch_size < 1 or (layers_per_pass is not None and layers_per_pass < 1):
         raise DepthError("steps and batch_size must be positive whole numbers.")
     p = as_prompt(prompt, answer)
-    (p,), (enc,) = encode_all(model, [p], need_answer=True)
+    (p,), (enc,), fit = encode_all(model, [p], need_answer=True, max_tokens=max_tokens)
     get = {"layer": model.layers_output, "attn": model.attentions_output, "mlp": model.mlps_output}[part]
     put = {"layer": model.set_layers_output, "attn": model.set_attentions_output, "mlp": model.set_mlps_output}[part]
     ids = enc.input_ids  # all of it: the baseline is the mean over every position
@@ -97,7 +107,8 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
     fx = float(f_x[0])
     gap = np.abs(A.sum(1) - (fx - f_b)) / np.maximum(np.abs(fx - f_b), 1e-12)
     check_finite("integrated-gradients attribution", A)
-    meta = make_meta(model, dataset=describe([p])[0], n=1, prompt=p.context, answer=p.answer, steps=steps,
+    meta = make_meta(model, dataset=describe([p])[0], n=1, fit=fit, prompt=p.context, answer=p.answer,
+                     predict_positions=enc.predict_positions, steps=steps,
                      part=part, batch_size=batch_size, layers_per_pass=layers_per_pass,
                      method="stack" if fast else "batched")
     return IGResult(meta=meta, attribution=A, tokens=np.array(enc.tokens), f_b=f_b, completeness_gap=gap, f_x=fx)

@@ -8,9 +8,10 @@ import numpy as np
 import torch
 
 from ._run import encode_all, progress
+from .curves import ed_kl, ed_overlap, ratio
 from .errors import check_finite
 from .models import check_residual
-from .results import Result, describe, make_meta, wrap
+from .results import Result, Verdict, combine, describe, grade, make_meta
 
 
 @dataclass
@@ -26,14 +27,33 @@ class LogitLensResult(Result):
     k: int = 5
     kind: ClassVar[str] = "logit_lens"
 
-    def summary(self) -> str:
-        from .effective_depth import ed_kl, ed_overlap
-
+    def facts(self) -> dict:
+        """The numbers the chapter's prose states, rounded as printed (None: never)."""
         L = len(self.kl)
         kl_at, ov_at = ed_kl(self.kl), ed_overlap(self.overlap)
-        say = lambda l: "never" if l is None else f"at layer {l} of {L} (relative depth {(l + 1) / L:.2f})"
-        return wrap(f"The lens KL falls below half its maximum {say(kl_at)}; the top-{self.k} overlap first exceeds "
-                f"0.3 {say(ov_at)}. Overlap at the middle layer: {self.overlap[(L - 1) // 2]:.2f}.")
+        rel = lambda l: None if l is None else round(ratio(l, L), 2)
+        return {"L": L, "kl_layer": kl_at, "kl_rel": rel(kl_at), "overlap_layer": ov_at, "overlap_rel": rel(ov_at),
+                "mid_layer": (L - 1) // 2, "mid_overlap": round(float(self.overlap[(L - 1) // 2]), 2)}
+
+    def findings(self) -> str:
+        f = self.facts()
+        say = lambda l, r: "never" if l is None else f"at layer {l} of {f['L']} (relative depth {r:.2f})"
+        return (f"The lens KL falls below half its maximum {say(f['kl_layer'], f['kl_rel'])}; the top-{self.k} "
+                f"overlap first exceeds 0.3 {say(f['overlap_layer'], f['overlap_rel'])}. Overlap at the middle "
+                f"layer: {f['mid_overlap']:.2f}.")
+
+    def verdict(self) -> Verdict:
+        f = self.facts()
+        rel = lambda r: "never" if r is None else f"{r:.2f}"
+        late_kl = grade(f["kl_rel"], 0.5, 0.5, below=False)
+        late_overlap = grade(f["overlap_rel"] if f["overlap_rel"] is not None else 1.0, 0.5, 0.5, below=False)
+        return Verdict(
+            claim="P1: the logit lens stays far from the output in the first half and converges in the second.",
+            criterion="the relative depth (l+1)/L at which KL first falls below half its maximum, and at which the "
+                      f"top-{self.k} overlap first exceeds 0.3: each ≥ 0.5 counts for the claim; shown if both do, "
+                      "mixed if one does, not shown if neither does.",
+            outcome=combine([late_kl, late_overlap]),
+            numbers=f"KL halves at relative depth {rel(f['kl_rel'])}; overlap passes 0.3 at {rel(f['overlap_rel'])}.")
 
 
 def lens_stats(log_q: torch.Tensor, log_final: torch.Tensor, top_final: torch.Tensor, k: int):
@@ -48,13 +68,15 @@ def lens_stats(log_q: torch.Tensor, log_final: torch.Tensor, top_final: torch.Te
     return kl, overlap
 
 
-def logit_lens(model, prompts, k: int = 5, *, progress_bar: bool = True) -> LogitLensResult:
+def logit_lens(model, prompts, k: int = 5, *, max_tokens: int | None = None,
+               progress_bar: bool = True) -> LogitLensResult:
     """KL divergence and top-``k`` overlap of every layer's logit-lens distribution with the output.
 
     Memory is O(T·V): the lens of one layer at a time is compared with the final
-    distribution and reduced to ``[T]`` before the next layer is read.
+    distribution and reduced to ``[T]`` before the next layer is read. A prompt longer than
+    ``max_tokens`` (default: the model's context) is cut to its first tokens.
     """
-    prompts, encs = encode_all(model, prompts)
+    prompts, encs, fit = encode_all(model, prompts, max_tokens=max_tokens)
     L = model.n_layers
     kl_sum = torch.zeros(L, dtype=torch.float64)
     ov_sum = torch.zeros(L, dtype=torch.float64)
@@ -74,6 +96,6 @@ def logit_lens(model, prompts, k: int = 5, *, progress_bar: bool = True) -> Logi
             ov_sum[l] += s[1].double().sum()
         count += T
     ds, n = describe(prompts)
-    return LogitLensResult(meta=make_meta(model, dataset=ds, n=n, k=k, tokens=count),
+    return LogitLensResult(meta=make_meta(model, dataset=ds, n=n, fit=fit, k=k, tokens=count),
                            kl=check_finite("logit-lens KL", (kl_sum / count).numpy()),
                            overlap=check_finite("logit-lens overlap", (ov_sum / count).numpy()), k=k)

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from .errors import DepthError
+from .prompts import bos_mode
 
 __all__ = ["Arch", "ARCHITECTURES", "ModelHandle", "load_model", "unwrap", "check_residual"]
 
@@ -118,8 +119,9 @@ class ModelHandle:
 
     def __init__(self, nn_model: Any, arch: Arch, tokenizer: Any, *, name: str, revision: str,
                  remote: bool = False, device: str = "cpu", dtype: torch.dtype = torch.float32,
-                 config: Any = None):
+                 config: Any = None, prepend_bos: bool = True):
         self.nn = nn_model
+        self.prepend_bos = prepend_bos  # see depthutils.prompts.encode
         self.arch = arch
         self.tokenizer = tokenizer
         self.name = name
@@ -202,10 +204,16 @@ class ModelHandle:
                 return v
         return None
 
+    @property
+    def bos(self) -> str:
+        """What position 0 holds: see :func:`depthutils.prompts.bos_mode`."""
+        return bos_mode(self.tokenizer, self.prepend_bos)
+
     def meta(self) -> dict:
         return {"model": self.name, "revision": self.revision, "family": self.arch.family,
                 "n_layers": self.n_layers, "dtype": str(self.dtype).replace("torch.", ""),
-                "device": self.device, "remote": self.remote}
+                "device": self.device, "remote": self.remote, "context": self.max_length,
+                "prepend_bos": self.prepend_bos, "bos": self.bos}
 
     def __repr__(self) -> str:
         return f"ModelHandle({self.name!r}, family={self.arch.family}, layers={self.n_layers}, remote={self.remote})"
@@ -315,7 +323,8 @@ def _tokenizer(source: str, local: bool, revision: str | None, trust_remote_code
 
 
 def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", remote: bool = False,
-               revision: str | None = None, trust_remote_code: bool = False) -> ModelHandle:
+               revision: str | None = None, trust_remote_code: bool = False,
+               prepend_bos: bool = True) -> ModelHandle:
     """Load a model for measurement.
 
     Args:
@@ -327,6 +336,9 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
             and is never an argument, so it cannot end up in an executed notebook.
         revision: a hub revision (branch, tag or commit).
         trust_remote_code: off unless you ask for it; it runs code from the model's repo.
+        prepend_bos: when the tokenizer adds no BOS (GPT-2, Pythia, Qwen2.5), prepend its BOS
+            (or EOS) so that position 0, which no measurement intervenes on, is an attention
+            sink and not the first real token (TransformerLens's convention). Results record it.
     """
     from nnsight.modeling.transformers import TransformersModel
     from transformers import AutoConfig
@@ -370,7 +382,8 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         model = TransformersModel(name, task="text-generation", tokenizer=tokenizer, revision=revision,
                                   trust_remote_code=trust_remote_code)
         handle = ModelHandle(model, arch, tokenizer, name=name, revision=revision or "main", remote=True,
-                             device="remote", dtype=_pick_dtype(dtype, "cuda"), config=config)
+                             device="remote", dtype=_pick_dtype(dtype, "cuda"), config=config,
+                             prepend_bos=prepend_bos)
         return handle
     dev = _pick_device(device)
     dt = _pick_dtype(dtype, dev)
@@ -384,4 +397,4 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         p.requires_grad_(False)
     rev = _local_revision(local) if local is not None else (getattr(config, "_commit_hash", None) or revision or "main")
     return ModelHandle(model, arch, tokenizer, name=name, revision=rev, remote=False, device=dev, dtype=dt,
-                       config=config)
+                       config=config, prepend_bos=prepend_bos)

@@ -139,6 +139,8 @@ def effective_depth_curves(study):
     for i, task in enumerate(study.tasks):
         for model in study.models:
             r = study.results[(model, task)]
+            if r is None:  # no prompt of this task fits the model's context
+                continue
             x = (np.arange(r.n_layers) + 1) / r.n_layers
             kl = r.kl / r.kl.max() if r.kl.max() > 0 else r.kl
             for ax, y, metric in zip(axes[i], (r.mean_cos, kl, r.overlap), ("cos", "kl", "overlap")):
@@ -161,10 +163,10 @@ def effective_depth_curves(study):
 def ratio_vs_depth(study, models):
     """P2's scale question: effective-depth ratio against the number of layers, per metric and task."""
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), sharey=True)
-    depths = [study.results[(m, study.tasks[0])].n_layers for m in models]
+    depths = [study.n_layers(m) for m in models]
     for ax, metric in zip(axes, ("cos", "kl", "overlap")):
         for task in study.tasks:
-            ratios = [study.results[(m, task)].ratio(metric) for m in models]
+            ratios = [study.cell(m, task, metric)[1] for m in models]
             ax.plot(depths, [np.nan if r is None else r for r in ratios], marker="o", label=task)
         ax.set(xlabel="number of layers L", title=f"ED from {metric}", xticks=depths, ylim=(0, 1.05))
     axes[0].set_ylabel("effective-depth ratio (ED + 1) / L")
@@ -176,7 +178,7 @@ def ratio_vs_depth(study, models):
 def base_vs_cot(study, base: str, cot: str):
     """P2's training question: effective-depth ratio of a base model and its CoT fine-tune."""
     labels = [f"{m}\n{t}" for m in ("cos", "kl", "overlap") for t in study.tasks]
-    vals = {name: [study.results[(name, t)].ratio(m) for m in ("cos", "kl", "overlap") for t in study.tasks]
+    vals = {name: [study.cell(name, t, m)[1] for m in ("cos", "kl", "overlap") for t in study.tasks]
             for name in (base, cot)}
     x = np.arange(len(labels))
     fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(labels)), 3.6))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable
 
 import torch
 
@@ -70,16 +71,30 @@ def as_prompt(prompt: "Prompt | str", answer: str | None = None) -> Prompt:
     return Prompt.from_parts(prompt, answer)
 
 
-def encode(tokenizer, prompt: Prompt, max_length: int | None = None, need_answer: bool = False) -> Encoded:
-    """Tokenise ``prompt.text`` once and locate the answer tokens through the offset mapping."""
+def bos_token_id(tokenizer) -> int | None:
+    """The token to prepend when a tokenizer adds no BOS: its BOS, else its EOS (TransformerLens's rule)."""
+    for attr in ("bos_token_id", "eos_token_id"):
+        value = getattr(tokenizer, attr, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def encode(tokenizer, prompt: Prompt, need_answer: bool = False, prepend_bos: bool = True) -> Encoded:
+    """Tokenise ``prompt.text`` once and locate the answer tokens through the offset mapping.
+
+    Position 0 is the attention sink that no measurement intervenes on. When the
+    tokenizer adds no BOS and ``prepend_bos`` is on, its BOS (or its EOS where it has
+    no BOS) is prepended, as TransformerLens's ``prepend_bos`` does, so that position 0
+    never holds the first real token.
+    """
     enc = tokenizer(prompt.text, return_offsets_mapping=True, return_tensors="pt")
     ids = enc["input_ids"]
-    T = ids.shape[1]
-    if max_length is not None and T > max_length:
-        raise DepthError(
-            f"The prompt has {T} tokens but the model's context is {max_length}; shorten it or lower max_tokens."
-        )
-    offsets = enc["offset_mapping"][0].tolist()
+    offsets = [tuple(o) for o in enc["offset_mapping"][0].tolist()]
+    bos = bos_token_id(tokenizer)
+    if prepend_bos and bos is not None and (ids.shape[1] == 0 or int(ids[0, 0]) != bos):
+        ids = torch.cat([torch.tensor([[bos]], dtype=ids.dtype), ids], dim=1)
+        offsets = [(0, 0)] + offsets
     start, end = prompt.answer_start, len(prompt.text)
     answer_pos = [i for i, (a, b) in enumerate(offsets) if b > a and b > start and a < end and i > 0]
     if need_answer and (not answer_pos or start >= end):
@@ -89,3 +104,69 @@ def encode(tokenizer, prompt: Prompt, max_length: int | None = None, need_answer
         )
     tokens = tokenizer.convert_ids_to_tokens(ids[0].tolist())
     return Encoded(ids, tokens, answer_pos, [p - 1 for p in answer_pos], [int(ids[0, p]) for p in answer_pos])
+
+
+def bos_mode(tokenizer, prepend_bos: bool = True) -> str:
+    """What position 0 holds for this tokenizer: ``"tokenizer"`` (it adds a BOS itself),
+    ``"prepended"`` (depthutils adds one), ``"off"`` (none, by request) or ``"unavailable"``."""
+    bos = bos_token_id(tokenizer)
+    ids = tokenizer("a")["input_ids"]
+    if bos is not None and ids and ids[0] == bos:
+        return "tokenizer"
+    if bos is None:
+        return "unavailable"
+    return "prepended" if prepend_bos else "off"
+
+
+#: how prompts that are longer than ``max_tokens`` are fitted: text-only measurements cut
+#: them to their first tokens, measurements that need an answer skip them.
+RULES = ("cut", "skip")
+
+
+@dataclass
+class Fit:
+    """How a list of prompts was fitted to ``max_tokens`` (recorded in every result's metadata)."""
+
+    rule: str
+    max_tokens: int | None
+    used: int = 0
+    cut: int = 0
+    skipped: int = 0
+
+    def as_dict(self) -> dict:
+        return {"rule": self.rule, "max_tokens": self.max_tokens, "used": self.used, "cut": self.cut,
+                "skipped": self.skipped}
+
+
+def fit_to_context(encs: Iterable[Encoded], max_tokens: int | None, rule: str, limit: int | None = None,
+                   ) -> tuple[list[int], list[Encoded], Fit]:
+    """Fit encoded prompts into ``max_tokens``; returns (kept indices, fitted encodings, :class:`Fit`).
+
+    ``rule="cut"`` keeps the first ``max_tokens`` tokens of a longer prompt (its answer
+    positions beyond the cut are dropped); ``rule="skip"`` drops a prompt whose answer
+    ends beyond ``max_tokens`` and cuts only text that follows the answer. ``limit`` stops
+    once that many prompts are kept (a task takes its first ``limit`` prompts that fit), so
+    ``encs`` may be a lazy iterable. A prompt without an answer counts as all answer for "skip".
+    """
+    if rule not in RULES:
+        raise DepthError(f"rule must be one of {RULES}, got {rule!r}.")
+    fit, kept, out = Fit(rule, max_tokens), [], []
+    for i, enc in enumerate(encs):
+        if limit is not None and len(out) >= limit:
+            break
+        if max_tokens is None or enc.n_tokens <= max_tokens:
+            kept.append(i)
+            out.append(enc)
+            continue
+        last = max(enc.answer_positions) if enc.answer_positions else enc.n_tokens - 1  # no answer: all of it
+        if rule == "skip" and last >= max_tokens:
+            fit.skipped += 1
+            continue
+        keep = [k for k, p in enumerate(enc.answer_positions) if p < max_tokens]
+        out.append(Encoded(enc.input_ids[:, :max_tokens], enc.tokens[:max_tokens],
+                           [enc.answer_positions[k] for k in keep], [enc.predict_positions[k] for k in keep],
+                           [enc.answer_ids[k] for k in keep]))
+        kept.append(i)
+        fit.cut += 1
+    fit.used = len(out)
+    return kept, out, fit

@@ -17,12 +17,12 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from . import stack
+from . import data, stack
 from ._run import encode_all, progress
 from .errors import DepthError, check_finite
 from .models import check_residual
 from .prompts import as_prompt
-from .results import Result, describe, make_meta, wrap
+from .results import Result, context_depth, describe, make_meta
 
 
 @dataclass
@@ -33,21 +33,29 @@ class ErasureResult(Result):
     tokens: np.ndarray = None
     kind: ClassVar[str] = "residual_erasure"
 
-    def summary(self) -> str:
+    def facts(self) -> dict:
+        """Largest effect and the deepest residual at which a context position still matters."""
         E = self.effect
-        first = min(self.meta["params"]["predict_positions"])
-        context = E[:, 1:first]  # the positions before the first one that predicts the answer
-        thr = 0.1 * E.max()
-        deep = [l for l in range(E.shape[0]) if context.size and context[l].max() > thr]
-        where = f"up to residual h_{max(deep)} of h_0…h_{E.shape[0] - 1}" if deep else "at no layer"
-        return wrap(f"Largest effect {E.max():.3f}. Erasing a context position (before the answer is predicted) "
-                f"changes the answer distribution by more than 10% of that {where}; above it, only the "
-                "positions that predict the answer matter.")
+        deep = context_depth(E, min(self.meta["params"]["predict_positions"]))
+        rows = E.shape[0]
+        return {"max_effect": round(float(E.max()), 3), "deepest": deep, "rows": rows,
+                "deepest_rel": None if deep is None else round(deep / (rows - 1), 2)}
+
+    def findings(self) -> str:
+        f = self.facts()
+        where = (f"up to residual h_{f['deepest']} of h_0…h_{f['rows'] - 1}" if f["deepest"] is not None
+                 else "at no layer")
+        return (f"Largest effect {f['max_effect']:.3f}. Erasing a context position (before the answer is "
+                f"predicted) changes the answer distribution by more than 10% of that {where}; above it, only "
+                "the positions that predict the answer matter.")
 
 
-def residual_means(model, prompts, *, progress_bar: bool = True) -> np.ndarray:
-    """``ĥ_l``: the mean of ``h_l`` over every token of ``prompts``, for ``l = 0 … L`` → ``[L+1, H]``."""
-    prompts, encs = encode_all(model, prompts)
+def residual_means(model, prompts, *, max_tokens: int | None = None, progress_bar: bool = True) -> np.ndarray:
+    """``ĥ_l``: the mean of ``h_l`` over every token of ``prompts``, for ``l = 0 … L`` → ``[L+1, H]``.
+
+    A prompt longer than ``max_tokens`` (default: the model's context) is cut to its first tokens.
+    """
+    prompts, encs, _ = encode_all(model, prompts, max_tokens=max_tokens)
     L = model.n_layers
     total, count = None, 0
     for enc in progress(encs, "residual means", enabled=progress_bar):
@@ -68,7 +76,7 @@ def _baseline_at(baseline: torch.Tensor, l: int, t: int) -> torch.Tensor:
 
 
 def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *, batch_size: int | None = None,
-                     method: str = "auto", progress_bar: bool = True) -> ErasureResult:
+                     method: str = "auto", max_tokens: int | None = None, progress_bar: bool = True) -> ErasureResult:
     """The effect of erasing each residual ``h_l[t]`` on the answer's probability distribution.
 
     Args:
@@ -79,14 +87,14 @@ def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *,
         method: ``"stack"`` runs only layers ``l … L-1`` for an erasure at ``h_l`` (local fp32
             models); ``"batched"`` runs the whole model with the clean run as row 0 (remote, bf16);
             ``"auto"`` picks ``"stack"`` where it applies.
+        max_tokens: the prompt's answer must end within this many tokens (default: the model's
+            context); the default baseline's prompts are cut to it.
     """
     p = as_prompt(prompt, answer)
-    (p,), (enc,) = encode_all(model, [p], need_answer=True)
+    (p,), (enc,), fit = encode_all(model, [p], need_answer=True, max_tokens=max_tokens)
     L = model.n_layers
     if baseline is None:
-        from . import data
-
-        baseline = residual_means(model, data.gsm8k(10), progress_bar=progress_bar)
+        baseline = residual_means(model, data.gsm8k(10), max_tokens=max_tokens, progress_bar=progress_bar)
     base = torch.as_tensor(np.asarray(baseline), dtype=model.dtype)
     T_full = enc.n_tokens
     if base.shape[0] != L + 1 or base.ndim not in (2, 3) or (base.ndim == 3 and base.shape[1] < T_full):
@@ -127,7 +135,7 @@ def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *,
                 diff = (probs - probs[0:1]).norm(dim=-1).amax(dim=-1).save()  # [B]
             effect[l, ts] = diff[1:].double().numpy()
     check_finite("erasure effect", effect)
-    meta = make_meta(model, dataset=describe([p])[0], n=1, prompt=p.context, answer=p.answer,
+    meta = make_meta(model, dataset=describe([p])[0], n=1, fit=fit, prompt=p.context, answer=p.answer,
                      predict_positions=enc.predict_positions,
                      baseline="custom" if baseline is not None else "gsm8k-10-mean", batch_size=batch_size,
                      method="stack" if fast else "batched")

@@ -23,11 +23,31 @@ os.environ.update(KERNEL_ENV)  # nbval's kernels inherit these: no progress bars
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
+# ------------------------------------------------------------------------------- tolerances
+# Stated once, here. Values computed in different batch rows, with different batch sizes, or along
+# different code paths (batched nnsight traces, the stack fast path, the plain-PyTorch oracle) are
+# not bitwise equal: which CPU kernel runs (AVX2 or AVX-512, blocked by batch size and thread count)
+# changes the order of fp32 additions. One fp32 rounding is ~6e-8 relative; it compounds through
+# every layer, so the bound grows with depth. A clean CI run on an AVX-512 machine saw 4e-7 where a
+# 3-layer tiny model "should" give 0, while every real intervention effect in the suite is > 1e-3.
+
+
+def zero_tol(n_layers: int) -> float:
+    """The bound for "this must be 0 up to fp32 rounding" on an ``n_layers`` model (1e-6 per layer+1):
+    ~4e-6 on the 3-layer tiny models, far above the 4e-7 seen, far below any real effect (> 1e-3)."""
+    return 1e-6 * (n_layers + 1)
+
+
+#: oracle comparisons (every measurement against tests/oracle.py): the spec's 1e-5 in fp32
+ATOL = 1e-5
+#: a real effect: an intervention or comparison that must visibly move something
+REAL_EFFECT = 1e-3
+
 TEXT = ("The spouse of the performer of Imagine is Yoko Ono. 5 + 7 + 5 + 3 + 1 + 7 = 28. "
         "Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning. ") * 4
 
 
-def make_tokenizer(path: Path):
+def make_tokenizer(path: Path, add_bos: bool = True):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -38,21 +58,22 @@ def make_tokenizer(path: Path):
     tok.train_from_iterator([TEXT], trainers.BpeTrainer(
         vocab_size=320, show_progress=False, special_tokens=["<|bos|>", "<|eos|>", "<|pad|>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.post_processor = processors.TemplateProcessing(single="<|bos|> $A", special_tokens=[("<|bos|>", 0)])
+    if add_bos:  # else like GPT-2, Pythia or Qwen2.5: no BOS of its own (depthutils prepends one)
+        tok.post_processor = processors.TemplateProcessing(single="<|bos|> $A", special_tokens=[("<|bos|>", 0)])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|eos|>",
                                    pad_token="<|pad|>")
     fast.save_pretrained(path)
     return fast
 
 
-def family_config(family: str, vocab: int, layers: int = 3):
+def family_config(family: str, vocab: int, layers: int = 3, context: int = 128):
     import transformers as tf
 
     common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                  num_attention_heads=4, max_position_embeddings=128, bos_token_id=0, eos_token_id=1,
+                  num_attention_heads=4, max_position_embeddings=context, bos_token_id=0, eos_token_id=1,
                   pad_token_id=2)
     if family == "gpt2":
-        return tf.GPT2Config(vocab_size=vocab, n_embd=32, n_layer=layers, n_head=4, n_positions=128,
+        return tf.GPT2Config(vocab_size=vocab, n_embd=32, n_layer=layers, n_head=4, n_positions=context,
                              bos_token_id=0, eos_token_id=1, pad_token_id=2)
     cls = {"llama": tf.LlamaConfig, "qwen2": tf.Qwen2Config, "qwen3": tf.Qwen3Config,
            "mistral": tf.MistralConfig, "olmo2": tf.Olmo2Config, "gpt_neox": tf.GPTNeoXConfig}[family]
@@ -62,15 +83,19 @@ def family_config(family: str, vocab: int, layers: int = 3):
     return cls(**common, **extra)
 
 
-def build_tiny(family: str, root: Path, layers: int = 3, seed: int = 0) -> Path:
+def build_tiny(family: str, root: Path, layers: int = 3, seed: int = 0, context: int = 128,
+               add_bos: bool = True) -> Path:
+    """A random-init ``family`` model of ``layers`` layers and a ``context``-token context, saved with
+    a small BPE tokenizer that adds a BOS (``add_bos``) or none, in Hugging Face format."""
     from transformers import AutoModelForCausalLM
 
-    path = root / f"tiny-{family}-{layers}"
+    path = root / f"tiny-{family}-{layers}" if (context, add_bos) == (128, True) else \
+        root / f"tiny-{family}-{layers}-ctx{context}-{'bos' if add_bos else 'nobos'}"
     if (path / "config.json").exists():
         return path
-    tok = make_tokenizer(path)
+    tok = make_tokenizer(path, add_bos)
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(family_config(family, len(tok), layers))
+    model = AutoModelForCausalLM.from_config(family_config(family, len(tok), layers, context))
     with torch.no_grad():  # random init with larger weights, so contributions are far from trivial
         for p in model.parameters():
             if p.ndim == 2:

@@ -71,9 +71,11 @@ def test_offline_without_local_data_is_one_clear_error(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("n", [0, -3, 2.5])
-def test_bad_n_examples(n):
-    with pytest.raises(DepthError, match="positive whole number"):
+def test_bad_n_examples(n, tmp_path):
+    with pytest.raises(DepthError, match=r"^n must be a positive whole number"):
         data.arithmetic(n)
+    with pytest.raises(DepthError, match=r"^n_examples must be a positive whole number"):  # the chapter's name
+        run_chapter("01", params={"n_examples": n}, out=tmp_path)
 
 
 def test_unknown_parameter_lists_the_valid_ones(tmp_path):
@@ -97,11 +99,13 @@ def test_cli_errors_are_one_line(tmp_path):
 
 
 def test_prompt_longer_than_the_context(tiny):
+    """A text-only measurement cuts it (tests/test_fitting.py); one that needs the answer cannot."""
     handle, _ = tiny("llama")  # context of 128 positions
     long = Prompt.from_parts("5 + 7 + " * 60, "1")
     with pytest.raises(DepthError) as e:
-        depthutils.logit_lens(handle, [long])
-    assert "model's context is 128" in one_sentence(e.value)
+        depthutils.integrated_gradients(handle, long, steps=2)
+    msg = one_sentence(e.value)
+    assert "max_tokens is 128" in msg and "model with a longer context" in msg
 
 
 @pytest.mark.parametrize("t", [0, 999])

@@ -33,8 +33,54 @@ def test_chapters_are_found_by_number_and_name():
 def test_every_chapter_has_the_common_parameters():
     for path in chapters().values():
         p = parameters(path)
-        assert {"device", "dtype", "remote", "seed", "out_dir"} <= set(p), path.name
+        assert {"device", "dtype", "remote", "seed", "out_dir", "max_tokens"} <= set(p), path.name
+        assert p["max_tokens"] is None, path.name  # the default is the model's own context
         assert p.get("model", "default") == "default" and p["remote"] is False
+
+
+#: paragraphs that state the papers' findings (their numbers are facts about the papers, not the run)
+PAPER_MARKERS = ("**The paper's claim", "**What P1 saw", "**P2's answers", "**Learning goals")
+
+
+def _run_numbers(text: str) -> list[str]:
+    """Decimals and percentages in Markdown that are neither glued nor in a paper's paragraph."""
+    import re
+
+    hits = []
+    for para in re.split(r"\n\s*\n", text):
+        if para.lstrip().startswith(PAPER_MARKERS):
+            continue
+        para = re.sub(r"\{glue(:\w+)?\}`[^`]*`", "", para)
+        para = re.sub(r"(Llama|Qwen|Qwen2|Qwen3|OLMo|Gemma|Mistral|Phi|GPT)[- ]?[0-9.]+\w*", "", para)
+        para = re.sub(r"`[^`]*`", "", para)  # code: parameter values and commands
+        hits += re.findall(r"(?<![\w.])\d+\.\d+(?![\w.])|\d+(?:\.\d+)?\s?%", para)
+    return hits
+
+
+def test_no_chapter_prose_hard_codes_a_number_about_the_run():
+    bad = {}
+    for path in chapters().values():
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "markdown" and _run_numbers(cell.source):
+                bad.setdefault(path.name, []).extend(_run_numbers(cell.source))
+    assert not bad, f"numbers typed into chapter prose (glue them from the run): {bad}"
+
+
+def test_the_number_check_can_fail():
+    assert _run_numbers("In this run the ratio is 0.81 and 20% of prompts were cut.") == ["0.81", "20%"]
+    assert _run_numbers("In this run the ratio is {glue:text}`fe_ratio` (`n_examples = 2.5`).") == []
+    assert _run_numbers("**What P1 saw.** A drop from 0.9 to 0.2.") == []
+
+
+def test_every_chapter_ends_with_a_computed_verdict():
+    for path in chapters().values():
+        nb = nbformat.read(path, as_version=4)
+        last = nb.cells[-1]
+        assert last.cell_type == "code" and "report.verdict(" in last.source, path.name
+        assert any(c.cell_type == "markdown" and c.source.startswith("## Verdict") for c in nb.cells[-2:])
+        text = "".join(o.get("data", {}).get("text/markdown", "") for o in last.get("outputs", []))
+        assert text.startswith("**Verdict: ") and "*Criterion:*" in text, path.name
 
 
 def test_run_chapter_with_another_local_model(tmp_path):
@@ -109,7 +155,9 @@ def test_chapter_page_in_a_browser(book_url, browser, stem):
     assert images, f"{stem}: no figures on the page"
     assert all(ok and width > 0 for ok, width, _ in images), f"{stem}: a figure did not load: {images}"
     text = browser.execute_script("return document.body.innerText")
-    for junk in ("Traceback (most recent call last)", "it/s]", "%|", "Warning:", "WARNING"):
+    for junk in ("Traceback (most recent call last)", "it/s]", "%|", "Warning:", "WARNING", "{glue", "glue:text"):
         assert junk not in text, f"{stem}: the page shows {junk!r}"
+    assert "Verdict: " in text and "Criterion:" in text, f"{stem}: no computed verdict on the page"
+    assert "In this run" in text or "What this run shows" in text or "Reading this run" in text, stem
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, f"{stem}: console errors {errors}"

@@ -7,10 +7,8 @@ import torch
 
 import depthutils
 import oracle
-from conftest import ORACLE_FAMILIES
+from conftest import ATOL, ORACLE_FAMILIES
 from depthutils.prompts import encode
-
-ATOL = 1e-5
 
 
 def ids_of(handle, prompts):

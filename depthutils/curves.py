@@ -1,0 +1,36 @@
+"""P2's effective-depth thresholds on a per-layer curve (spec §8).
+
+Plain functions of a curve, shared by the logit lens (which reports where its
+curves cross) and by :mod:`depthutils.effective_depth`. Each returns ``None``
+when no layer qualifies: undefined, never 0.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def ed_cos(mean_cos) -> int | None:
+    """The last ``l`` with ``c̄_l < 0`` and ``c̄_{l+1} ≥ 0``; None if there is none."""
+    c = np.asarray(mean_cos, dtype=float)
+    hits = [l for l in range(len(c) - 1) if c[l] < 0 <= c[l + 1]]
+    return hits[-1] if hits else None
+
+
+def ed_kl(kl) -> int | None:
+    """The first ``l`` with ``KL_l < 0.5 · max KL``; None if there is none."""
+    v = np.asarray(kl, dtype=float)
+    if v.size == 0 or not np.isfinite(v).all():
+        return None
+    hits = np.flatnonzero(v < 0.5 * v.max())
+    return int(hits[0]) if hits.size else None
+
+
+def ed_overlap(overlap, threshold: float = 0.3) -> int | None:
+    """The first ``l`` with ``overlap_l > threshold`` (P2: 0.3); None if there is none."""
+    hits = np.flatnonzero(np.asarray(overlap, dtype=float) > threshold)
+    return int(hits[0]) if hits.size else None
+
+
+def ratio(ed: int | None, n_layers: int) -> float | None:
+    """``(ED + 1) / L``, or None when ED is undefined."""
+    return None if ed is None else (ed + 1) / n_layers

@@ -1,0 +1,45 @@
+"""What a chapter's prose says about its own run: glued numbers and the closing verdict.
+
+Every number a reading guide states comes from the run through myst-nb's
+``glue`` (``{glue:text}`name``` in the Markdown), so the prose stays true when a
+reader re-runs the chapter on another model. myst-nb comes with the book's
+dependencies (``pip install -e .[book]``); outside the book these functions only
+display.
+"""
+from __future__ import annotations
+
+from IPython.display import Markdown
+
+from .results import Verdict
+
+try:
+    from myst_nb import glue as _glue
+except ImportError:  # the package without the book's extras: nothing to glue into
+    _glue = None
+
+
+def glue_facts(facts: dict, prefix: str) -> None:
+    """Glue every ``facts[name]`` as ``{prefix}_{name}`` (not displayed).
+
+    Returns nothing, so the cell shows nothing either: nbval runs cells without history,
+    where a trailing ``;`` does not silence a returned value.
+
+    ``None`` (a quantity that is undefined on this run) is glued as the word "never".
+    """
+    for name, value in facts.items():
+        if _glue is not None:
+            _glue(f"{prefix}_{name}", "never" if value is None else value, display=False)
+
+
+def verdict(v: Verdict | dict[str, Verdict], prefix: str = "verdict") -> Markdown:
+    """Glue the outcome as ``{prefix}`` and return the verdict as Markdown for the chapter's last cell.
+
+    Several verdicts (``{name: Verdict}``) are glued as ``{prefix}_{name}`` and shown one after another.
+    """
+    named = v if isinstance(v, dict) else {"": v}
+    parts = []
+    for name, one in named.items():
+        if _glue is not None:
+            _glue(f"{prefix}_{name}" if name else prefix, one.outcome, display=False)
+        parts.append(one.markdown())
+    return Markdown("\n\n".join(parts))

@@ -1,0 +1,48 @@
+"""Every chapter on a model from outside the project: a 128-token or 96-token context, a tokenizer
+that adds no BOS, two families. Each chapter runs through papermill with its default parameters
+(only the model changes), as a reader's `python -m depthutils run CHAPTER --model FOLDER` does."""
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+
+from conftest import build_tiny
+from depthutils.book import chapters, run_chapter
+
+#: (family, context): two families, both with a tokenizer that adds no BOS
+OUTSIDERS = [("llama", 128), ("gpt2", 96)]
+
+
+@pytest.fixture(scope="module")
+def outsider(tiny_root):
+    return {spec: build_tiny(spec[0], tiny_root, context=spec[1], add_bos=False) for spec in OUTSIDERS}
+
+
+def _outputs(nb) -> str:
+    text = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            text.append(out.get("text", "") + str(data.get("text/markdown", data.get("text/plain", ""))))
+    return "\n".join(text)
+
+
+@pytest.mark.parametrize("spec", OUTSIDERS, ids=lambda s: f"{s[0]}-ctx{s[1]}")
+@pytest.mark.parametrize("chapter", list(chapters()))
+def test_every_chapter_runs_on_an_outside_model(outsider, tmp_path, chapter, spec):
+    path = outsider[spec]
+    dest = run_chapter(chapter, model=str(path), out=tmp_path, quiet=True)
+    nb = nbformat.read(dest, as_version=4)
+    text = _outputs(nb)
+    assert "Verdict: " in text  # every chapter ends with its computed verdict
+    assert "Prompts: " in text and "BOS prepended by depthutils" in text
+    saved = list((tmp_path / "figures").glob("*.json"))
+    assert saved or chapter == "06", "the chapter saved no result"  # chapter 6 keeps its results in its cache
+    for f in saved:
+        meta = json.loads(f.read_text())["meta"]
+        assert meta["bos"] == "prepended" and meta["context"] == spec[1]
+        if meta.get("fit"):
+            assert meta["fit"]["max_tokens"] == spec[1]
+    assert list((tmp_path / "figures").glob("*.png")) and list((tmp_path / "figures").glob("*.pdf"))
