@@ -45,7 +45,7 @@ def ref_future_effects(model, prompts, positions):
             for j in range(L):
                 h = check_residual(model.layers_input(j), 1, T)
                 clean.append((check_residual(model.layers_output(j), 1, T) - h).save())
-            p0 = model.unembed.output.float().softmax(-1).save()
+            p0 = model.logits().float().softmax(-1).save()
         for t in ts:
             for s in range(L):
                 deltas = []
@@ -58,7 +58,7 @@ def ref_future_effects(model, prompts, positions):
                             out[:, 1:t] = h[:, 1:t]
                             model.set_layers_output(j, out)
                         deltas.append((out - h).save())
-                    p1 = model.unembed.output.float().softmax(-1).save()
+                    p1 = model.logits().float().softmax(-1).save()
                 for j in range(s + 1, L):
                     r = ((deltas[j] - clean[j]).norm(dim=-1) / clean[j].norm(dim=-1))[0, t:].max()
                     D[s, j] = max(D[s, j], float(r))
@@ -76,7 +76,7 @@ def ref_residual_erasure(model, prompt, baseline):
     pred = torch.tensor(enc.predict_positions)
     base = torch.as_tensor(baseline)
     with torch.no_grad(), model.trace(ids):
-        p0 = model.unembed.output[:, pred].float().softmax(-1).save()
+        p0 = model.logits()[:, pred].float().softmax(-1).save()
     E = np.zeros((L + 1, T))
     for l in range(L + 1):
         for t in range(1, T):
@@ -84,7 +84,7 @@ def ref_residual_erasure(model, prompt, baseline):
                 x = (model.layers_input(l) if l < L else model.layers_output(L - 1)).clone()
                 x[:, t] = base[l]
                 model.set_layers_input(l, x) if l < L else model.set_layers_output(L - 1, x)
-                p1 = model.unembed.output[:, pred].float().softmax(-1).save()
+                p1 = model.logits()[:, pred].float().softmax(-1).save()
             E[l, t] = float((p1 - p0).norm(dim=-1).max())
     return {"effect": E}
 
@@ -107,7 +107,7 @@ def ref_integrated_gradients(model, prompt, steps, batch_size=16):
                 b = x.mean(dim=1, keepdim=True)
                 z = (b + (ks.float() / steps).view(B, 1, 1) * (x - b)).detach().requires_grad_(True)
                 model.set_layers_output(l, z)
-                probs = model.unembed.output[:, pred].float().softmax(-1)
+                probs = model.logits()[:, pred].float().softmax(-1)
                 f = probs[:, torch.arange(len(gold)), gold].sum(-1)
                 with f.sum().backward():
                     g = z.grad.save()

@@ -138,7 +138,7 @@ def _run_chunk(model, ids: torch.Tensor, chunk: list[_Row], part: str, local: bo
             if last:
                 out = _skip(out, last, lambda r, row: out[r, 1:row.t] - clean[row.s][1:row.t])
                 model.set_layers_output(L - 1, out)
-        probs = model.unembed.output.float().softmax(-1)
+        probs = model.logits().float().softmax(-1)
         out_diff = (probs - probs[0:1]).norm(dim=-1).save()
     return torch.stack(ratios), out_diff  # [L, B, T], [B, T]
 

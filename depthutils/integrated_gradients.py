@@ -60,7 +60,7 @@ class IGResult(Result):
 
 def _target(model, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
     """``f`` per batch row: Σ over answer tokens of the gold token's probability."""
-    probs = model.unembed.output[:, pred].float().softmax(-1)  # [B, P, V]
+    probs = model.logits()[:, pred].float().softmax(-1)  # [B, P, V]
     return probs[:, torch.arange(len(gold)), gold].sum(-1)
 
 

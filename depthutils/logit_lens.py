@@ -86,7 +86,7 @@ def logit_lens(model, prompts, k: int = 5, *, max_tokens: int | None = None,
         per_layer = []
         with model.no_grad(), model.trace(enc.input_ids):
             hs = [check_residual(model.layers_output(l), 1, T, f"layer {l} output") for l in range(L)]
-            log_final = model.unembed.output.float().log_softmax(-1)
+            log_final = model.logits().float().log_softmax(-1)
             top_final = log_final.topk(k, dim=-1).indices
             for l in range(L):
                 log_q = model.lens(hs[l]).float().log_softmax(-1)

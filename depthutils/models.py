@@ -33,11 +33,20 @@ __all__ = ["Arch", "ARCHITECTURES", "ModelHandle", "load_model", "unwrap", "chec
 
 @dataclass(frozen=True)
 class Arch:
-    """Where a family keeps its parts, as dotted module paths.
+    """Where a family keeps its parts, and what it does to them on the way to the residual.
 
     ``attn`` and ``mlp`` are paths *inside a decoder layer* to the modules whose
-    output is the sublayer's contribution to the residual stream. For OLMo2,
-    whose norms sit after the sublayers, those are the post-norms.
+    output is the sublayer's contribution to the residual stream: for families
+    with norms after the sublayers (OLMo2, Gemma 2/3) those are the post-norms.
+
+    * ``residual_scale``: a config attribute that multiplies both sublayer outputs
+      before they are added (Granite's ``residual_multiplier``);
+    * ``logits``: how the model turns ``lm_head``'s output into its logits, so that
+      the lens at the last layer equals the output: ``"softcap"`` (Gemma 2/3's
+      ``final_logit_softcapping``), ``"divide"`` (Granite's ``logits_scaling``) or
+      ``"multiply"`` (Cohere's ``logit_scale``);
+    * ``inplace``: the layer adds into a sublayer's output tensor after it returns
+      (Falcon's ``mlp_output += attention_output``), so reads and writes are cloned.
     """
 
     family: str
@@ -46,21 +55,40 @@ class Arch:
     mlp: str
     final_norm: str
     unembed: str = "lm_head"
+    residual_scale: str | None = None
+    logits: str | None = None
+    inplace: bool = False
 
 
 _LLAMA_LIKE = dict(layers="model.layers", attn="self_attn", mlp="mlp", final_norm="model.norm")
+_POST_NORMS = dict(layers="model.layers", attn="post_attention_layernorm", mlp="post_feedforward_layernorm",
+                   final_norm="model.norm")
 
-#: model_type (from config.json) -> adapter
+#: model_type (from config.json) -> adapter. Parallel-attention families (GPT-NeoX, Cohere, Falcon)
+#: need nothing special: both sublayers read h_l and their outputs are still what is added.
 ARCHITECTURES: dict[str, Arch] = {
     "llama": Arch("llama", **_LLAMA_LIKE),
     "qwen2": Arch("qwen2", **_LLAMA_LIKE),
     "qwen3": Arch("qwen3", **_LLAMA_LIKE),
     "mistral": Arch("mistral", **_LLAMA_LIKE),
-    "olmo2": Arch("olmo2", layers="model.layers", attn="post_attention_layernorm",
-                  mlp="post_feedforward_layernorm", final_norm="model.norm"),
+    "phi3": Arch("phi3", **_LLAMA_LIKE),
+    "olmo": Arch("olmo", **_LLAMA_LIKE),
+    "starcoder2": Arch("starcoder2", **_LLAMA_LIKE),
+    "mixtral": Arch("mixtral", **_LLAMA_LIKE),        # the sparse MoE block is the MLP
+    "qwen3_moe": Arch("qwen3_moe", **_LLAMA_LIKE),    # likewise (dense layers: Qwen3MoeMLP)
+    "cohere": Arch("cohere", **_LLAMA_LIKE, logits="multiply"),
+    "granite": Arch("granite", **_LLAMA_LIKE, residual_scale="residual_multiplier", logits="divide"),
+    "olmo2": Arch("olmo2", **_POST_NORMS),
+    "gemma2": Arch("gemma2", **_POST_NORMS, logits="softcap"),
+    "gemma3_text": Arch("gemma3_text", **_POST_NORMS, logits="softcap"),
+    # the multimodal wrapper: its forward (transformers 5.23) does not softcap, unlike Gemma3ForCausalLM's
+    "gemma3": Arch("gemma3", layers="model.language_model.layers", attn="post_attention_layernorm",
+                   mlp="post_feedforward_layernorm", final_norm="model.language_model.norm"),
     "gpt_neox": Arch("gpt_neox", layers="gpt_neox.layers", attn="attention", mlp="mlp",
                      final_norm="gpt_neox.final_layer_norm"),
     "gpt2": Arch("gpt2", layers="transformer.h", attn="attn", mlp="mlp", final_norm="transformer.ln_f"),
+    "falcon": Arch("falcon", layers="transformer.h", attn="self_attention", mlp="mlp",
+                   final_norm="transformer.ln_f", inplace=True),
 }
 
 
@@ -121,7 +149,6 @@ class ModelHandle:
                  remote: bool = False, device: str = "cpu", dtype: torch.dtype = torch.float32,
                  config: Any = None, prepend_bos: bool = True):
         self.nn = nn_model
-        self.prepend_bos = prepend_bos  # see depthutils.prompts.encode
         self.arch = arch
         self.tokenizer = tokenizer
         self.name = name
@@ -130,6 +157,11 @@ class ModelHandle:
         self.device = device
         self.dtype = dtype
         self.config = config
+        #: the decoder's own config (Gemma 3's multimodal config wraps a text config)
+        self.text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        self.prepend_bos = prepend_bos  # see depthutils.prompts.encode
+        scale = getattr(self.text_config, arch.residual_scale, None) if arch.residual_scale else None
+        self.residual_scale = float(scale) if scale is not None else 1.0
         self._layers = _get(nn_model, arch.layers)
         self.n_layers = len(self._layers)
 
@@ -157,30 +189,61 @@ class ModelHandle:
     def layers_output(self, l: int) -> Any:
         return unwrap(self.layer(l).output)
 
+    def _added(self, raw: Any) -> Any:
+        """What a sublayer adds to the residual, from its module's output."""
+        x = unwrap(raw)
+        if self.arch.inplace:
+            x = x.clone()  # read now: the layer adds into this tensor in place later
+        return x * self.residual_scale if self.residual_scale != 1.0 else x
+
+    def _raw(self, added: torch.Tensor) -> torch.Tensor:
+        """The module output that makes the sublayer add ``added`` (inverse of :meth:`_added`)."""
+        x = added / self.residual_scale if self.residual_scale != 1.0 else added
+        return x.clone() if self.arch.inplace else x
+
     def attentions_output(self, l: int) -> Any:
-        return unwrap(self.attention(l).output)
+        return self._added(self.attention(l).output)
 
     def mlps_output(self, l: int) -> Any:
-        return unwrap(self.mlp(l).output)
+        return self._added(self.mlp(l).output)
 
     def set_layers_output(self, l: int, value: torch.Tensor) -> None:
         env = self.layer(l)
         env.output = rewrap(env.output, value)
 
     def set_attentions_output(self, l: int, value: torch.Tensor) -> None:
+        """Make attention ``l`` add ``value`` to the residual."""
         env = self.attention(l)
-        env.output = rewrap(env.output, value)
+        env.output = rewrap(env.output, self._raw(value))
 
     def set_mlps_output(self, l: int, value: torch.Tensor) -> None:
+        """Make MLP ``l`` add ``value`` to the residual."""
         env = self.mlp(l)
-        env.output = rewrap(env.output, value)
+        env.output = rewrap(env.output, self._raw(value))
 
     def set_layers_input(self, l: int, value: torch.Tensor) -> None:
         self.layer(l).input = value
 
+    def finish_logits(self, z: torch.Tensor) -> torch.Tensor:
+        """What the model does to ``lm_head``'s output before returning it (see :class:`Arch`)."""
+        cfg, how = self.text_config, self.arch.logits
+        if how == "softcap" and getattr(cfg, "final_logit_softcapping", None):
+            cap = cfg.final_logit_softcapping
+            return torch.tanh(z / cap) * cap
+        if how == "divide" and getattr(cfg, "logits_scaling", None):
+            return z / cfg.logits_scaling
+        if how == "multiply" and getattr(cfg, "logit_scale", None) is not None:
+            return z * cfg.logit_scale
+        return z
+
+    def logits(self) -> Any:
+        """The model's output logits inside a trace (``lm_head``'s output, finished)."""
+        return self.finish_logits(self.unembed.output)
+
     def lens(self, h: torch.Tensor) -> torch.Tensor:
-        """Logits of the logit lens: ``unembed(final_norm(h))``; callable inside a trace."""
-        return self.unembed(self.final_norm(h))
+        """Logits of the logit lens: ``unembed(final_norm(h))``, finished like the model's own;
+        callable inside a trace. At the last layer it equals the model's output."""
+        return self.finish_logits(self.unembed(self.final_norm(h)))
 
     # -- running ----------------------------------------------------------------------
     def trace(self, input_ids: torch.Tensor):
@@ -197,7 +260,7 @@ class ModelHandle:
 
     @property
     def max_length(self) -> int | None:
-        cfg = self.config
+        cfg = self.text_config
         for key in ("max_position_embeddings", "n_positions", "n_ctx"):
             v = getattr(cfg, key, None)
             if isinstance(v, int):

@@ -131,7 +131,7 @@ def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *,
                     model.set_layers_input(l, x)
                 else:
                     model.set_layers_output(L - 1, x)
-                probs = model.unembed.output[:, pred].float().softmax(-1)
+                probs = model.logits()[:, pred].float().softmax(-1)
                 diff = (probs - probs[0:1]).norm(dim=-1).amax(dim=-1).save()  # [B]
             effect[l, ts] = diff[1:].double().numpy()
     check_finite("erasure effect", effect)

@@ -80,7 +80,7 @@ class Stack:
         return x
 
     def unembed(self, h: torch.Tensor) -> torch.Tensor:
-        return self.head(self.norm(h))
+        return self.handle.finish_logits(self.head(self.norm(h)))
 
     @contextlib.contextmanager
     def zeroed(self, j: int, part: str, rows_spans: list[tuple[int, int]]):

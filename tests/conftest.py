@@ -67,19 +67,47 @@ def make_tokenizer(path: Path, add_bos: bool = True):
 
 
 def family_config(family: str, vocab: int, layers: int = 3, context: int = 128):
+    """A tiny config of ``family``: width 32, 4 heads, every family-specific feature switched on
+    (softcapping, multipliers, MoE routing, parallel sublayers) so that the adapter must get it right."""
     import transformers as tf
 
     common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
                   num_attention_heads=4, max_position_embeddings=context, bos_token_id=0, eos_token_id=1,
                   pad_token_id=2)
+    gqa = dict(num_key_value_heads=2)
     if family == "gpt2":
         return tf.GPT2Config(vocab_size=vocab, n_embd=32, n_layer=layers, n_head=4, n_positions=context,
                              bos_token_id=0, eos_token_id=1, pad_token_id=2)
+    if family == "falcon":  # parallel attention + MLP; the layer adds attention into the MLP output in place
+        return tf.FalconConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
+                               max_position_embeddings=context, parallel_attn=True, new_decoder_architecture=False,
+                               alibi=False, bias=False, bos_token_id=0, eos_token_id=1, pad_token_id=2)
+    if family == "gemma3":  # the multimodal wrapper around a Gemma 3 text model
+        text = family_config("gemma3_text", vocab, layers, context).to_dict()
+        vision = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                      image_size=28, patch_size=14)
+        return tf.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                               boi_token_index=3, eoi_token_index=4, image_token_index=5,
+                               bos_token_id=0, eos_token_id=1, pad_token_id=2)
+    extra = {
+        "llama": gqa, "qwen2": gqa, "mistral": gqa, "phi3": gqa, "starcoder2": gqa, "olmo": {}, "olmo2": {},
+        "gpt_neox": {}, "qwen3": dict(gqa, head_dim=8),
+        "gemma2": dict(gqa, head_dim=8, query_pre_attn_scalar=8, final_logit_softcapping=3.0,
+                       attn_logit_softcapping=5.0, sliding_window=16),
+        "gemma3_text": dict(gqa, head_dim=8, query_pre_attn_scalar=8, final_logit_softcapping=3.0,
+                            sliding_window=16),
+        "mixtral": dict(gqa, num_local_experts=4, num_experts_per_tok=2),
+        "qwen3_moe": dict(gqa, head_dim=8, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                          decoder_sparse_step=1, mlp_only_layers=[]),
+        "cohere": dict(gqa, logit_scale=0.5),
+        "granite": dict(gqa, residual_multiplier=0.5, embedding_multiplier=2.0, logits_scaling=0.5,
+                        attention_multiplier=0.3),
+    }[family]
     cls = {"llama": tf.LlamaConfig, "qwen2": tf.Qwen2Config, "qwen3": tf.Qwen3Config,
-           "mistral": tf.MistralConfig, "olmo2": tf.Olmo2Config, "gpt_neox": tf.GPTNeoXConfig}[family]
-    extra = {"num_key_value_heads": 2} if family in ("llama", "qwen2", "qwen3", "mistral") else {}
-    if family == "qwen3":
-        extra["head_dim"] = 8
+           "mistral": tf.MistralConfig, "olmo2": tf.Olmo2Config, "gpt_neox": tf.GPTNeoXConfig,
+           "gemma2": tf.Gemma2Config, "gemma3_text": tf.Gemma3TextConfig, "phi3": tf.Phi3Config,
+           "mixtral": tf.MixtralConfig, "qwen3_moe": tf.Qwen3MoeConfig, "olmo": tf.OlmoConfig,
+           "cohere": tf.CohereConfig, "starcoder2": tf.Starcoder2Config, "granite": tf.GraniteConfig}[family]
     return cls(**common, **extra)
 
 
@@ -104,8 +132,12 @@ def build_tiny(family: str, root: Path, layers: int = 3, seed: int = 0, context:
     return path
 
 
-FAMILIES = ["llama", "qwen2", "qwen3", "mistral", "olmo2", "gpt_neox", "gpt2"]
-ORACLE_FAMILIES = ["llama", "qwen2", "gpt_neox", "olmo2", "gpt2"]
+FAMILIES = ["llama", "qwen2", "qwen3", "mistral", "olmo2", "gpt_neox", "gpt2", "gemma2", "gemma3_text", "gemma3",
+            "phi3", "mixtral", "qwen3_moe", "olmo", "cohere", "starcoder2", "granite", "falcon"]
+#: one family of each kind that needs more than a plain pre-norm stack, for the oracle tests
+KINDS = {"sandwich norms": "gemma2", "MoE": "mixtral", "parallel": "falcon", "multipliers": "granite"}
+#: every measurement's oracle runs on these: the plain pre-norm stacks, then one family of each kind
+ORACLE_FAMILIES = ["llama", "qwen2", "gpt_neox", "olmo2", "gpt2"] + list(KINDS.values())
 
 
 @pytest.fixture(scope="session")

@@ -12,21 +12,38 @@ import torch
 
 
 def parts(hf, family: str) -> dict:
-    """The family's decoder layers, attention/MLP contribution modules, final norm and unembedding."""
+    """The family's decoder layers, attention/MLP contribution modules, final norm and unembedding,
+    the factor by which the layer scales a sublayer's output before adding it, and what the model
+    does to the unembedding's output (read off each family's modeling code)."""
+    cfg = hf.config.get_text_config()
+    scale, finish = 1.0, (lambda z: z)
     if family == "gpt2":
         layers, norm = hf.transformer.h, hf.transformer.ln_f
         attn, mlp = [b.attn for b in layers], [b.mlp for b in layers]
     elif family == "gpt_neox":
         layers, norm = hf.gpt_neox.layers, hf.gpt_neox.final_layer_norm
         attn, mlp = [b.attention for b in layers], [b.mlp for b in layers]
-    elif family == "olmo2":  # norms after the sublayers: the contribution is the post-norm's output
-        layers, norm = hf.model.layers, hf.model.norm
+    elif family == "falcon":
+        layers, norm = hf.transformer.h, hf.transformer.ln_f
+        attn, mlp = [b.self_attention for b in layers], [b.mlp for b in layers]
+    elif family in ("olmo2", "gemma2", "gemma3_text", "gemma3"):  # norms after the sublayers
+        stack = hf.model.language_model if family == "gemma3" else hf.model
+        layers, norm = stack.layers, stack.norm
         attn = [b.post_attention_layernorm for b in layers]
         mlp = [b.post_feedforward_layernorm for b in layers]
+        if family in ("gemma2", "gemma3_text") and cfg.final_logit_softcapping:
+            cap = cfg.final_logit_softcapping
+            finish = lambda z: cap * torch.tanh(z / cap)  # noqa: E731
     else:
         layers, norm = hf.model.layers, hf.model.norm
         attn, mlp = [b.self_attn for b in layers], [b.mlp for b in layers]
-    return {"layers": list(layers), "attn": attn, "mlp": mlp, "norm": norm, "head": hf.lm_head}
+        if family == "granite":
+            scale = cfg.residual_multiplier
+            finish = lambda z: z / cfg.logits_scaling  # noqa: E731
+        if family == "cohere":
+            finish = lambda z: z * cfg.logit_scale  # noqa: E731
+    return {"layers": list(layers), "attn": attn, "mlp": mlp, "norm": norm, "head": hf.lm_head,
+            "scale": scale, "finish": finish}
 
 
 def _hidden(out):
@@ -66,7 +83,8 @@ def record(hf, family, ids, edit=None):
     def post(kind, store, i):
         def f(mod, args, out):
             x = edit(kind, i, _hidden(out))
-            store[i] = x
+            # a copy, scaled as the layer scales it: Falcon adds into its MLP output in place later
+            store[i] = x.clone() * (P["scale"] if kind in ("attn", "mlp") else 1.0)
             return (x,) + tuple(out[1:]) if isinstance(out, tuple) else x
         return f
 
@@ -109,7 +127,7 @@ def logit_lens(hf, family, ids_list, k=5):
             qL = torch.softmax(logits.double(), -1)
             per_kl, per_ov = [], []
             for l in range(1, h.shape[0]):  # outputs of layers 0..L-1
-                q = torch.softmax(P["head"](P["norm"](h[l])).double(), -1)
+                q = torch.softmax(P["finish"](P["head"](P["norm"](h[l]))).double(), -1)
                 per_kl.append((q * (q.log() - qL.log())).sum(-1))
                 per_ov.append(torch.tensor([len(set(q[t].topk(k).indices.tolist()) & set(qL[t].topk(k).indices.tolist())) / k
                                             for t in range(q.shape[0])], dtype=torch.float64))

@@ -109,3 +109,29 @@ def test_eos_stands_in_where_there_is_no_bos(tiny_root, prompts):
     tok.bos_token = None
     enc = encode(tok, prompts[0])
     assert enc.input_ids[0, 0] == tok.eos_token_id and enc.n_tokens == len(tok(prompts[0].text)["input_ids"]) + 1
+
+
+@pytest.mark.parametrize("add_bos", [True, False])
+def test_sentencepiece_style_tokenizers_keep_the_rules(tmp_path, add_bos):
+    """Phi-3, Llama 2 and Gemma tokenize SentencePiece-style (a leading "▁" marks the space): the
+    answer is still found through the offsets, and position 0 is the BOS either way."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from conftest import TEXT
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.normalizer = normalizers.Sequence([])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="first")
+    tok.train_from_iterator([TEXT], trainers.BpeTrainer(vocab_size=200, show_progress=False,
+                                                        special_tokens=["<unk>", "<s>", "</s>"]))
+    if add_bos:
+        tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    p = Prompt.from_parts("The spouse of the performer of Imagine is", " Yoko Ono", "test")
+    enc = encode(fast, p, need_answer=True)
+    assert enc.input_ids[0, 0] == fast.bos_token_id and int((enc.input_ids[0] == fast.bos_token_id).sum()) == 1
+    answer = fast.decode(enc.input_ids[0, enc.answer_positions].tolist())
+    assert answer.strip() == "Yoko Ono" and enc.answer_positions[-1] == enc.n_tokens - 1
+    assert "Imagine" not in answer and enc.predict_positions[0] == enc.answer_positions[0] - 1

@@ -7,7 +7,9 @@ import torch
 
 import depthutils
 import oracle
-from conftest import ATOL, ORACLE_FAMILIES
+from conftest import ATOL, KINDS, ORACLE_FAMILIES
+
+NEW_KINDS = list(KINDS.values())  # sandwich norms, MoE, parallel, multipliers
 from depthutils.prompts import encode
 
 
@@ -50,7 +52,7 @@ def test_logit_lens_matches_oracle(tiny, prompts, family):
     assert got.kl[:-1].max() > 1e-3  # the earlier layers really differ from the output
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt_neox", "olmo2"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt_neox", "olmo2"] + NEW_KINDS)
 @pytest.mark.parametrize("part", ["layer", "attn", "mlp"])
 @pytest.mark.parametrize("method", ["stack", "batched"])
 def test_future_effects_match_oracle(tiny, prompts, family, part, method):
@@ -87,7 +89,7 @@ def test_future_effects_default_sampling_is_p1s(tiny, prompts):
     assert got.meta["seed"] == 123
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt_neox"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt_neox"] + NEW_KINDS)
 @pytest.mark.parametrize("method", ["stack", "batched"])
 def test_residual_erasure_matches_oracle(tiny, prompts, family, method):
     handle, hf = tiny(family)
@@ -109,7 +111,7 @@ def test_residual_means_match_oracle(tiny, prompts):
     np.testing.assert_allclose(got, want.detach().numpy(), atol=ATOL)
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt_neox"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt_neox"] + NEW_KINDS)
 @pytest.mark.parametrize("method", ["stack", "batched"])
 def test_integrated_gradients_match_oracle(tiny, prompts, family, method):
     handle, hf = tiny(family)
