@@ -21,6 +21,8 @@ _os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 # eagerly here: the function, not the submodule, is what `depthutils.<name>` means.
 from . import data  # noqa: E402
 from .contributions import contributions  # noqa: E402
+from .cross_model_mapping import cross_model_mapping  # noqa: E402
+from .depth_score import depth_score  # noqa: E402
 from .effective_depth import effective_depth  # noqa: E402
 from .errors import DepthError  # noqa: E402
 from .future_effects import future_effects  # noqa: E402
@@ -32,5 +34,5 @@ from .residual_erasure import residual_erasure, residual_means  # noqa: E402
 from .results import Result  # noqa: E402
 
 __all__ = ["contributions", "future_effects", "logit_lens", "residual_erasure", "residual_means",
-           "integrated_gradients", "effective_depth", "load_model", "ModelHandle", "Prompt", "Result",
+           "integrated_gradients", "effective_depth", "depth_score", "cross_model_mapping", "load_model", "ModelHandle", "Prompt", "Result",
            "DepthError", "data"]

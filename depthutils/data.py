@@ -147,8 +147,21 @@ def math(n: int | None = 20, *, type: str | None = None, level: int | None = Non
         if level is not None and r["level"] != f"Level {level}":
             continue
         out.append(Prompt.from_parts(f"Problem: {r['problem']}\nAnswer: ", r["solution"], "math",
-                                     type=r["type"], level=r["level"]))
+                                     type=r["type"], level=r["level"], final=boxed(r["solution"])))
     return _take(out, n, f"MATH ({type or 'all types'}, level {level or 'any'})")
+
+
+def boxed(solution: str) -> str | None:
+    """The content of the last ``\\boxed{…}`` of a MATH solution (its final answer), braces matched."""
+    start = solution.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 0, start + len("\\boxed")
+    for j in range(i, len(solution)):
+        depth += {"{": 1, "}": -1}.get(solution[j], 0)
+        if depth == 0:
+            return solution[i + 1:j]
+    return None
 
 
 def aime24(n: int | None = 5, *, max_tokens: int | None = None, tokenizer=None) -> list[Prompt]:
@@ -174,11 +187,15 @@ def hellaswag(n: int | None = 10) -> list[Prompt]:
     return _take(out, n, "HellaSwag")
 
 
-def mquake(n: int | None = 20, *, hops: int = 4) -> list[Prompt]:
-    """MQuAKE multi-hop questions (``hops=4``: the hard subset) or their single-hop clozes (``hops=1``)."""
+def mquake(n: int | None = 20, *, hops: int = 4, question: bool = False) -> list[Prompt]:
+    """MQuAKE multi-hop questions (``hops=4``: the hard subset) or their single-hop clozes (``hops=1``).
+
+    ``question=True`` writes the single hops as P1's ``"Question: …\nAnswer:"`` too, like the 4-hop ones.
+    """
     rows = load_rows("MQuAKE-hard.json")
     if hops == 1:
-        out = [Prompt.from_parts(h["cloze"], " " + h["answer"], "mquake", hops=1)
+        out = [Prompt.from_parts(f"Question: {h['question']}\nAnswer:" if question else h["cloze"],
+                                 " " + h["answer"], "mquake", hops=1)
                for r in rows for h in r["single_hops"]]
     elif hops == 4:
         out = [Prompt.from_parts(f"Question: {r['questions'][0]}\nAnswer:", " " + r["answer"], "mquake", hops=4)
@@ -213,6 +230,29 @@ def simple_arithmetic(n: int | None = 20) -> list[Prompt]:
                  "simple arithmetic")
 
 
+def heldout_text(n: int | None = 20, *, words: int = 60, corpus_dir: str | Path | None = None) -> list[Prompt]:
+    """Windows of ``words`` words from the held-out 5% of the ladder's corpus (King James Bible and
+    Shakespeare, ``../shared/corpora``), which no embedded model was trained on; evenly spaced."""
+    from .ladder.corpus import load_texts
+    from .ladder.registry import DEFAULT_CORPUS_DIR
+
+    folder = Path(corpus_dir) if corpus_dir else DEFAULT_CORPUS_DIR
+    try:
+        docs = load_texts(folder, split="heldout")
+    except FileNotFoundError:
+        raise DepthError(f"The corpus is not in {folder}; pass corpus_dir= with kjv.txt and tinyshakespeare.txt.") from None
+    windows = []
+    for text, name in docs:
+        ws = text.split()
+        windows.append([Prompt(" ".join(ws[i:i + words]), len(" ".join(ws[i:i + words])), f"heldout-{name}")
+                        for i in range(0, len(ws) - words, words)])
+    n = n or sum(len(w) for w in windows)
+    check_n(n)
+    per = [windows[0][:: max(1, len(windows[0]) // ((n + 1) // 2))][: (n + 1) // 2],
+           windows[1][:: max(1, len(windows[1]) // (n // 2 or 1))][: n // 2]]
+    return [p for pair in zip(*per) for p in pair] + per[0][len(per[1]):]
+
+
 PROJECT_TASKS = {"addition": "eval_addition.jsonl", "multihop": "eval_multihop.jsonl",
                  "word_problems": "eval_word_problems.jsonl"}
 
@@ -240,7 +280,7 @@ def project_task(task: str, n: int | None = 20, *, seed: int = 0, **where) -> li
 #: dataset name -> loader, for chapters and the runner
 LOADERS: dict[str, Callable[..., list[Prompt]]] = {
     "gsm8k": gsm8k, "math": math, "aime24": aime24, "hellaswag": hellaswag, "mquake": mquake,
-    "arithmetic": arithmetic, "simple_arithmetic": simple_arithmetic,
+    "arithmetic": arithmetic, "simple_arithmetic": simple_arithmetic, "heldout_text": heldout_text,
     **{task: (lambda n=20, _task=task, **kw: project_task(_task, n, **kw)) for task in PROJECT_TASKS},
 }
 

@@ -189,3 +189,60 @@ def base_vs_cot(study, base: str, cot: str):
     ax.set(ylabel="effective-depth ratio", ylim=(0, 1.05), title=f"Base vs chain-of-thought: {base} vs {cot}")
     ax.legend()
     return fig
+
+
+# ------------------------------------------------------------------ chapter 7 (P1 §6)
+def depth_score(result):
+    """Depth score against difficulty, one line per task family (each prompt a dot), accuracy beside it."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
+    L = result.n_layers
+    rng = np.random.default_rng(0)
+    for i, task in enumerate(dict.fromkeys(r["task"] for r in result.rows)):
+        rows = [r for r in result.rows if r["task"] == task]
+        lv = np.array([r["level"] for r in rows], float)
+        color = f"C{i}"
+        a.plot(lv, [np.nan if r["norm_score"] is None else r["norm_score"] for r in rows], marker="o",
+               color=color, label=f"{task} (D maxed over prompts)")
+        mask = result.prompt_tasks == task
+        x = result.prompt_levels[mask].astype(float) + rng.uniform(-0.12, 0.12, mask.sum())
+        a.scatter(x, result.prompt_scores[mask] / (L - 1), s=6, color=color, alpha=0.35)
+        b.plot(lv, [np.nan if r["accuracy"] is None else 100 * r["accuracy"] for r in rows], marker="o",
+               color=color, label=task)
+    a.set(xlabel="difficulty level (operands, hops or MATH level)", ylabel="depth score / (L − 1)",
+          title="(a) centre of mass of the future effects", ylim=(0, 1))
+    b.set(xlabel="difficulty level", ylabel="greedy accuracy (%)", title="(b) does the model solve them?",
+          ylim=(-5, 105))
+    a.legend(fontsize=8)
+    b.legend(fontsize=8)
+    fig.suptitle(title(result, "Does a harder problem use more depth? (dots: single prompts)"), y=1.06)
+    return fig
+
+
+# ------------------------------------------------------------------ chapter 8 (P1 §7)
+def mapping(results):
+    """Held-out error of the affine map from each source layer to each target layer, with the
+    relative-depth diagonal (dashed) and the best match of each source layer (dots)."""
+    fig, axes = plt.subplots(1, len(results) + 1, figsize=(5 * len(results) + 4.5, 4), squeeze=False)
+    axes = axes[0]
+    for ax, r in zip(axes, results):
+        Ls, Lt = r.shape
+        _heat(ax, r.error, fig, "viridis_r", "held-out ‖ŷ − y‖ / ‖y‖")
+        ax.plot((np.arange(Ls) + 1) / Ls * Lt - 1, np.arange(Ls), "w--", lw=1.5, label="same relative depth")
+        ax.plot(r.best, np.arange(Ls), "o", color="red", ms=5, label="best target layer")
+        ax.set_yticks(range(Ls))
+        ax.set_xticks(range(0, Lt, max(1, Lt // 8)))
+        ax.set(xlabel=f"target layer of {r.meta['params']['target']}",
+               ylabel=f"source layer of {r.meta['params']['source']}",
+               title=f"{r.meta['params']['source']} → {r.meta['params']['target']}")
+        ax.legend(fontsize=7, loc="lower right")
+    ax = axes[-1]
+    ax.plot([0, 1], [0, 1], "k--", lw=1, label="same relative depth")
+    for r in results:
+        src, tgt = r.relative()
+        ax.plot(src, tgt, marker="o", label=f"{r.meta['params']['source']} → {r.meta['params']['target']}")
+    ax.set(xlabel="relative depth of the source layer (s+1)/L", ylabel="relative depth of its best target",
+           title="best-match curve", xlim=(0, 1.05), ylim=(0, 1.05))
+    ax.legend(fontsize=8)
+    fig.suptitle("Do deeper models stretch the same computation? Linear maps between residual streams", y=1.03)
+    fig.tight_layout()
+    return fig

@@ -88,7 +88,7 @@ def encode(tokenizer, prompt: Prompt, need_answer: bool = False, prepend_bos: bo
     no BOS) is prepended, as TransformerLens's ``prepend_bos`` does, so that position 0
     never holds the first real token.
     """
-    enc = tokenizer(prompt.text, return_offsets_mapping=True, return_tensors="pt")
+    enc = tokenizer(prompt.text, return_offsets_mapping=True, return_tensors="pt", verbose=False)
     ids = enc["input_ids"]
     offsets = [tuple(o) for o in enc["offset_mapping"][0].tolist()]
     bos = bos_token_id(tokenizer)

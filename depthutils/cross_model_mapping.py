@@ -1,0 +1,178 @@
+"""P1 §7: map a shallow model's residual stream onto a deeper model's, layer by layer.
+
+For every source layer ``s`` and target layer ``j`` one affine map ``ŷ = W x + b``
+from ``x = h_s`` (source, the output of layer ``s``) to ``y = h_j`` (target) is
+fitted in closed form on the same text fed to both models (BOS excluded):
+ridge regression with a small penalty ``λ`` on ``W`` (not on ``b``), from normal
+equations ``XᵀX`` and ``XᵀY`` accumulated prompt by prompt, so no layer's
+residuals for all tokens are ever held at once. On held-out text the error is
+the token mean of ``‖ŷ − y‖ / ‖y‖``, a matrix ``[L_src, L_tgt]``.
+
+P1's claim: the best target for source layer ``s`` lies at the same *relative*
+depth, ``(j+1)/L_tgt ≈ (s+1)/L_src``: a deeper model stretches the same
+computation over more layers.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from ._run import encode_all, progress
+from .errors import DepthError
+from .models import check_residual
+from .prompts import Prompt, encode
+from .results import Result, Verdict, grade, make_meta
+
+
+@dataclass
+class MappingResult(Result):
+    """``error [L_src, L_tgt]`` (held-out relative error of the best affine map), ``best [L_src]``
+    (the target layer with the least error for each source layer) and their relative depths."""
+
+    error: np.ndarray = None
+    best: np.ndarray = None
+    kind: ClassVar[str] = "cross_model_mapping"
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.error.shape
+
+    def relative(self) -> tuple[np.ndarray, np.ndarray]:
+        """``((s+1)/L_src, (best_s+1)/L_tgt)`` for every source layer."""
+        Ls, Lt = self.shape
+        return (np.arange(Ls) + 1) / Ls, (self.best + 1) / Lt
+
+    def diagonal_distance(self) -> float:
+        """Mean |relative depth of the best target − relative depth of the source| over source layers."""
+        src, tgt = self.relative()
+        return float(np.abs(tgt - src).mean())
+
+    def facts(self) -> dict:
+        src, tgt = self.relative()
+        return {"L_src": self.shape[0], "L_tgt": self.shape[1], "distance": round(self.diagonal_distance(), 3),
+                "min_error": round(float(self.error.min()), 3), "best": [int(b) for b in self.best],
+                "mean_best_error": round(float(self.error[np.arange(self.shape[0]), self.best].mean()), 3)}
+
+    def findings(self) -> str:
+        f = self.facts()
+        pairs = ", ".join(f"{s}→{b}" for s, b in enumerate(f["best"]))
+        return (f"{self.meta['params']['source']} ({f['L_src']} layers) → {self.meta['params']['target']} ({f['L_tgt']} layers): "
+                f"best target layer for each source layer {pairs}; mean distance from the relative-depth "
+                f"diagonal {f['distance']:.3f}; mean held-out error at the best match {f['mean_best_error']:.3f}.")
+
+
+def verdict(results: list[MappingResult], shown: float = 0.15, mixed: float = 0.3) -> Verdict:
+    """P1's claim on one or more source → target mappings, from their mean distance to the diagonal.
+
+    A model mapped onto itself is the sanity check, not a test of the claim: it is left out, and
+    with nothing else to judge the verdict is "not shown".
+    """
+    claim = ("P1: a deeper model stretches the same computation over more layers: the best linear match of a "
+             "source layer lies at the same relative depth of the deeper model.")
+    results = [r for r in results if r.meta["params"]["source"] != r.meta["params"]["target"]]
+    if not results:
+        return Verdict(claim=claim, criterion="needs two different models; only self-mappings were run.",
+                       outcome="not shown", numbers="no mapping between two different models.")
+    grades = [grade(r.diagonal_distance(), shown, mixed) for r in results]
+    worst = max(grades, key=("shown", "mixed", "not shown").index)
+    return Verdict(
+        claim=claim,
+        criterion=f"for every mapping, the mean |relative depth of the best target − relative depth of the source| "
+                  f"over source layers: shown if ≤ {shown} for all, mixed if ≤ {mixed}, not shown otherwise.",
+        outcome=worst,
+        numbers="; ".join(f"{r.meta['params']['source']} → {r.meta['params']['target']}: {r.diagonal_distance():.3f}" for r in results)
+                + ".")
+
+
+def same_tokenizer(a, b) -> bool:
+    """Whether two models read the same ids for the same text: the same vocabulary and, after
+    depthutils' BOS rule (:func:`~depthutils.prompts.encode`), the same encoding."""
+    probe = Prompt("The spouse of 5 + 7 = 12.", 0)
+    return (a.tokenizer.get_vocab() == b.tokenizer.get_vocab()
+            and encode(a.tokenizer, probe, prepend_bos=a.prepend_bos).input_ids.tolist()
+            == encode(b.tokenizer, probe, prepend_bos=b.prepend_bos).input_ids.tolist())
+
+
+def residuals(model, ids: torch.Tensor) -> torch.Tensor:
+    """``[L, T, H]``: the output of every layer (``h_1 … h_L``) for one prompt, in float64."""
+    L, T = model.n_layers, ids.shape[1]
+    outs = []
+    with model.no_grad(), model.trace(ids):
+        for l in range(L):
+            outs.append(check_residual(model.layers_output(l), 1, T, f"layer {l} output")[0].save())
+    return torch.stack([o.double() for o in outs])
+
+
+def _with_bias(x: torch.Tensor) -> torch.Tensor:
+    return torch.cat([x, torch.ones(*x.shape[:-1], 1, dtype=x.dtype)], dim=-1)
+
+
+def fit_maps(xtx: torch.Tensor, xty: torch.Tensor, ridge: float) -> torch.Tensor:
+    """Solve the ridge normal equations for every source layer at once.
+
+    ``xtx [S, D+1, D+1]`` and ``xty [S, D+1, K]`` (the last row/column is the bias); the penalty is
+    ``ridge · mean(diag XᵀX)`` on the weights only, so ``ridge`` is free of the residual's scale.
+    """
+    S, D1, _ = xtx.shape
+    eye = torch.eye(D1, dtype=xtx.dtype)
+    eye[-1, -1] = 0.0  # no penalty on the bias
+    scale = xtx[:, :-1, :-1].diagonal(dim1=1, dim2=2).mean(-1).clamp_min(1e-12)  # [S]
+    return torch.linalg.solve(xtx + ridge * scale[:, None, None] * eye, xty)
+
+
+def cross_model_mapping(source, target, texts, *, held_out: float = 0.5, ridge: float = 1e-4, seed: int = 0,
+                        max_tokens: int | None = None, progress_bar: bool = True) -> MappingResult:
+    """Fit affine maps from every layer of ``source`` to every layer of ``target`` and score them.
+
+    Args:
+        source, target: two loaded models that share a tokenizer (else one clear error).
+        texts: prompts or strings; a ``seed``-shuffled ``1 - held_out`` of them fit the maps, the rest
+            score them.
+        ridge: the penalty λ, relative to the mean diagonal of ``XᵀX`` (default 1e-4: nearly plain
+            least squares, but well-posed when a residual has fewer tokens than dimensions).
+        max_tokens: a text longer than this (default: the shorter context of the two) is cut.
+
+    Memory: ``XᵀX`` and ``XᵀY`` for all source layers, ``L_src·(H_src+1)·(H_src+1 + L_tgt·H_tgt)``
+    float64 numbers, plus one prompt's residuals at a time.
+    """
+    if not same_tokenizer(source, target):
+        raise DepthError(f"{source.name} and {target.name} do not share a tokenizer, so the same text gives them "
+                         "different tokens; map models of one family (e.g. Qwen2.5-1.5B → Qwen2.5-14B).")
+    if not 0 < held_out < 1:
+        raise DepthError(f"held_out must be a fraction between 0 and 1, got {held_out!r}.")
+    limits = [m for m in (source.max_length, target.max_length) if m]
+    max_tokens = max_tokens or (min(limits) if limits else None)
+    texts, encs, fit = encode_all(source, texts, max_tokens=max_tokens)
+    n_fit = int(round(len(encs) * (1 - held_out)))
+    if n_fit < 1 or n_fit >= len(encs):
+        raise DepthError(f"Need texts both to fit and to score the maps; got {len(encs)} text(s) with "
+                         f"held_out={held_out}: pass more texts.")
+    encs = [encs[i] for i in random.Random(seed).sample(range(len(encs)), len(encs))]
+    Ls, Lt = source.n_layers, target.n_layers
+    xtx = xty = None
+    tokens = 0
+    for enc in progress(encs[:n_fit], "mapping: fit", enabled=progress_bar):
+        x = _with_bias(residuals(source, enc.input_ids)[:, 1:])  # [Ls, T-1, Hs+1]: BOS excluded
+        y = residuals(target, enc.input_ids)[:, 1:]                # [Lt, T-1, Ht]
+        y = y.permute(1, 0, 2).reshape(y.shape[1], -1)             # [T-1, Lt*Ht]
+        a, b = x.transpose(1, 2) @ x, x.transpose(1, 2) @ y
+        xtx, xty = (a, b) if xtx is None else (xtx + a, xty + b)
+        tokens += x.shape[1]
+    W = fit_maps(xtx, xty, ridge)  # [Ls, Hs+1, Lt*Ht]
+    err_sum = torch.zeros(Ls, Lt, dtype=torch.float64)
+    count = 0
+    for enc in progress(encs[n_fit:], "mapping: score", enabled=progress_bar):
+        x = _with_bias(residuals(source, enc.input_ids)[:, 1:])
+        y = residuals(target, enc.input_ids)[:, 1:]                # [Lt, T', Ht]
+        pred = (x @ W).reshape(Ls, x.shape[1], Lt, -1).permute(0, 2, 1, 3)  # [Ls, Lt, T', Ht]
+        err_sum += ((pred - y[None]).norm(dim=-1) / y[None].norm(dim=-1)).sum(-1)
+        count += x.shape[1]
+    error = (err_sum / count).numpy()
+    meta = make_meta(source, dataset="+".join(sorted({p.source or "custom" for p in texts})), n=len(texts),
+                     seed=seed, fit=fit, source=source.name, target=target.name, target_revision=target.revision,
+                     ridge=ridge, held_out=held_out, fit_tokens=tokens, scored_tokens=count)
+    return MappingResult(meta=meta, error=error, best=error.argmin(axis=1))

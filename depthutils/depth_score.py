@@ -1,0 +1,224 @@
+"""P1 §6, "does harder mean deeper?": the depth score of problems grouped by difficulty.
+
+From the future-effect matrix ``D`` of spec §2 (skip layer ``s`` on the positions
+before ``t``, measure how much each later layer's update changes), take
+
+    r_s = Σ_{j>s} D[s, j] / (L-1-s)     (s = 0 … L-2)
+    score = Σ_s s·r_s / Σ_s r_s          (a centre of mass over layers)
+
+and ``score / (L-1)`` to compare models of different depth. A problem whose
+computation needs more layers should move the centre of mass up. Each level
+reports P1's aggregation (the score of ``D`` maxed over its prompts), the mean of
+the per-prompt scores, and the model's greedy, teacher-free accuracy: a level the
+model cannot solve says little about how deep its solution is.
+"""
+from __future__ import annotations
+
+import re
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from . import data
+from ._run import encode_all, progress, resolve_max_tokens
+from .errors import DepthError, NothingFits
+from .future_effects import future_effects
+from .prompts import Encoded, Fit, Prompt
+from .results import Result, Verdict, grade, make_meta
+
+#: task family -> (levels, loader of ``n`` prompts of one level, positions rule). The rule is P1's:
+#: "math" takes up to 4 answer positions at stride 4, the others the first answer token.
+TASKS = {
+    "addition": ((2, 3, 4, 5, 6), lambda level, n, seed: data.project_task("addition", n, operands=level, seed=seed),
+                 "first"),
+    "multihop": ((1, 2, 3), lambda level, n, seed: data.project_task("multihop", n, hops=level, seed=seed), "first"),
+    "math": ((1, 2, 3, 4, 5), lambda level, n, seed: data.math(n, type="Intermediate Algebra", level=level),
+             "stride"),
+    "mquake": ((1, 4), lambda level, n, seed: data.mquake(n, hops=level, question=True), "first"),
+}
+
+
+def score(D: np.ndarray) -> float | None:
+    """P1's depth score of a future-effect matrix ``D [L, L]`` (NaN or anything at ``j ≤ s`` ignored).
+
+    None when no layer has an effect (``Σ r_s = 0``).
+    """
+    D = np.asarray(D, float)
+    L = D.shape[0]
+    r = np.array([np.nansum(D[s, s + 1:]) / (L - 1 - s) for s in range(L - 1)])
+    total = r.sum()
+    return None if total <= 0 else float((np.arange(L - 1) * r).sum() / total)
+
+
+def positions(enc: Encoded, rule: str, k: int = 4, stride: int = 4) -> list[int]:
+    """The intervention positions ``t`` of one prompt: its first answer token (``"first"``) or up to
+    ``k`` answer tokens at ``stride`` (``"stride"``, P1's MATH rule)."""
+    if not enc.answer_positions:
+        return []
+    return enc.answer_positions[:1] if rule == "first" else enc.answer_positions[::stride][:k]
+
+
+def greedy_correct(model, prompt: Prompt, enc: Encoded, max_new_tokens: int = 48) -> bool | None:
+    """Whether greedy decoding from the prompt's context produces its answer (teacher-free).
+
+    A prompt with a ``final`` answer (MATH's boxed one) counts as solved when the generation (up to
+    ``max_new_tokens`` tokens) starts with it or boxes it; otherwise it must start with the answer.
+    None for remote models (no local weights to decode with).
+    """
+    if model.remote:
+        return None
+    context = enc.input_ids[:, :enc.answer_positions[0]]
+    final = prompt.meta.get("final")
+    n_new = max_new_tokens if final else len(enc.answer_positions)
+    module = model.nn._module
+    with torch.no_grad():
+        out = module.generate(context.to(model.device), max_new_tokens=n_new, do_sample=False,
+                              attention_mask=torch.ones_like(context).to(model.device),
+                              pad_token_id=model.tokenizer.pad_token_id or model.tokenizer.eos_token_id)
+    text = model.tokenizer.decode(out[0, context.shape[1]:], skip_special_tokens=True)
+    if final:
+        alone = re.match(rf"\s*\$?{re.escape(final)}\$?(\s|[.,]|$)", text)  # "4." yes, "4x + 1" no
+        return bool(alone) or f"\\boxed{{{final}}}" in text
+    return text.strip().startswith(prompt.answer.strip())
+
+
+@dataclass
+class DepthScoreResult(Result):
+    """Depth scores per task family and level (long-form rows), with the per-prompt scores.
+
+    ``rows``: one dict per (task, level) with ``score`` (of ``D`` maxed over the level's prompts, P1),
+    ``mean_score`` (mean of the per-prompt scores), their values ``/ (L-1)``, ``accuracy`` and ``n``.
+    ``prompt_scores``: ``[n_prompts]`` scores, with ``prompt_task`` and ``prompt_level`` beside them.
+    """
+
+    prompt_scores: np.ndarray = None
+    prompt_levels: np.ndarray = None
+    prompt_tasks: np.ndarray = None
+    prompt_correct: np.ndarray = None
+    rows: list = field(default_factory=list)
+    kind: ClassVar[str] = "depth_score"
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.meta["n_layers"])
+
+    def slope(self, task: str, key: str = "norm_score") -> float | None:
+        """Least-squares slope of ``key`` against the level rank (0, 1, …) of one task family."""
+        pts = [(i, r[key]) for i, r in enumerate(r for r in self.rows if r["task"] == task) if r[key] is not None]
+        if len(pts) < 2:
+            return None
+        x, y = np.array(pts, float).T
+        return float(np.polyfit(x, y, 1)[0])
+
+    def facts(self) -> dict:
+        tasks = list(dict.fromkeys(r["task"] for r in self.rows))
+        out = {"L": self.n_layers}
+        for t in tasks:
+            rows = [r for r in self.rows if r["task"] == t]
+            s = self.slope(t)
+            out[f"{t}_slope"] = None if s is None else round(s, 3)
+            out[f"{t}_first"] = _r3(rows[0]["norm_score"])
+            out[f"{t}_last"] = _r3(rows[-1]["norm_score"])
+            out[f"{t}_acc_first"] = _r3(rows[0]["accuracy"])
+            out[f"{t}_acc_last"] = _r3(rows[-1]["accuracy"])
+        return out
+
+    def findings(self) -> str:
+        parts = []
+        for t in dict.fromkeys(r["task"] for r in self.rows):
+            rows = [r for r in self.rows if r["task"] == t]
+            s = self.slope(t)
+            levels = ", ".join(f"{r['level']}: {_fmt(r['norm_score'])} ({_fmt(r['accuracy'], pct=True)})"
+                               for r in rows)
+            parts.append(f"{t}: normalised depth score (accuracy) by level {levels}; slope per level "
+                         f"{'undefined' if s is None else f'{s:+.3f}'}.")
+        return " ".join(parts)
+
+    def verdict(self, threshold: float = 0.02) -> Verdict:
+        """P1's claim, judged per task family on the slope of the normalised score against the level."""
+        slopes = {t: self.slope(t) for t in dict.fromkeys(r["task"] for r in self.rows)}
+        grades = [grade(s, threshold, 2 * threshold) for s in slopes.values()]
+        outcome = ("shown" if all(g == "shown" for g in grades) else
+                   "not shown" if all(g == "not shown" for g in grades) else "mixed")
+        return Verdict(
+            claim="P1: harder problems do not use more layers (the depth score does not rise with difficulty).",
+            criterion=f"per task family, the least-squares slope of the normalised depth score against the level: "
+                      f"shown if ≤ {threshold} per level for every family, not shown if > {2 * threshold} for "
+                      "every family, mixed otherwise.",
+            outcome=outcome,
+            numbers="; ".join(f"{t}: {'undefined' if s is None else f'{s:+.3f}'}" for t, s in slopes.items()) + ".")
+
+
+def _r3(v):
+    return None if v is None else round(float(v), 3)
+
+
+def _fmt(v, pct: bool = False) -> str:
+    if v is None:
+        return "—"
+    return f"{100 * v:.0f}%" if pct else f"{v:.3f}"
+
+
+def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int = 0, groups: dict | None = None,
+                accuracy: bool = True, max_new_tokens: int = 48, max_tokens: int | None = None,
+                progress_bar: bool = True) -> DepthScoreResult:
+    """P1's depth score against difficulty for each task family in ``tasks`` (see :data:`TASKS`).
+
+    Args:
+        tasks: family names of :data:`TASKS`: the ladder's ``"addition"`` (2–6 operands) and
+            ``"multihop"`` (1–3 hops), P1's ``"math"`` (intermediate algebra, levels 1–5) and
+            ``"mquake"`` (the shared subset has 1- and 4-hop questions only).
+        n: prompts per level (P1: 20).
+        groups: instead of ``tasks``, your own ``{task: {level: [Prompt, ...]}}`` (``"first"`` rule).
+        accuracy: also decode greedily to measure whether the model solves each prompt.
+        max_tokens: a prompt whose answer positions fall beyond it (default: the context) is skipped.
+    """
+    if groups is None:
+        unknown = [t for t in tasks if t not in TASKS]
+        if unknown:
+            raise DepthError(f"Unknown task(s) {unknown}; choose from {', '.join(TASKS)} or pass groups=.")
+        groups = {t: {lv: TASKS[t][1](lv, n, seed) for lv in TASKS[t][0]} for t in tasks}
+    rules = {t: TASKS[t][2] if t in TASKS else "first" for t in groups}
+    L = model.n_layers
+    rows, scores, levels, names, correct = [], [], [], [], []
+    skipped = 0
+    items = [(t, lv, ps) for t, by_level in groups.items() for lv, ps in by_level.items()]
+    for t, lv, ps in progress(items, "depth score", enabled=progress_bar):
+        try:
+            kept, encs, fit = encode_all(model, ps, need_answer=True, max_tokens=max_tokens)
+            skipped += fit.skipped
+        except NothingFits:  # the level is reported with n = 0, not as a crash
+            kept, encs = [], []
+            skipped += len(ps)
+        Ds, s_level, ok_level = [], [], []
+        for p, enc in zip(kept, encs):
+            ts = [x for x in positions(enc, rules[t]) if 1 <= x < enc.n_tokens]
+            if not ts:
+                continue
+            D = future_effects(model, [p], positions=ts, max_tokens=max_tokens, progress_bar=False).layer_effect
+            Ds.append(D)
+            s_level.append(score(D))
+            ok_level.append(greedy_correct(model, p, enc, max_new_tokens) if accuracy else None)
+        D_max = np.fmax.reduce(Ds) if Ds else None
+        sc = score(D_max) if D_max is not None else None
+        defined = [s for s in s_level if s is not None]
+        mean = float(np.mean(defined)) if defined else None
+        acc = [o for o in ok_level if o is not None]
+        rows.append(dict(task=t, level=lv, n=len(Ds), score=sc, mean_score=mean,
+                         norm_score=None if sc is None else sc / (L - 1),
+                         norm_mean_score=None if mean is None else mean / (L - 1),
+                         accuracy=float(np.mean(acc)) if acc else None))
+        scores += [np.nan if s is None else s for s in s_level]
+        levels += [lv] * len(s_level)
+        names += [t] * len(s_level)
+        correct += [np.nan if o is None else float(o) for o in ok_level]
+    if not scores:
+        raise DepthError("No prompt had an answer position to intervene on; check the answers, or raise max_tokens.")
+    fit = Fit("skip", resolve_max_tokens(model, max_tokens), used=len(scores), skipped=skipped)
+    meta = make_meta(model, dataset="+".join(groups), n=len(scores), seed=seed, fit=fit, tasks=list(groups),
+                     n_per_level=n, rules=rules, accuracy=accuracy, max_new_tokens=max_new_tokens)
+    return DepthScoreResult(meta=meta, prompt_scores=np.array(scores, float), prompt_levels=np.array(levels),
+                            prompt_tasks=np.array(names), prompt_correct=np.array(correct, float), rows=rows)

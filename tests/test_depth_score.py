@@ -1,0 +1,68 @@
+"""P1 §6's depth score (hand-made D), its positions, and the whole measurement on a tiny model."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import depthutils
+from depthutils.depth_score import DepthScoreResult, positions, score
+from depthutils.prompts import Encoded, Prompt
+
+
+def upper(L, values):
+    D = np.full((L, L), np.nan)
+    for s in range(L - 1):
+        D[s, s + 1:] = values[s]
+    return D
+
+
+def test_score_is_the_centre_of_mass_of_r():
+    L = 5
+    assert score(upper(L, [0, 0, 1.0, 0])) == pytest.approx(2.0)       # all effect from layer 2
+    assert score(upper(L, [1.0, 1.0, 1.0, 1.0])) == pytest.approx(1.5)  # uniform: mean of 0..L-2
+    assert score(upper(L, [0, 0, 0, 0])) is None                       # no effect: undefined, not 0
+    # r_s averages over the L-1-s layers above s: one big entry above layer 0 counts 1/(L-1)
+    D = upper(L, [0, 0, 0, 0])
+    D[0, 4], D[3, 4] = 4.0, 1.0
+    r0, r3 = 4.0 / 4, 1.0 / 1
+    assert score(D) == pytest.approx((0 * r0 + 3 * r3) / (r0 + r3))
+
+
+def test_positions_follow_p1():
+    enc = Encoded(input_ids=None, tokens=[], answer_positions=list(range(10, 40)), predict_positions=[], answer_ids=[])
+    assert positions(enc, "first") == [10]
+    assert positions(enc, "stride") == [10, 14, 18, 22]  # up to 4 answer positions at stride 4
+    assert positions(Encoded(None, [], [], [], []), "first") == []
+
+
+def test_depth_score_on_a_tiny_model(tiny):
+    handle, _ = tiny("llama")
+    groups = {"sums": {2: [Prompt.from_parts("5 + 7 = ", "12"), Prompt.from_parts("1 + 2 = ", "3")],
+                       3: [Prompt.from_parts("5 + 7 + 5 = ", "17"), Prompt.from_parts("1 + 2 + 3 = ", "6")]}}
+    r = depthutils.depth_score(handle, groups=groups)
+    assert [row["level"] for row in r.rows] == [2, 3] and all(row["n"] == 2 for row in r.rows)
+    L = handle.n_layers
+    for row in r.rows:
+        assert 0 <= row["score"] <= L - 2 and row["norm_score"] == pytest.approx(row["score"] / (L - 1))
+        assert row["accuracy"] in (0.0, 0.5, 1.0)
+    # the level's score is that of D maxed over its prompts, recomputed here from the prompts' own D
+    p = groups["sums"][3]
+    Ds = [depthutils.future_effects(handle, [q], positions=[depthutils.prompts.encode(
+        handle.tokenizer, q).answer_positions[0]]).layer_effect for q in p]
+    assert r.rows[1]["score"] == pytest.approx(score(np.fmax(*Ds)))
+    assert r.prompt_scores.shape == (4,) and list(r.prompt_levels) == [2, 2, 3, 3]
+    assert r.verdict().outcome in ("shown", "mixed", "not shown")
+
+
+def test_depth_score_round_trips(tiny, tmp_path):
+    handle, _ = tiny("llama")
+    r = depthutils.depth_score(handle, groups={"x": {1: [Prompt.from_parts("5 + 7 = ", "12")]}}, accuracy=False)
+    r.save(tmp_path / "ds")
+    back = DepthScoreResult.load(tmp_path / "ds")
+    assert back.rows == r.rows and list(back.prompt_tasks) == ["x"]
+
+
+def test_unknown_task_is_one_clear_error(tiny):
+    handle, _ = tiny("llama")
+    with pytest.raises(depthutils.DepthError, match=r"Unknown task\(s\) \['sudoku'\]; choose from addition"):
+        depthutils.depth_score(handle, ["sudoku"])

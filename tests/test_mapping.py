@@ -1,0 +1,68 @@
+"""P1 §7's cross-model mapping: closed-form fit against torch.linalg.lstsq, the self-mapping invariant,
+and the shared-tokenizer rule."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import depthutils
+from conftest import TEXT, build_tiny
+from depthutils.cross_model_mapping import _with_bias, fit_maps, verdict
+from depthutils.prompts import Prompt
+
+
+def test_fit_matches_lstsq_on_a_small_case():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 50, 6, generator=g, dtype=torch.float64)  # 2 source layers, 50 tokens, width 6
+    y = torch.randn(50, 8, generator=g, dtype=torch.float64)     # targets (2 layers × width 4, flattened)
+    xb = _with_bias(x)
+    W = fit_maps(xb.transpose(1, 2) @ xb, xb.transpose(1, 2) @ y, ridge=0.0)
+    for s in range(2):
+        want = torch.linalg.lstsq(xb[s], y).solution
+        torch.testing.assert_close(W[s], want, atol=1e-9, rtol=1e-9)
+    ridged = fit_maps(xb.transpose(1, 2) @ xb, xb.transpose(1, 2) @ y, ridge=1.0)
+    assert not torch.allclose(ridged, W)  # the penalty does something ...
+    torch.testing.assert_close(ridged[:, -1].abs().sum() > 0, torch.tensor(True))  # ... and keeps a bias
+
+
+def texts(n=24):
+    words = TEXT.split()
+    return [Prompt(" ".join(words[i:i + 18]), len(" ".join(words[i:i + 18])), "test") for i in range(n)]
+
+
+def test_a_model_mapped_onto_itself_is_the_diagonal(tiny):
+    handle, _ = tiny("llama")
+    r = depthutils.cross_model_mapping(handle, handle, texts())
+    L = handle.n_layers
+    assert r.error.shape == (L, L)
+    assert np.diag(r.error).max() <= 1e-3
+    for s in range(L):
+        others = np.delete(r.error[s], s)
+        assert (others > r.error[s, s]).all()
+    assert list(r.best) == list(range(L)) and r.diagonal_distance() == 0
+    assert verdict([r]).outcome == "not shown"  # a self-mapping tests nothing about P1's claim
+
+
+def test_shallow_to_deep_gives_a_full_matrix(tiny, tiny_root):
+    shallow, _ = tiny("llama")
+    deep = depthutils.load_model(str(build_tiny("llama", tiny_root, layers=5)), device="cpu")
+    r = depthutils.cross_model_mapping(shallow, deep, texts())
+    assert r.error.shape == (3, 5) and np.isfinite(r.error).all() and (r.error > 0).all()
+    assert r.meta["params"]["fit_tokens"] > 0 and r.meta["params"]["scored_tokens"] > 0
+    assert verdict([r]).outcome in ("shown", "mixed", "not shown")
+
+
+def test_models_must_share_a_tokenizer(tiny):
+    tiny_llama, _ = tiny("llama")
+    ladder = depthutils.load_model("ladder-4", device="cpu")  # another vocabulary
+    with pytest.raises(depthutils.DepthError, match="do not share a tokenizer"):
+        depthutils.cross_model_mapping(ladder, tiny_llama, texts())
+
+
+def test_a_tokenizer_without_bos_still_maps_onto_its_bos_twin(tiny, tiny_root):
+    """depthutils prepends the BOS the other tokenizer adds itself: both models read the same ids."""
+    with_bos, _ = tiny("llama")
+    without = depthutils.load_model(str(build_tiny("llama", tiny_root, context=128, add_bos=False)), device="cpu")
+    r = depthutils.cross_model_mapping(with_bos, without, texts())
+    assert r.error.shape == (3, 3)
