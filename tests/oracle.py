@@ -194,8 +194,16 @@ def residual_erasure(hf, family, ids, pred, baseline):
     return E.numpy()
 
 
-def integrated_gradients(hf, family, ids, pred, gold, steps):
-    """Per layer and per step: a batch-1 forward with the layer output replaced, then autograd."""
+def integrated_gradients(hf, family, ids, pred, gold, steps, gauss=False):
+    """Per layer and per step: a batch-1 forward with the layer output replaced, then autograd.
+    ``gauss``: Gauss–Legendre nodes and weights on [0, 1] instead of the left Riemann sum."""
+    import numpy as np
+
+    if gauss:
+        nodes, w = np.polynomial.legendre.leggauss(steps)
+        points = [((float(a) + 1) / 2, float(c) / 2) for a, c in zip(nodes, w)]
+    else:
+        points = [(k / steps, 1 / steps) for k in range(steps)]
     with torch.no_grad():
         h, _, _, _ = record(hf, family, ids)
     L, T = h.shape[0] - 1, ids.shape[1]
@@ -203,12 +211,12 @@ def integrated_gradients(hf, family, ids, pred, gold, steps):
     for l in range(L):
         x = h[l + 1]
         b = x.mean(0, keepdim=True)
-        for k in range(steps):
-            z = (b + (k / steps) * (x - b)).clone().requires_grad_(True)
+        for alpha, weight in points:
+            z = (b + alpha * (x - b)).clone().requires_grad_(True)
 
             def edit(kind, i, y, l=l, z=z):
                 return z[None] if (kind == "out" and i == l) else y
             _, _, _, logits = record(hf, family, ids, edit)
             (g,) = torch.autograd.grad(answer_target(logits, pred, gold), z)
-            A[l] += (g * (x - b)).sum(-1).double() / steps
+            A[l] += (g * (x - b)).sum(-1).double() * weight
     return A.numpy()

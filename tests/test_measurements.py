@@ -121,3 +121,17 @@ def test_integrated_gradients_match_oracle(tiny, prompts, family, method):
     want = oracle.integrated_gradients(hf, family, enc.input_ids, enc.predict_positions, enc.answer_ids, steps=16)
     np.testing.assert_allclose(got.attribution, want, atol=ATOL)
     assert np.abs(got.attribution).max() > 1e-6
+
+
+@pytest.mark.parametrize("family", ["llama", "granite"])
+@pytest.mark.parametrize("method", ["stack", "batched"])
+def test_gauss_integrated_gradients_match_oracle(tiny, prompts, family, method):
+    handle, hf = tiny(family)
+    p = prompts[1]
+    got = depthutils.integrated_gradients(handle, p, steps=8, rule="gauss", batch_size=3, layers_per_pass=2,
+                                          method=method)
+    enc = encode(handle.tokenizer, p)
+    want = oracle.integrated_gradients(hf, family, enc.input_ids, enc.predict_positions, enc.answer_ids, steps=8,
+                                       gauss=True)
+    np.testing.assert_allclose(got.attribution, want, atol=ATOL)
+    assert got.meta["params"]["rule"] == "gauss"
