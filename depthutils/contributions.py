@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import nnsight
 import numpy as np
 import torch
 
@@ -75,8 +76,8 @@ def contributions(model, prompts, *, max_tokens: int | None = None, progress_bar
     count = 0
     for enc in progress(encs, "contributions", enabled=progress_bar):
         T = enc.n_tokens
-        stats = []
         with model.no_grad(), model.trace(enc.input_ids):
+            stats = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
             for l in range(L):
                 h = check_residual(model.layers_input(l), 1, T, f"layer {l} input")
                 a = check_residual(model.attentions_output(l), 1, T, f"attention {l} output")

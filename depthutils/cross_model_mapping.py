@@ -18,6 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar
 
+import nnsight
 import numpy as np
 import torch
 
@@ -100,8 +101,8 @@ def same_tokenizer(a, b) -> bool:
 def residuals(model, ids: torch.Tensor) -> torch.Tensor:
     """``[L, T, H]``: the output of every layer (``h_1 … h_L``) for one prompt, in float64."""
     L, T = model.n_layers, ids.shape[1]
-    outs = []
     with model.no_grad(), model.trace(ids):
+        outs = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
         for l in range(L):
             outs.append(check_residual(model.layers_output(l), 1, T, f"layer {l} output")[0].save())
     return torch.stack([o.double() for o in outs])

@@ -24,6 +24,7 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
+import nnsight
 import numpy as np
 import torch
 
@@ -108,8 +109,8 @@ def _run_chunk(model, ids: torch.Tensor, chunk: list[_Row], part: str, local: bo
     L, T, B = model.n_layers, ids.shape[1], len(chunk) + 1
     get = {"attn": model.attentions_output, "mlp": model.mlps_output}
     put = {"attn": model.set_attentions_output, "mlp": model.set_mlps_output}
-    ratios = []
     with model.no_grad(), model.trace(ids.expand(B, T)):
+        ratios = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
         clean = []  # local: the clean contribution of each layer (row 0)
         for j in range(L):
             h = check_residual(model.layers_input(j), B, T, f"layer {j} input")

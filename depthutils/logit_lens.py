@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import nnsight
 import numpy as np
 import torch
 
@@ -83,8 +84,8 @@ def logit_lens(model, prompts, k: int = 5, *, max_tokens: int | None = None,
     count = 0
     for enc in progress(encs, "logit lens", enabled=progress_bar):
         T = enc.n_tokens
-        per_layer = []
         with model.no_grad(), model.trace(enc.input_ids):
+            per_layer = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
             hs = [check_residual(model.layers_output(l), 1, T, f"layer {l} output") for l in range(L)]
             log_final = model.logits().float().log_softmax(-1)
             top_final = log_final.topk(k, dim=-1).indices

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -442,6 +443,7 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         import nnsight
 
         nnsight.CONFIG.API.APIKEY = os.environ["NDIF_API_KEY"]  # from the environment only, never saved
+        nnsight.register(sys.modules[__package__])  # traces call depthutils helpers; ship its source with them
         model = TransformersModel(name, task="text-generation", tokenizer=tokenizer, revision=revision,
                                   trust_remote_code=trust_remote_code)
         handle = ModelHandle(model, arch, tokenizer, name=name, revision=revision or "main", remote=True,

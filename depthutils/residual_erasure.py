@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import nnsight
 import numpy as np
 import torch
 
@@ -60,8 +61,8 @@ def residual_means(model, prompts, *, max_tokens: int | None = None, progress_ba
     total, count = None, 0
     for enc in progress(encs, "residual means", enabled=progress_bar):
         T = enc.n_tokens
-        sums = []
         with model.no_grad(), model.trace(enc.input_ids):
+            sums = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
             for l in range(L):
                 sums.append(check_residual(model.layers_input(l), 1, T, f"layer {l} input")[0].double().sum(0).save())
             sums.append(check_residual(model.layers_output(L - 1), 1, T, "last layer output")[0].double().sum(0).save())
