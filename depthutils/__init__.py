@@ -19,6 +19,9 @@ _os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 # Functions share their module's name (one module per measurement), so they are imported
 # eagerly here: the function, not the submodule, is what `depthutils.<name>` means.
+# First: _run imports tqdm.auto with its "IProgress not found" warning silenced, before nnsight and
+# transformers import it (a kernel without ipywidgets would print that warning into every chapter).
+from . import _run  # noqa: E402, F401
 from . import data  # noqa: E402
 from .contributions import contributions  # noqa: E402
 from .cross_model_mapping import cross_model_mapping  # noqa: E402

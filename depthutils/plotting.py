@@ -246,3 +246,38 @@ def mapping(results):
     fig.suptitle("Do deeper models stretch the same computation? Linear maps between residual streams", y=1.03)
     fig.tight_layout()
     return fig
+
+
+# ------------------------------------------------------------------ chapter 9 (P1's outlook)
+def depth_use(result):
+    """Stacked against shared layers: each model's future-effect matrix (top), then the logit lens
+    and the depth score by level for all of them (bottom)."""
+    models = result.models
+    fig = plt.figure(figsize=(5.2 * max(2, len(models)), 8))
+    grid = fig.add_gridspec(2, max(2, len(models)))
+    vmax = max(np.nanmax(result.future[m].layer_effect) for m in models)
+    for i, m in enumerate(models):
+        ax = fig.add_subplot(grid[0, i])
+        _heat(ax, result.future[m].layer_effect, fig, "magma", "max ‖Δ_j − Δ′_j‖ / ‖Δ_j‖", vmin=0, vmax=vmax)
+        L = result.future[m].layer_effect.shape[0]
+        ax.set(xlabel="later layer j", ylabel="skipped layer s", title=f"future effects · {m}",
+               xticks=range(0, L, max(1, L // 8)), yticks=range(0, L, max(1, L // 8)))
+    lens = fig.add_subplot(grid[1, 0])
+    score = fig.add_subplot(grid[1, 1])
+    for i, m in enumerate(models):
+        r = result.lens[m]
+        x = (np.arange(len(r.kl)) + 1) / len(r.kl)
+        lens.plot(x, r.kl / max(r.kl.max(), 1e-12), marker="o", ms=3, color=f"C{i}", label=f"{m}: KL / max")
+        lens.plot(x, r.overlap, marker="s", ms=3, ls="--", color=f"C{i}", label=f"{m}: top-5 overlap")
+        rows = result.score[m].rows
+        for task in dict.fromkeys(row["task"] for row in rows):
+            pts = [(row["level"], row["norm_score"]) for row in rows if row["task"] == task]
+            score.plot(*zip(*[(lv, np.nan if v is None else v) for lv, v in pts]), marker="o", color=f"C{i}",
+                       ls="-" if task == rows[0]["task"] else ":", label=f"{m}: {task}")
+    lens.set(xlabel="relative depth (l + 1) / L", ylabel="KL (normalised) · overlap", title="logit lens")
+    score.set(xlabel="difficulty level", ylabel="depth score / (L − 1)", title="depth score", ylim=(0, 1))
+    lens.legend(fontsize=7)
+    score.legend(fontsize=7)
+    fig.suptitle("Does a shared-layer model use more of its depth?", y=1.0)
+    fig.tight_layout()
+    return fig

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,180 @@ def test_training_sampler_never_emits_heldout():
         assert not ex.meta["heldout"]
         ex = tasks.sample_word_problem(rng)
         assert not ex.meta["heldout"]
+
+
+# ---------------------------------------------------------------- shared-layer models
+
+SHARED = sorted(n for n, s in registry.SPECS.items() if s.get("shared_blocks"))
+LAYER_KEY = re.compile(r"model\.layers\.(\d+)\.(.+)")
+
+
+def _layer_tensors(path: Path) -> dict[int, dict]:
+    """``{layer index: {parameter name inside the layer: tensor}}`` from a safetensors file."""
+    from safetensors import safe_open
+
+    layers: dict[int, dict] = {}
+    with safe_open(str(path), framework="pt") as fh:
+        for key in fh.keys():
+            m = LAYER_KEY.fullmatch(key)
+            if m:
+                layers.setdefault(int(m.group(1)), {})[m.group(2)] = fh.get_tensor(key)
+    return layers
+
+
+def _repeat_violations(path: Path, blocks: int) -> list[str]:
+    """What breaks "layer i is bitwise layer i % blocks, and the blocks differ"."""
+    layers = _layer_tensors(path)
+    bad = []
+    for i in sorted(layers):
+        src = layers[i % blocks]
+        if set(layers[i]) != set(src):
+            bad.append(f"layer {i} has other tensors than layer {i % blocks}")
+            continue
+        bad += [f"layers.{i}.{name} != layers.{i % blocks}.{name}"
+                for name, t in layers[i].items() if not torch.equal(t, src[name])]
+    for a in range(blocks):
+        for b in range(a + 1, blocks):
+            same = [n for n, t in layers[a].items() if t.ndim == 2 and torch.equal(t, layers[b][n])]
+            if same:
+                bad.append(f"blocks {a} and {b} share {same}")
+    return bad
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_shared_layers_repeat_bitwise(name):
+    """The exported shared-layer model is an ordinary Llama whose layer i carries
+    exactly (bitwise) the weights of layer i % k, for every parameter name, while
+    the k distinct blocks differ (every weight matrix of layer 0 != layer 1)."""
+    spec = registry.SPECS[name]
+    path = MODELS / name / "model.safetensors"
+    assert path.is_file(), f"{name} is not shipped"
+    layers = _layer_tensors(path)
+    assert sorted(layers) == list(range(spec["layers"]))
+    assert len(layers[0]) == 9  # 4 attention + 3 MLP matrices + 2 norms
+    assert _repeat_violations(path, spec["shared_blocks"]) == []
+    cfg = json.loads((MODELS / name / "config.json").read_text())
+    assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["num_hidden_layers"] == spec["layers"]
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_shared_layer_check_can_fail(name, tmp_path):
+    """The bitwise check catches a one-ulp change in one repeated layer."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(MODELS / name / "model.safetensors"), framework="pt") as fh:
+        tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    key = "model.layers.4.self_attn.q_proj.weight"
+    t = tensors[key].clone()
+    t[0, 0] = torch.nextafter(t[0, 0], torch.tensor(float("inf")))
+    tensors[key] = t
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    bad = _repeat_violations(tmp_path / "model.safetensors", registry.SPECS[name]["shared_blocks"])
+    assert bad == ["layers.4.self_attn.q_proj.weight != layers.0.self_attn.q_proj.weight"]
+
+
+def _tiny_llama(layers: int = 4):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(num_hidden_layers=layers, vocab_size=64, hidden_size=16, intermediate_size=32,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+                      tie_word_embeddings=True)
+    return LlamaForCausalLM(cfg)
+
+
+def test_tie_layers_shares_parameters_and_survives_resume(tmp_path):
+    """Tied layers: one tensor per shared weight in parameters() (AdamW steps it
+    once), summed gradients, tie kept by a state_dict round trip, and the
+    untied export equals the tied model."""
+    from transformers import AutoModelForCausalLM
+
+    from depthutils.ladder.train import count_params, make_optimizer, tie_layers, untie_layers
+
+    model = _tiny_llama(4)
+    per_layer = sum(p.numel() for p in model.model.layers[0].parameters())
+    tie_layers(model, 2)
+    layers = model.model.layers
+    assert layers[2].mlp.up_proj.weight is layers[0].mlp.up_proj.weight
+    assert layers[3].post_attention_layernorm.weight is layers[1].post_attention_layernorm.weight
+    assert layers[1].mlp.up_proj.weight is not layers[0].mlp.up_proj.weight
+    assert [layer.self_attn.layer_idx for layer in layers] == [0, 1, 2, 3]
+    unique, total = count_params(model)
+    assert total - unique == 2 * per_layer
+    assert sum(p.numel() for p in model.parameters()) == unique
+    opt = make_optimizer(model, 1e-2)
+    ids = [id(p) for g in opt.param_groups for p in g["params"]]
+    assert len(ids) == len(set(ids)) == len(list(model.parameters()))
+
+    x = torch.randint(0, 64, (2, 12))
+    for _ in range(2):
+        opt.zero_grad()
+        model(input_ids=x, labels=x, use_cache=False).loss.backward()
+        opt.step()
+    assert torch.equal(layers[2].self_attn.q_proj.weight, layers[0].self_attn.q_proj.weight)
+
+    torch.save(dict(model=model.state_dict(), opt=opt.state_dict()), tmp_path / "state.pt")
+    resumed = _tiny_llama(4)
+    tie_layers(resumed, 2)
+    opt2 = make_optimizer(resumed, 1e-2)
+    state = torch.load(tmp_path / "state.pt", weights_only=False)
+    resumed.load_state_dict(state["model"])
+    opt2.load_state_dict(state["opt"])
+    assert resumed.model.layers[2].mlp.down_proj.weight is resumed.model.layers[0].mlp.down_proj.weight
+    for m, o in ((model, opt), (resumed, opt2)):
+        o.zero_grad()
+        m(input_ids=x, labels=x, use_cache=False).loss.backward()
+        o.step()
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), resumed.parameters()))
+
+    model.eval()
+    with torch.no_grad():
+        tied_logits = model(input_ids=x).logits
+    untie_layers(model)
+    assert layers[2].mlp.up_proj.weight is not layers[0].mlp.up_proj.weight
+    assert count_params(model) == (unique, total)
+    model.save_pretrained(str(tmp_path / "export"), safe_serialization=True)
+    assert _repeat_violations(tmp_path / "export" / "model.safetensors", 2) == []
+    exported = AutoModelForCausalLM.from_pretrained(str(tmp_path / "export"), dtype=torch.float32).eval()
+    with torch.no_grad():
+        assert torch.equal(exported(input_ids=x).logits, tied_logits)
+
+
+def test_count_params_of_an_ordinary_model():
+    from depthutils.ladder.train import count_params
+
+    model = _tiny_llama(3)
+    n = sum(p.numel() for p in model.parameters())
+    assert count_params(model) == (n, n)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_card_states_training_and_params(name, loaded):
+    """Cards written by this trainer state tokens, steps, wall time and unique vs
+    total parameters, and those counts match the shipped weights."""
+    from depthutils.ladder.train import count_params
+
+    card = json.loads((MODELS / name / "card.json").read_text())
+    training = json.loads((MODELS / name / "training.json").read_text())
+    if "params_unique" not in training:
+        pytest.skip(f"{name} was trained before unique/total counts were recorded")
+    assert {"params_unique", "params_total"} <= set(card)
+    model, _, _ = loaded(name)
+    assert count_params(model) == (card["params_unique"], card["params_total"])
+    assert (training["params_unique"], training["params_total"]) == (card["params_unique"],
+                                                                     card["params_total"])
+    spec = registry.SPECS.get(name, {})
+    if spec.get("shared_blocks"):
+        per_layer = sum(p.numel() for p in model.model.layers[0].parameters())
+        assert card["params_total"] - card["params_unique"] == \
+            (spec["layers"] - spec["shared_blocks"]) * per_layer
+    else:
+        assert card["params_unique"] == card["params_total"]
+    tr = card["training"]
+    assert tr["tokens"] == tr["steps"] * tr["batch_size"] * tr["seq_len"]
+    assert tr["wall_time_s"] > 0
+    readme = (MODELS / name / "README.md").read_text()
+    assert f"{card['params_unique']:,} unique" in readme and f"{card['params_total']:,} total" in readme
+    assert f"{tr['tokens']:,} tokens" in readme and f"{tr['steps']} steps" in readme
+    assert "min on" in readme

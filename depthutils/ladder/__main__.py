@@ -29,6 +29,8 @@ def main(argv=None) -> None:
     t = sub.add_parser("train", help="train one model (resumes from its checkpoint)")
     t.add_argument("name", choices=list(registry.SPECS))
     t.add_argument("--steps", type=int, default=None, help="override the spec's step count")
+    t.add_argument("--out", type=Path, default=None,
+                   help="output folder (default: data/models/NAME)")
     e = sub.add_parser("evaluate", help="evaluate a model and write its card")
     e.add_argument("name")
     sub.add_parser("book-prompts", help="choose data/prompts/book_prompts.json with the default model")
@@ -38,8 +40,9 @@ def main(argv=None) -> None:
 
     if args.cmd == "list":
         for row in registry.list_models():
-            print(f"{row['alias']:<22} {row['folder']:<14} layers={row['layers']:<3} "
-                  f"params={row['params']:<9} {row['description']}")
+            print(f"{row['alias']:<22} {row['folder']:<16} layers={row['layers']:<3} "
+                  f"params={row['params']:<9} unique={row['params_unique']:<9} "
+                  f"{row['description']}")
         return
     if args.cmd == "tokenizer":
         from .tokenizer import train_tokenizer
@@ -51,7 +54,8 @@ def main(argv=None) -> None:
         return
     if args.cmd == "train":
         from .train import train
-        train(args.name, args.corpus, args.ckpt, steps=args.steps, threads=args.threads)
+        train(args.name, args.corpus, args.ckpt, steps=args.steps, threads=args.threads,
+              out_dir=args.out)
         return
     if args.cmd == "evaluate":
         from .evaluate import write_card

@@ -210,8 +210,12 @@ def evaluate_model(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
             by_chain[" of ".join(r["chain"])].append(h)
     res["multihop_heldout_by_chain"] = {k: _acc(v) for k, v in sorted(by_chain.items())}
     res["text_loss"] = text_loss(model, tok, Path(corpus_dir))
-    res["params"] = sum(p.numel() for p in model.parameters())
+    from .train import count_params
+
+    res["params_unique"], res["params_total"] = count_params(model)
+    res["params"] = res["params_total"]  # kept for older readers (registry.list_models)
     res["layers"] = model.config.num_hidden_layers
+    res["shared_blocks"] = registry.SPECS.get(name, {}).get("shared_blocks")
     return res
 
 
@@ -241,6 +245,22 @@ def render_card(card: dict) -> str:
     """Markdown model card from the ``card.json`` dictionary."""
     tr = card["training"]
     spec = registry.SPECS.get(card["name"], {})
+    total = card.get("params_total", card["params"])
+    unique = card.get("params_unique", total)
+    shared = card.get("shared_blocks")
+    if shared:
+        order = " ".join("ABCDEFGH"[i % shared] for i in range(card["layers"]))
+        arch = (f"{card['layers']} layer applications cycling through {shared} distinct blocks "
+                f"({order}); exported as an ordinary {card['layers']}-layer Llama whose layers "
+                f"repeat the shared weights (layer i = layer i mod {shared}, bitwise)")
+        params = (f"{unique:,} unique ({shared} blocks, embeddings, final norm); {total:,} total, "
+                  f"counting each block once per application, as the compute per token does; "
+                  f"{card['size_mb']} MB fp32 safetensors (stores the repeats)")
+    else:
+        arch = f"{card['layers']} layers"
+        params = (f"{unique:,} unique = {total:,} total (no shared weights); "
+                  f"{card['size_mb']} MB fp32 safetensors")
+    threads = tr.get("threads", 2)
     lines = [
         f"# {card['name']}", "",
         f"{spec.get('description', '')}. "
@@ -248,17 +268,21 @@ def render_card(card: dict) -> str:
            "step by step" if tr.get("init_from") else
            "Trained by this project from scratch on generated tasks plus public-domain English "
            "(KJV Bible, Tiny Shakespeare)")
-        + "; see `depthutils/ladder/README.md`.", "",
+        + "; see `depthutils/ladder/README.md`."
+        + (f" Same data, tokens, schedule, seed and compute per token as `ladder-{card['layers']}`"
+           " (layer grouping in the spirit of MoEUT, without the experts); only the number of "
+           "distinct weights differs." if shared else ""), "",
         "| | |", "|---|---|",
-        f"| architecture | LlamaForCausalLM, {card['layers']} layers, hidden "
+        f"| architecture | LlamaForCausalLM, {arch}, hidden "
         f"{registry.WIDTH['hidden_size']}, {registry.WIDTH['num_attention_heads']} heads, "
         f"MLP {registry.WIDTH['intermediate_size']}, vocab {registry.WIDTH['vocab_size']}, tied embeddings |",
-        f"| parameters | {card['params']:,} ({card['size_mb']} MB fp32 safetensors) |",
+        f"| parameters | {params} |",
         f"| answer style | {card['style']} |",
         f"| training | {tr['steps']} steps x {tr['batch_size']} x {tr['seq_len']} tokens = "
         f"{tr['tokens']:,} tokens" + (f" (fine-tuned from {tr['init_from']})" if tr.get("init_from") else "") + " |",
         f"| tokens seen in total | {card['tokens_seen']:,} |",
-        f"| training wall time | {tr['wall_time_s'] / 60:.1f} min on 2 CPU threads (shared 2-core machine)"
+        f"| training wall time | {tr['wall_time_s'] / 60:.1f} min on {threads} CPU "
+        f"thread{'s' if threads != 1 else ''} (shared 2-core machine)"
         + (f", not counting `{tr['init_from']}`'s own training" if tr.get("init_from") else "") + " |",
         f"| reproduce | `python -m depthutils.ladder train {card['name']}` then "
         f"`python -m depthutils.ladder evaluate {card['name']}` |", "",

@@ -29,7 +29,9 @@ ALIASES: dict[str, str] = {
     "ladder-8": "ladder-8",
     "ladder-16": "ladder-16",
     "ladder-8-cot": "ladder-8-cot",
+    "ladder-8-shared": "ladder-8-shared",
     "cot": "ladder-8-cot",
+    "shared": "ladder-8-shared",
     "shallow": "ladder-4",
     "deep": "ladder-16",
 }
@@ -49,6 +51,9 @@ WIDTH = dict(
 #: Training spec of each model.  ``style`` is the answer format the model was
 #: trained on: ``direct`` (answer right after the prompt) or ``cot`` (steps,
 #: then ``The answer is N``).  ``init_from`` names a model to fine-tune.
+#: ``shared_blocks=k`` ties the weights of layer ``i`` to layer ``i % k`` during
+#: training (``k`` distinct blocks applied cyclically, A B A B ... for ``k=2``);
+#: the exported folder is an ordinary Llama whose layers repeat those weights.
 SPECS: dict[str, dict] = {
     "ladder-8": dict(layers=8, style="direct", steps=3500, lr=3e-3, warmup=150,
                      description="8-layer Llama, direct answers (the book's default)"),
@@ -57,6 +62,10 @@ SPECS: dict[str, dict] = {
     "ladder-8-cot": dict(layers=8, style="cot", steps=800, lr=1e-3, warmup=50,
                          init_from="ladder-8",
                          description="ladder-8 fine-tuned to write chain-of-thought steps"),
+    "ladder-8-shared": dict(layers=8, shared_blocks=2, style="direct", steps=3500, lr=3e-3,
+                            warmup=150,
+                            description="8 layer applications cycling through 2 shared blocks "
+                                        "(A B A B A B A B), direct answers"),
     # A 16-layer step costs ~4x a 4-layer step; on the shared 2-core machine
     # (~1.8 s/step under load) 1500 steps (43 % of the others' tokens) keep the
     # run under the 45-minute limit.
@@ -64,7 +73,7 @@ SPECS: dict[str, dict] = {
                       description="16-layer Llama, direct answers (deep rung; 43% of the tokens)"),
 }
 #: Training order of ``python -m depthutils.ladder all``.
-ORDER = ["ladder-8", "ladder-4", "ladder-8-cot", "ladder-16"]
+ORDER = ["ladder-8", "ladder-4", "ladder-8-cot", "ladder-16", "ladder-8-shared"]
 
 #: Batch geometry shared by all runs (tokens per step = BATCH_SIZE * SEQ_LEN).
 BATCH_SIZE = 16
@@ -86,7 +95,8 @@ def resolve_alias(name: str) -> Path | None:
 
 
 def _count_params(path: Path) -> int | None:
-    """Parameter count from the card, else from the safetensors header."""
+    """Total parameter count (shared blocks counted once per layer) from the
+    card, else from the safetensors header."""
     card = path / "card.json"
     if card.is_file():
         try:
@@ -110,8 +120,20 @@ def _count_params(path: Path) -> int | None:
     return total
 
 
+def _unique_params(path: Path, total: int | None) -> int | None:
+    """Unique parameter count from the card (``params_unique``), else ``total``."""
+    card = path / "card.json"
+    if card.is_file():
+        try:
+            return int(json.loads(card.read_text())["params_unique"])
+        except (KeyError, ValueError, TypeError):
+            pass
+    return total
+
+
 def list_models() -> list[dict]:
-    """List the shipped models: alias(es), folder, layers, params, description."""
+    """List the shipped models: alias(es), folder, layers, params (total and
+    unique; they differ for shared-layer models), description."""
     rows = []
     if not MODELS_DIR.is_dir():
         return rows
@@ -122,11 +144,13 @@ def list_models() -> list[dict]:
         cfg = json.loads(cfg_file.read_text())
         aliases = [a for a, f in ALIASES.items() if f == path.name and a != path.name]
         spec = SPECS.get(path.name, {})
+        params = _count_params(path)
         rows.append(dict(
             alias=", ".join(aliases) if aliases else path.name,
             folder=path.name,
             layers=cfg.get("num_hidden_layers"),
-            params=_count_params(path),
+            params=params,
+            params_unique=_unique_params(path, params),
             description=spec.get("description", ""),
         ))
     return rows

@@ -10,6 +10,18 @@ Checkpoints live outside the repository (default ``/work/ckpt/<name>/`` i.e.
 command resumes from the last one.  The loss log (``train_log.csv``) is kept
 next to the checkpoint and copied into the model folder at the end, together
 with ``training.json`` (steps, tokens, wall time).
+
+Shared layers (``shared_blocks=k`` in the spec): :func:`tie_layers` makes the
+parameters of layer ``i`` the very same ``nn.Parameter`` objects as those of
+layer ``i % k``.  The modules stay distinct (each keeps its own ``layer_idx``),
+only the weights are shared, so ``model.parameters()`` yields each shared
+tensor once (AdamW steps it once, with the gradients of all its applications
+summed) and the compute per token is that of the unshared model.  The
+checkpoint's ``state_dict`` repeats the shared tensors under every layer's
+keys; ``load_state_dict`` copies into the parameters in place, so the tie
+survives a resume.  Before export :func:`untie_layers` gives every layer its
+own copy, and the folder is an ordinary ``LlamaForCausalLM`` whose layers
+carry the shared weights repeated.
 """
 
 from __future__ import annotations
@@ -58,6 +70,60 @@ def build_model(spec: dict, tok):
     return LlamaForCausalLM(cfg)
 
 
+def tie_layers(model, blocks: int) -> None:
+    """Share the weights of decoder layer ``i`` with layer ``i % blocks`` (in place)."""
+    layers = model.model.layers
+    for i in range(blocks, len(layers)):
+        src = dict(layers[i % blocks].named_modules())
+        for mod_name, mod in layers[i].named_modules():
+            for p_name in list(mod._parameters):
+                setattr(mod, p_name, getattr(src[mod_name], p_name))
+
+
+def untie_layers(model) -> None:
+    """Give every decoder layer its own copy of the weights it shares (in place)."""
+    import torch
+
+    seen = set()
+    for layer in model.model.layers:
+        for mod in layer.modules():
+            for p_name, p in list(mod._parameters.items()):
+                if p is None:
+                    continue
+                if id(p) in seen:
+                    setattr(mod, p_name, torch.nn.Parameter(p.detach().clone(),
+                                                            requires_grad=p.requires_grad))
+                else:
+                    seen.add(id(p))
+
+
+def count_params(model) -> tuple[int, int]:
+    """``(unique, total)`` parameter counts.
+
+    ``total`` counts every decoder layer's weights; ``unique`` counts a decoder
+    layer only if it is not a repeat of an earlier one, i.e. unless all its
+    tensors are the same objects (tied, during training) or bitwise equal (an
+    exported shared-layer model) as those of an earlier layer.  Embeddings
+    (tied with the head) and the final norm count once in both.  For an
+    ordinary model ``unique == total``.
+    """
+    import torch
+
+    layers = model.model.layers
+    in_layers = {id(p) for p in layers.parameters()}
+    outside = sum(p.numel() for p in model.parameters() if id(p) not in in_layers)
+    total = unique = outside
+    kept: list[list] = []
+    for layer in layers:
+        tensors = [p for _, p in layer.named_parameters(remove_duplicate=False)]
+        size = sum(p.numel() for p in tensors)
+        total += size
+        if not any(all(q is p or torch.equal(q, p) for q, p in zip(prev, tensors)) for prev in kept):
+            unique += size
+            kept.append(tensors)
+    return unique, total
+
+
 def make_optimizer(model, lr: float, weight_decay: float = 0.1):
     """AdamW with weight decay on matrices only."""
     import torch
@@ -81,8 +147,11 @@ def _truncate_log(log_path: Path, step: int) -> None:
 
 def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
           ckpt_root: Path = registry.DEFAULT_CKPT_DIR, steps: int | None = None,
-          ckpt_minutes: float = 3.0, threads: int = 2) -> Path:
-    """Train (or resume) model ``name`` from :data:`registry.SPECS`; returns its folder."""
+          ckpt_minutes: float = 3.0, threads: int = 2, out_dir: Path | None = None) -> Path:
+    """Train (or resume) model ``name`` from :data:`registry.SPECS`; returns its folder.
+
+    The model is written to ``out_dir`` (default ``data/models/<name>``).
+    """
     import torch
     import torch.nn.functional as F
     from tqdm import tqdm
@@ -95,6 +164,8 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     total = int(steps or spec["steps"])
     tok = ensure_tokenizer(Path(corpus_dir))
     model = build_model(spec, tok)
+    if spec.get("shared_blocks"):
+        tie_layers(model, spec["shared_blocks"])
     model.train()
     opt = make_optimizer(model, spec["lr"])
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -130,7 +201,7 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
         writer = csv.writer(log_fh)
         for step in bar:
             batch = maker.batch(step)
-            logits = model(input_ids=batch[:, :-1]).logits
+            logits = model(input_ids=batch[:, :-1], use_cache=False).logits
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -153,7 +224,9 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
                 last_ckpt = now
     bar.close()
 
-    out = registry.MODELS_DIR / name
+    params_unique, params_total = count_params(model)
+    untie_layers(model)  # safetensors refuses shared tensors; export repeats them
+    out = Path(out_dir) if out_dir else registry.MODELS_DIR / name
     out.mkdir(parents=True, exist_ok=True)
     model.generation_config.bos_token_id = tok.bos_token_id
     model.generation_config.eos_token_id = tok.eos_token_id
@@ -165,7 +238,8 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
                 batch_size=registry.BATCH_SIZE, seq_len=registry.SEQ_LEN,
                 tokens=total * tokens_per_step, wall_time_s=round(elapsed, 1),
                 lr=spec["lr"], warmup=spec["warmup"], init_from=spec.get("init_from"),
-                seed=registry.SEED, threads=threads)
+                seed=registry.SEED, threads=threads, shared_blocks=spec.get("shared_blocks"),
+                params_unique=params_unique, params_total=params_total)
     (out / "training.json").write_text(json.dumps(info, indent=2) + "\n")
     print(f"saved {out} ({elapsed / 60:.1f} min)", flush=True)
     return out
