@@ -19,10 +19,8 @@ import numpy as np
 
 from .results import _REGISTRY, Result, _jsonable, atomic_write
 
-#: modules whose code decides cached values (plotting and the runner do not)
-_MEASUREMENT_CODE = ("_run.py", "contributions.py", "data.py", "effective_depth.py", "errors.py",
-                     "future_effects.py", "integrated_gradients.py", "logit_lens.py", "models.py",
-                     "prompts.py", "residual_erasure.py", "results.py")
+#: modules whose code does not decide cached values (every other module of the package does)
+_NOT_MEASUREMENT_CODE = ("__init__.py", "__main__.py", "bench.py", "book.py", "plotting.py", "report.py")
 
 
 @lru_cache(maxsize=1)
@@ -30,9 +28,10 @@ def code_version() -> str:
     """A hash of the measurement code, so any change to it invalidates the cache."""
     h = hashlib.sha256()
     pkg = Path(__file__).resolve().parent
-    for name in _MEASUREMENT_CODE:
-        h.update(name.encode())
-        h.update((pkg / name).read_bytes())
+    for path in sorted(pkg.glob("*.py")):
+        if path.name not in _NOT_MEASUREMENT_CODE:
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -62,7 +61,11 @@ def read(path: Path, key: str) -> Result:
         raise ValueError(f"unreadable ({type(e).__name__})") from None
     if doc.get("key") != key:
         raise ValueError("written under another key")
-    return _REGISTRY[doc["kind"]](meta=doc["meta"], **doc["fields"], **arrays)
+    result = _REGISTRY[doc["kind"]](meta=doc["meta"], **doc["fields"], **arrays)
+    missing = [per for per, _ in result.PER_PROMPT.values() if getattr(result, per) is None]
+    if missing:  # an entry from before per-prompt values were kept: never read as one without intervals
+        raise ValueError(f"no per-prompt values ({', '.join(missing)})")
+    return result
 
 
 def cached(cache_dir: str | Path, name: str, key: str, compute: Callable[[], Result]) -> tuple[Result, bool]:

@@ -11,9 +11,12 @@ import torch
 from ._run import cosine, encode_all, progress, rel_norm
 from .errors import check_finite
 from .models import check_residual
-from .results import Result, Verdict, describe, grade, halves, make_meta
+from .results import Result, Verdict, band_grade, band_text, describe, halves, make_meta
 
 PARTS = ("attn", "mlp", "layer")
+
+
+KEYS = tuple(f"{p}_{q}" for p in PARTS for q in ("ratio", "cos"))
 
 
 @dataclass
@@ -21,7 +24,9 @@ class ContributionsResult(Result):
     """Token-averaged ``‖part‖/‖residual‖`` and ``cos(part, residual)`` per layer, each ``[L]``.
 
     attention: ``a_l`` against ``h_l``; MLP: ``m_l`` against ``h_l + a_l``;
-    layer: ``Δ_l = h_{l+1} - h_l`` against ``h_l``.
+    layer: ``Δ_l = h_{l+1} - h_l`` against ``h_l``. Each has its per-prompt token means
+    (``<name>_by_prompt``, ``[N, L]``) beside it, and ``prompt_tokens`` ``[N]`` weighs them back
+    into the token average.
     """
 
     attn_ratio: np.ndarray = None
@@ -30,7 +35,16 @@ class ContributionsResult(Result):
     mlp_cos: np.ndarray = None
     layer_ratio: np.ndarray = None
     layer_cos: np.ndarray = None
+    attn_ratio_by_prompt: np.ndarray = None
+    attn_cos_by_prompt: np.ndarray = None
+    mlp_ratio_by_prompt: np.ndarray = None
+    mlp_cos_by_prompt: np.ndarray = None
+    layer_ratio_by_prompt: np.ndarray = None
+    layer_cos_by_prompt: np.ndarray = None
+    prompt_tokens: np.ndarray = None
     kind: ClassVar[str] = "contributions"
+    PER_PROMPT: ClassVar[dict] = {k: (f"{k}_by_prompt", "tokens") for k in KEYS}
+    INTERVAL_FACTS: ClassVar[tuple] = ("first", "second", "ratio")
 
     @property
     def mean_cos(self) -> np.ndarray:
@@ -55,13 +69,15 @@ class ContributionsResult(Result):
                 f"{f['ratio']:.2f}). Layers whose update points against the residual (cos < 0): {neg or 'none'}.")
 
     def verdict(self) -> Verdict:
-        f = self.facts()
+        f, iv = self.facts(), self.intervals()
         return Verdict(
             claim="P1: the second half of the layers contributes much less to the residual than the first half.",
             criterion="the mean whole-layer ‖Δ_l‖/‖h_l‖ of the second half over that of the first half "
-                      "(layer 0 apart): shown if ≤ 0.5, mixed if ≤ 1, not shown above 1.",
-            outcome=grade(f["ratio"], 0.5, 1.0),
-            numbers=f"second half {f['second']:.3f}, first half {f['first']:.3f}, ratio {f['ratio']:.2f}.")
+                      "(layer 0 apart), with its 95% bootstrap interval over prompts: shown if the interval lies at "
+                      "or below 0.5, not shown if it lies wholly above 1, mixed otherwise.",
+            outcome=band_grade(f["ratio"], iv["ratio_lo"], iv["ratio_hi"], 0.5, 1.0),
+            numbers=f"second half {f['second']:.3f}, first half {f['first']:.3f}, ratio {f['ratio']:.2f}"
+                    f"{band_text(iv['ratio_lo'], iv['ratio_hi'])}.")
 
 
 def contributions(model, prompts, *, max_tokens: int | None = None, progress_bar: bool = True) -> ContributionsResult:
@@ -72,8 +88,8 @@ def contributions(model, prompts, *, max_tokens: int | None = None, progress_bar
     """
     prompts, encs, fit = encode_all(model, prompts, max_tokens=max_tokens)
     L = model.n_layers
-    sums = {f"{p}_{q}": torch.zeros(L, dtype=torch.float64) for p in PARTS for q in ("ratio", "cos")}
-    count = 0
+    per_prompt = {k: [] for k in KEYS}
+    tokens = []
     for enc in progress(encs, "contributions", enabled=progress_bar):
         T = enc.n_tokens
         with model.no_grad(), model.trace(enc.input_ids):
@@ -86,11 +102,11 @@ def contributions(model, prompts, *, max_tokens: int | None = None, progress_bar
                 d, ha = out - h, h + a
                 stats.append(torch.stack([rel_norm(a, h), cosine(a, h), rel_norm(m, ha), cosine(m, ha),
                                           rel_norm(d, h), cosine(d, h)])[:, 0].save())
-        for l, s in enumerate(stats):  # s: [6, T]
-            for k, key in enumerate(sums):
-                sums[key][l] += s[k].double().sum()
-        count += T
-    arrays = {k: check_finite(f"contributions {k}", (v / count).numpy()) for k, v in sums.items()}
+        means = torch.stack(list(stats)).double().mean(-1)  # [L, 6]: this prompt's token means
+        for k, key in enumerate(KEYS):
+            per_prompt[key].append(means[:, k].numpy())
+        tokens.append(T)
+    arrays = {f"{k}_by_prompt": check_finite(f"contributions {k}", np.stack(v)) for k, v in per_prompt.items()}
     ds, n = describe(prompts)
-    return ContributionsResult(meta=make_meta(model, dataset=ds, n=n, fit=fit, tokens=count), **arrays)
-
+    return ContributionsResult(meta=make_meta(model, dataset=ds, n=n, fit=fit, tokens=sum(tokens)),
+                               prompt_tokens=np.array(tokens), **arrays).with_aggregates()

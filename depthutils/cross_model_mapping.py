@@ -26,17 +26,31 @@ from ._run import encode_all, progress
 from .errors import DepthError
 from .models import check_residual
 from .prompts import Prompt, encode
-from .results import Result, Verdict, grade, make_meta
+from .results import Result, Verdict, band_grade, band_text, make_meta
 
 
 @dataclass
 class MappingResult(Result):
     """``error [L_src, L_tgt]`` (held-out relative error of the best affine map), ``best [L_src]``
-    (the target layer with the least error for each source layer) and their relative depths."""
+    (the target layer with the least error for each source layer) and their relative depths.
+
+    ``error_by_prompt [N_held_out, L_src, L_tgt]`` keeps each held-out prompt's token mean, so an
+    interval resamples the held-out prompts with the fitted maps fixed.
+    """
 
     error: np.ndarray = None
     best: np.ndarray = None
+    error_by_prompt: np.ndarray = None
+    prompt_tokens: np.ndarray = None
     kind: ClassVar[str] = "cross_model_mapping"
+    PER_PROMPT: ClassVar[dict] = {"error": ("error_by_prompt", "tokens")}
+    INTERVAL_FACTS: ClassVar[tuple] = ("distance", "mean_best_error")
+
+    def with_aggregates(self) -> "MappingResult":
+        """The error from the held-out prompts' errors (the maps stay fixed), then the best matches."""
+        super().with_aggregates()
+        self.best = self.error.argmin(axis=1)
+        return self
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -78,14 +92,18 @@ def verdict(results: list[MappingResult], shown: float = 0.15, mixed: float = 0.
     if not results:
         return Verdict(claim=claim, criterion="needs two different models; only self-mappings were run.",
                        outcome="not shown", numbers="no mapping between two different models.")
-    grades = [grade(r.diagonal_distance(), shown, mixed) for r in results]
+    bands = [r.intervals() for r in results]
+    grades = [band_grade(r.diagonal_distance(), iv["distance_lo"], iv["distance_hi"], shown, mixed)
+              for r, iv in zip(results, bands)]
     worst = max(grades, key=("shown", "mixed", "not shown").index)
     return Verdict(
         claim=claim,
         criterion=f"for every mapping, the mean |relative depth of the best target − relative depth of the source| "
-                  f"over source layers: shown if ≤ {shown} for all, mixed if ≤ {mixed}, not shown otherwise.",
+                  f"over source layers, with its 95% bootstrap interval over held-out prompts: shown if every "
+                  f"interval lies at or below {shown}, not shown if one lies wholly above {mixed}, mixed otherwise.",
         outcome=worst,
-        numbers="; ".join(f"{r.meta['params']['source']} → {r.meta['params']['target']}: {r.diagonal_distance():.3f}" for r in results)
+        numbers="; ".join(f"{r.meta['params']['source']} → {r.meta['params']['target']}: {r.diagonal_distance():.3f}"
+                          f"{band_text(iv['distance_lo'], iv['distance_hi'], 3)}" for r, iv in zip(results, bands))
                 + ".")
 
 
@@ -164,16 +182,15 @@ def cross_model_mapping(source, target, texts, *, held_out: float = 0.5, ridge: 
         xtx, xty = (a, b) if xtx is None else (xtx + a, xty + b)
         tokens += x.shape[1]
     W = fit_maps(xtx, xty, ridge)  # [Ls, Hs+1, Lt*Ht]
-    err_sum = torch.zeros(Ls, Lt, dtype=torch.float64)
-    count = 0
+    errors, counts = [], []
     for enc in progress(encs[n_fit:], "mapping: score", enabled=progress_bar):
         x = _with_bias(residuals(source, enc.input_ids)[:, 1:])
         y = residuals(target, enc.input_ids)[:, 1:]                # [Lt, T', Ht]
         pred = (x @ W).reshape(Ls, x.shape[1], Lt, -1).permute(0, 2, 1, 3)  # [Ls, Lt, T', Ht]
-        err_sum += ((pred - y[None]).norm(dim=-1) / y[None].norm(dim=-1)).sum(-1)
-        count += x.shape[1]
-    error = (err_sum / count).numpy()
+        errors.append(((pred - y[None]).norm(dim=-1) / y[None].norm(dim=-1)).mean(-1).numpy())
+        counts.append(x.shape[1])
+    count = sum(counts)
     meta = make_meta(source, dataset="+".join(sorted({p.source or "custom" for p in texts})), n=len(texts),
                      seed=seed, fit=fit, source=source.name, target=target.name, target_revision=target.revision,
                      ridge=ridge, held_out=held_out, fit_tokens=tokens, scored_tokens=count)
-    return MappingResult(meta=meta, error=error, best=error.argmin(axis=1))
+    return MappingResult(meta=meta, error_by_prompt=np.stack(errors), prompt_tokens=np.array(counts)).with_aggregates()

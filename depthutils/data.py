@@ -21,6 +21,8 @@ from typing import Callable, Iterable
 
 from .errors import DepthError
 from .prompts import Prompt
+from .ladder.corpus import load_texts
+from .ladder.registry import DEFAULT_CORPUS_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -233,9 +235,6 @@ def simple_arithmetic(n: int | None = 20) -> list[Prompt]:
 def heldout_text(n: int | None = 20, *, words: int = 60, corpus_dir: str | Path | None = None) -> list[Prompt]:
     """Windows of ``words`` words from the held-out 5% of the ladder's corpus (King James Bible and
     Shakespeare, ``../shared/corpora``), which no embedded model was trained on; evenly spaced."""
-    from .ladder.corpus import load_texts
-    from .ladder.registry import DEFAULT_CORPUS_DIR
-
     folder = Path(corpus_dir) if corpus_dir else DEFAULT_CORPUS_DIR
     try:
         docs = load_texts(folder, split="heldout")

@@ -27,7 +27,7 @@ from ._run import encode_all, progress, resolve_max_tokens
 from .errors import DepthError, NothingFits
 from .future_effects import future_effects
 from .prompts import Encoded, Fit, Prompt
-from .results import Result, Verdict, grade, make_meta
+from .results import Result, Verdict, combine, interval_grade, make_meta
 
 #: task family -> (levels, loader of ``n`` prompts of one level, positions rule). The rule is P1's:
 #: "math" takes up to 4 answer positions at stride 4, the others the first answer token.
@@ -113,6 +113,39 @@ class DepthScoreResult(Result):
         x, y = np.array(pts, float).T
         return float(np.polyfit(x, y, 1)[0])
 
+    def mean_slope(self, task: str, idx=None) -> float | None:
+        """Slope of the level means of the per-prompt normalised scores (prompts ``idx``) against the
+        level rank: the smooth companion of :meth:`slope`, whose max over prompts bootstraps badly."""
+        idx = np.arange(len(self.prompt_scores)) if idx is None else np.asarray(idx)
+        scores = self.prompt_scores[idx] / (self.n_layers - 1)
+        levels, tasks = self.prompt_levels[idx], self.prompt_tasks[idx]
+        pts = []
+        for i, lv in enumerate(r["level"] for r in self.rows if r["task"] == task):
+            v = scores[(tasks == task) & (levels == lv)]
+            v = v[np.isfinite(v)]
+            if v.size:
+                pts.append((i, v.mean()))
+        if len(pts) < 2:
+            return None
+        x, y = np.array(pts, float).T
+        return float(np.polyfit(x, y, 1)[0])
+
+    def mean_slope_interval(self, task: str, level: float = 0.95, n_boot: int = 1000, seed: int = 0):
+        """Bootstrap interval of :meth:`mean_slope`, resampling prompts within each level (stratified)."""
+        strata = [np.flatnonzero((self.prompt_tasks == r["task"]) & (self.prompt_levels == r["level"]))
+                  for r in self.rows if r["task"] == task]
+        strata = [g for g in strata if g.size]
+        if not strata:
+            return None
+        rng = np.random.default_rng(seed)
+        draws = [self.mean_slope(task, np.concatenate([rng.choice(g, g.size) for g in strata]))
+                 for _ in range(n_boot)]
+        draws = np.array([np.nan if d is None else d for d in draws])
+        if np.isnan(draws).all():
+            return None
+        lo, hi = np.nanpercentile(draws, [50 * (1 - level), 50 * (1 + level)])
+        return float(lo), float(hi)
+
     def facts(self) -> dict:
         tasks = list(dict.fromkeys(r["task"] for r in self.rows))
         out = {"L": self.n_layers}
@@ -124,6 +157,9 @@ class DepthScoreResult(Result):
             out[f"{t}_last"] = _r3(rows[-1]["norm_score"])
             out[f"{t}_acc_first"] = _r3(rows[0]["accuracy"])
             out[f"{t}_acc_last"] = _r3(rows[-1]["accuracy"])
+            out[f"{t}_mean_slope"] = _r3(self.mean_slope(t))
+            band = self.mean_slope_interval(t)
+            out[f"{t}_mean_slope_lo"], out[f"{t}_mean_slope_hi"] = (None, None) if band is None else map(_r3, band)
         return out
 
     def findings(self) -> str:
@@ -138,18 +174,25 @@ class DepthScoreResult(Result):
         return " ".join(parts)
 
     def verdict(self, threshold: float = 0.02) -> Verdict:
-        """P1's claim, judged per task family on the slope of the normalised score against the level."""
-        slopes = {t: self.slope(t) for t in dict.fromkeys(r["task"] for r in self.rows)}
-        grades = [grade(s, threshold, 2 * threshold) for s in slopes.values()]
-        outcome = ("shown" if all(g == "shown" for g in grades) else
-                   "not shown" if all(g == "not shown" for g in grades) else "mixed")
+        """P1's claim, judged per task family on the slope of the mean normalised score against the level
+        and its 95% bootstrap interval (prompts resampled within levels); P1's max-over-prompts slope is
+        reported beside it (a max over prompts has a biased bootstrap, see :meth:`Result.interval`)."""
+        f = self.facts()
+        tasks = list(dict.fromkeys(r["task"] for r in self.rows))
+        grades = [interval_grade(f[f"{t}_mean_slope"], f[f"{t}_mean_slope_lo"], f[f"{t}_mean_slope_hi"],
+                                 threshold, two_sided=False) for t in tasks]
+        fmt = lambda v: "undefined" if v is None else f"{v:+.3f}"
+        band = lambda t: ("" if f[f"{t}_mean_slope_lo"] is None
+                          else f" [{f[f'{t}_mean_slope_lo']:+.3f}, {f[f'{t}_mean_slope_hi']:+.3f}]")
         return Verdict(
             claim="P1: harder problems do not use more layers (the depth score does not rise with difficulty).",
-            criterion=f"per task family, the least-squares slope of the normalised depth score against the level: "
-                      f"shown if ≤ {threshold} per level for every family, not shown if > {2 * threshold} for "
-                      "every family, mixed otherwise.",
-            outcome=outcome,
-            numbers="; ".join(f"{t}: {'undefined' if s is None else f'{s:+.3f}'}" for t, s in slopes.items()) + ".")
+            criterion=f"per task family, the least-squares slope per level of the mean normalised depth score, with "
+                      f"its 95% bootstrap interval over prompts: a family counts for the claim if the interval lies "
+                      f"below {threshold}, against it if the interval lies wholly above {threshold}; shown if every "
+                      "family counts for it, not shown if every family counts against it, mixed otherwise.",
+            outcome=combine(grades),
+            numbers="; ".join(f"{t}: {fmt(f[f'{t}_mean_slope'])}{band(t)} (P1's max over prompts: "
+                              f"{fmt(f[f'{t}_slope'])})" for t in tasks) + ".")
 
 
 def _r3(v):

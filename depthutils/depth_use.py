@@ -8,7 +8,11 @@ P2's effective depth (§8) and the depth score (§6). Each gives one number for
 * ``late_effect``: mean effect on later layers of skipping a second-half layer,
   over that of a first-half layer (future-tokens variant);
 * ``kl_ratio``: P2's KL effective-depth ratio ``(ED + 1) / L``;
-* ``depth_score``: the normalised depth score, averaged over task levels.
+* ``depth_score``: the mean normalised depth score of the graded prompts.
+
+Each difference between two models comes with a paired 95% bootstrap interval
+over prompts (both models are measured on the same prompts, and each resample
+draws the same prompts for both).
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from .effective_depth import EffectiveDepthResult, effective_depth
 from .future_effects import FutureEffectsResult, future_effects
 from .logit_lens import LogitLensResult, logit_lens
 from .errors import NothingFits
-from .results import Verdict, combine
+from .results import Verdict, bootstrap, combine, paired_interval
 
 #: the numbers compared, in the order of the verdict
 MEASURES = ("late_effect", "kl_ratio", "depth_score")
@@ -43,16 +47,44 @@ class DepthUse:
 
     def numbers(self, model: str) -> dict:
         """The three depth-use numbers of one model (None where undefined)."""
-        f = self.future[model].facts()
-        scores = [r["norm_score"] for r in self.score[model].rows if r["norm_score"] is not None]
         kl = self.ed[model].ratio("kl") if self.ed[model] is not None else None
-        return {"late_effect": f["later_ratio"], "kl_ratio": None if kl is None else round(kl, 3),
-                "depth_score": round(float(np.mean(scores)), 3) if scores else None}
+        score = _mean_score(self.score[model])
+        return {"late_effect": self.future[model].facts()["later_ratio"], "kl_ratio": None if kl is None else round(kl, 3),
+                "depth_score": None if score is None else round(score, 3)}
+
+    def difference(self, measure: str, a: str, b: str, level: float = 0.95, n_boot: int = 1000, seed: int = 0):
+        """Paired bootstrap interval of ``measure(a) − measure(b)`` over prompts (None: not measurable)."""
+        if measure == "late_effect":
+            pair, stat = (self.future[a], self.future[b]), lambda r: r.facts()["later_ratio"]
+        elif measure == "kl_ratio":
+            pair, stat = (self.ed[a], self.ed[b]), lambda r: r.ratio("kl")
+        else:
+            sa, sb = self.score[a], self.score[b]
+            if len(sa.prompt_scores) != len(sb.prompt_scores):
+                return None
+            n = len(sa.prompt_scores)
+
+            def diff(idx):
+                x, y = _mean_score(sa, idx), _mean_score(sb, idx)
+                return None if x is None or y is None else x - y
+            return bootstrap(n, diff, level=level, n_boot=n_boot, seed=seed)
+        if None in pair or pair[0].n_prompts != pair[1].n_prompts:
+            return None
+        lo, hi = paired_interval(*pair, stat, level=level, n_boot=n_boot, seed=seed)
+        return None if np.isnan(lo) else (lo, hi)
 
     def facts(self) -> dict:
         out = {}
         for i, m in enumerate(self.models):
             out.update({f"m{i}_{k}": v for k, v in self.numbers(m).items()})
+        if len(self.models) > 1:
+            a, b = self.models[-1], self.models[0]
+            na, nb = self.numbers(a), self.numbers(b)
+            for k in MEASURES:
+                band = self.difference(k, a, b)
+                out[f"diff_{k}"] = None if None in (na[k], nb[k]) else round(na[k] - nb[k], 3)
+                out[f"diff_{k}_lo"], out[f"diff_{k}_hi"] = (None, None) if band is None else (
+                    round(band[0], 3), round(band[1], 3))
         return out
 
     def summary(self) -> str:
@@ -64,24 +96,36 @@ class DepthUse:
         return "\n".join(lines)
 
     def verdict(self, margin: float = 0.02) -> Verdict:
-        """P1's MoEUT claim: the shared model (the last) uses more of its depth than the stacked one (the first)."""
+        """P1's MoEUT claim: the shared model (the last) uses more of its depth than the stacked one (the first),
+        judged on each difference and its paired 95% bootstrap interval over prompts."""
         stacked, shared = self.models[0], self.models[-1]
         claim = ("P1 (outlook): a shared-layer model (MoEUT) uses more of its depth than a standard transformer "
                  "trained on the same data; P1 calls this preliminary.")
         if stacked == shared:
             return Verdict(claim=claim, criterion="needs two models, a stacked one first and a shared-layer one last.",
                            outcome="not shown", numbers="one model only.")
-        a, b = self.numbers(stacked), self.numbers(shared)
-        outcomes = ["shown" if None not in (a[k], b[k]) and b[k] - a[k] > margin else "not shown" for k in MEASURES]
+        a, b, f = self.numbers(stacked), self.numbers(shared), self.facts()
+
+        def outcome(k):
+            d, lo, hi = f[f"diff_{k}"], f[f"diff_{k}_lo"], f[f"diff_{k}_hi"]
+            if d is None:
+                return "not shown"
+            lo, hi = (d, d) if lo is None else (lo, hi)
+            return "shown" if lo > margin else "not shown" if hi <= margin else "mixed"
         fmt = lambda v: "—" if v is None else f"{v:.3f}"
+        band = lambda k: "" if f[f"diff_{k}_lo"] is None else f" [{f[f'diff_{k}_lo']:+.3f}, {f[f'diff_{k}_hi']:+.3f}]"
+        diff = lambda k: "—" if f[f"diff_{k}"] is None else f"{f[f'diff_{k}']:+.3f}"
         return Verdict(
             claim=claim,
-            criterion=f"{shared} against {stacked} on three numbers where larger means later layers matter more "
-                      f"(late/early future-effect ratio, KL effective-depth ratio, mean normalised depth score): "
-                      f"each counts when {shared}'s exceeds {stacked}'s by more than {margin}; shown if all three "
-                      "do, not shown if none does, mixed otherwise.",
-            outcome=combine(outcomes),
-            numbers="; ".join(f"{k}: {fmt(b[k])} vs {fmt(a[k])}" for k in MEASURES) + ".")
+            criterion=f"{shared} minus {stacked} on three numbers where larger means later layers matter more "
+                      f"(late/early future-effect ratio, KL effective-depth ratio, mean normalised depth score), each "
+                      f"with its paired 95% bootstrap interval over prompts: a number counts for the claim if its "
+                      f"interval lies wholly above {margin}, against it if the interval lies at or below {margin}, "
+                      "and is mixed if it straddles; shown if all three count for it, not shown if all three count "
+                      "against it, mixed otherwise.",
+            outcome=combine([outcome(k) for k in MEASURES]),
+            numbers="; ".join(f"{k}: {fmt(b[k])} vs {fmt(a[k])}, difference {diff(k)}{band(k)}" for k in MEASURES)
+                    + ".")
 
     def save(self, out_dir: str | Path) -> None:
         for m in self.models:
@@ -89,6 +133,13 @@ class DepthUse:
             for what, res in (("future", self.future), ("lens", self.lens), ("ed", self.ed), ("score", self.score)):
                 if res[m] is not None:
                     res[m].save(Path(out_dir) / f"depth_use_{what}_{slug}")
+
+
+def _mean_score(result: DepthScoreResult, idx=None) -> float | None:
+    """Mean normalised depth score of a depth-score result's prompts (``idx``; None if none is defined)."""
+    v = result.prompt_scores if idx is None else result.prompt_scores[np.asarray(idx)]
+    v = v[np.isfinite(v)]
+    return float(v.mean() / (result.n_layers - 1)) if v.size else None
 
 
 def depth_use(models: dict, prompts, *, tasks=("addition", "multihop"), n_per_level: int = 10, seed: int = 123,

@@ -5,11 +5,13 @@ table from cached curves; each returns ``None`` when no layer qualifies.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
 import hashlib
+import warnings
+import zlib
 
 import numpy as np
 
@@ -18,17 +20,23 @@ from ._run import encode_all, progress
 from .contributions import contributions
 from .curves import ed_cos, ed_kl, ed_overlap, ratio
 from .errors import DepthError, NothingFits
+from .ladder import registry
 from .logit_lens import logit_lens
 from .cache import cache_key, cached
 from .models import load_model, load_tokenizer, revision_of
-from .results import Result, Verdict, context_note, grade
+from .results import Result, Verdict, context_note, interval_grade
 
 METRICS = ("cos", "kl", "overlap")
 
 
 @dataclass
 class EffectiveDepthResult(Result):
-    """The three per-layer curves (``[L]`` each) and P2's effective depths and ratios."""
+    """The three per-layer curves (``[L]`` each) and P2's effective depths and ratios.
+
+    The curves are token means; the per-prompt curves behind them (``<curve>_by_prompt``,
+    ``[N, L]``, weighed back by ``prompt_tokens``) give each effective depth an interval:
+    :meth:`ratio_interval` resamples the prompts, recomputes the curve and its effective depth.
+    """
 
     mean_cos: np.ndarray = None
     kl: np.ndarray = None
@@ -36,7 +44,29 @@ class EffectiveDepthResult(Result):
     ed_cos: int | None = None
     ed_kl: int | None = None
     ed_overlap: int | None = None
+    mean_cos_by_prompt: np.ndarray = None
+    kl_by_prompt: np.ndarray = None
+    overlap_by_prompt: np.ndarray = None
+    prompt_tokens: np.ndarray = None
     kind: ClassVar[str] = "effective_depth"
+    PER_PROMPT: ClassVar[dict] = {c: (f"{c}_by_prompt", "tokens") for c in ("mean_cos", "kl", "overlap")}
+
+    def with_aggregates(self) -> "EffectiveDepthResult":
+        """The curves from the per-prompt curves, then the effective depths from the curves."""
+        super().with_aggregates()
+        self.ed_cos, self.ed_kl, self.ed_overlap = ed_cos(self.mean_cos), ed_kl(self.kl), ed_overlap(self.overlap)
+        return self
+
+    def ratio_interval(self, metric: str, level: float = 0.95, n_boot: int = 1000, seed: int = 0):
+        """``(lo, hi)`` of the ``metric`` ratio over prompt resamples (NaN if undefined in all of them)."""
+        return self.interval(lambda r: r.ratio(metric), level=level, n_boot=n_boot, seed=seed)
+
+    def ratio_draws(self, metric: str, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
+        """The ``metric`` ratio in each of ``n_boot`` prompt resamples (NaN where undefined)."""
+        rng = np.random.default_rng(seed)
+        n = self.n_prompts
+        draws = [self.resample(rng.integers(0, n, n)).ratio(metric) for _ in range(n_boot)]
+        return np.array([np.nan if d is None else d for d in draws])
 
     @property
     def n_layers(self) -> int:
@@ -50,9 +80,20 @@ class EffectiveDepthResult(Result):
 
     @classmethod
     def from_curves(cls, mean_cos, kl, overlap, meta: dict | None = None) -> "EffectiveDepthResult":
+        """From aggregate curves alone (no per-prompt values, so no intervals)."""
         return cls(meta=meta or {}, mean_cos=np.asarray(mean_cos, float), kl=np.asarray(kl, float),
                    overlap=np.asarray(overlap, float), ed_cos=ed_cos(mean_cos), ed_kl=ed_kl(kl),
                    ed_overlap=ed_overlap(overlap))
+
+    @classmethod
+    def from_prompts(cls, contributions, lens, meta: dict | None = None) -> "EffectiveDepthResult":
+        """From a contributions and a logit-lens result on the same prompts (per-prompt curves kept)."""
+        if not np.array_equal(contributions.prompt_tokens, lens.prompt_tokens):
+            raise DepthError("The contributions and the logit lens were measured on different prompts.")
+        cos = (contributions.attn_cos_by_prompt + contributions.mlp_cos_by_prompt
+               + contributions.layer_cos_by_prompt) / 3
+        return cls(meta=meta or {}, mean_cos_by_prompt=cos, kl_by_prompt=lens.kl_by_prompt,
+                   overlap_by_prompt=lens.overlap_by_prompt, prompt_tokens=lens.prompt_tokens).with_aggregates()
 
 
 def effective_depth(model, prompts, *, k: int = 5, max_tokens: int | None = None, n: int | None = None,
@@ -67,7 +108,7 @@ def effective_depth(model, prompts, *, k: int = 5, max_tokens: int | None = None
     c = contributions(model, prompts, max_tokens=max_tokens, progress_bar=progress_bar)
     lens = logit_lens(model, prompts, k=k, max_tokens=max_tokens, progress_bar=progress_bar)
     meta = {**c.meta, "fit": fit.as_dict(), "params": {"k": k, "n": n}}
-    return EffectiveDepthResult.from_curves(c.mean_cos, lens.kl, lens.overlap, meta)
+    return EffectiveDepthResult.from_prompts(c, lens, meta)
 
 
 # ---------------------------------------------------------------------------------------
@@ -103,6 +144,48 @@ class Study:
     tasks: list
     results: dict
     hits: int = 0
+    n_boot: int = 1000
+    level: float = 0.95
+    _draws: dict = field(default_factory=dict, repr=False)
+
+    def draws(self, model: str, task: str, metric: str) -> np.ndarray | None:
+        """The cell's ratio in each of :attr:`n_boot` prompt resamples (NaN where undefined); None if
+        the cell was not measured. Every model of a task is resampled with the same seed, so models
+        that share the task's prompts are compared prompt for prompt (a paired bootstrap)."""
+        r = self.results[(model, task)]
+        if r is None or not r.n_prompts:
+            return None
+        key = (model, task, metric)
+        if key not in self._draws:
+            self._draws[key] = r.ratio_draws(metric, self.n_boot, seed=zlib.crc32(task.encode()))
+        return self._draws[key]
+
+    def _band(self, draws) -> tuple[float, float] | None:
+        if draws is None or np.isnan(draws).all():
+            return None
+        lo, hi = np.nanpercentile(draws, [50 * (1 - self.level), 50 * (1 + self.level)])
+        return float(lo), float(hi)
+
+    def cell_interval(self, model: str, task: str, metric: str) -> tuple[float, float] | None:
+        """The 95% bootstrap interval of one cell's ratio (None: not measured or never defined)."""
+        return self._band(self.draws(model, task, metric))
+
+    def mean_ratio_draws(self, models, tasks, metric: str) -> np.ndarray | None:
+        """:meth:`mean_ratio` in each resample (the tasks resampled independently, models paired)."""
+        cells = [d for d in (self.draws(m, t, metric) for m in models for t in tasks) if d is not None]
+        if not cells:
+            return None
+        with warnings.catch_warnings():  # a resample where every cell is undefined stays NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanmean(np.stack(cells), axis=0)
+
+    def mean_ratio_interval(self, models, tasks, metric: str) -> tuple[float, float] | None:
+        return self._band(self.mean_ratio_draws(models, tasks, metric))
+
+    def difference_interval(self, a: tuple, b: tuple, metric: str) -> tuple[float, float] | None:
+        """Interval of ``mean_ratio(*a) − mean_ratio(*b)``; ``a`` and ``b`` are ``(models, tasks)``."""
+        da, db = self.mean_ratio_draws(*a, metric), self.mean_ratio_draws(*b, metric)
+        return None if da is None or db is None else self._band(da - db)
 
     def cell(self, model: str, task: str, metric: str) -> tuple[int | str | None, float | None]:
         """(ED, ratio); ED is None when undefined and :data:`NO_FIT` when no prompt fits the model."""
@@ -136,41 +219,85 @@ class Study:
         return "\n".join(lines)
 
     def facts(self, ladder, base: str | None = None, cot: str | None = None, metric: str = "kl") -> dict:
-        """The numbers behind the three verdicts (mean ``metric`` ratios, rounded; None: not measurable)."""
-        r2 = lambda v: None if v is None else round(v, 2)
-        scale = [self.mean_ratio([m], self.tasks, metric) for m in ladder]
-        spread = None if None in scale or len(scale) < 2 else max(scale) - min(scale)
+        """The numbers behind the three verdicts: mean ``metric`` ratios and the differences the verdicts
+        judge, each with its bootstrap interval (``*_lo``, ``*_hi``), rounded; None: not measurable.
+
+        Scale compares the ladder models with the largest and the smallest mean ratio (``scale_hi_model``,
+        ``scale_lo_model``); chain of thought is ``cot − base``; difficulty is AIME24 minus the mean of
+        HellaSwag and GSM8K over the ladder.
+        """
+        r2 = lambda v: None if v is None else round(float(v), 2)
+        out = {"metric": metric}
+
+        def put(name, value, band):
+            out[name] = r2(value)
+            out[f"{name}_lo"], out[f"{name}_hi"] = (None, None) if band is None else (r2(band[0]), r2(band[1]))
+
+        scale = {m: self.mean_ratio([m], self.tasks, metric) for m in ladder}
+        for i, m in enumerate(ladder):
+            put(f"scale_{i}", scale[m], self.mean_ratio_interval([m], self.tasks, metric))
+        out["scale"] = [r2(v) for v in scale.values()]
+        defined = {m: v for m, v in scale.items() if v is not None}
+        if len(defined) >= 2:
+            hi_m, lo_m = max(defined, key=defined.get), min(defined, key=defined.get)
+            put("scale_spread", defined[hi_m] - defined[lo_m],
+                self.difference_interval(([hi_m], self.tasks), ([lo_m], self.tasks), metric))
+            out["scale_hi_model"], out["scale_lo_model"] = hi_m, lo_m
+        else:
+            put("scale_spread", None, None)
+            out["scale_hi_model"] = out["scale_lo_model"] = None
+        out["scale_first"], out["scale_last"] = (out["scale"][0], out["scale"][-1]) if ladder else (None, None)
         b = self.mean_ratio([base], self.tasks, metric) if base else None
         c = self.mean_ratio([cot], self.tasks, metric) if cot else None
-        hard = self.mean_ratio(ladder, ["aime24"], metric) if "aime24" in self.tasks else None
+        put("base", b, self.mean_ratio_interval([base], self.tasks, metric) if base else None)
+        put("cot", c, self.mean_ratio_interval([cot], self.tasks, metric) if cot else None)
+        put("cot_gain", None if None in (b, c) else c - b,
+            self.difference_interval(([cot], self.tasks), ([base], self.tasks), metric) if base and cot else None)
         easy_tasks = [t for t in ("hellaswag", "gsm8k") if t in self.tasks]
+        hard = self.mean_ratio(ladder, ["aime24"], metric) if "aime24" in self.tasks else None
         easy = self.mean_ratio(ladder, easy_tasks, metric) if easy_tasks else None
-        return {"metric": metric, "scale": [r2(v) for v in scale], "scale_spread": r2(spread),
-                "scale_first": r2(scale[0]) if scale else None, "scale_last": r2(scale[-1]) if scale else None,
-                "base": r2(b), "cot": r2(c), "cot_gain": r2(None if None in (b, c) else c - b),
-                "hard": r2(hard), "easy": r2(easy), "hard_gain": r2(None if None in (hard, easy) else hard - easy)}
+        put("hard", hard, self.mean_ratio_interval(ladder, ["aime24"], metric) if "aime24" in self.tasks else None)
+        put("easy", easy, self.mean_ratio_interval(ladder, easy_tasks, metric) if easy_tasks else None)
+        put("hard_gain", None if None in (hard, easy) else hard - easy,
+            self.difference_interval((ladder, ["aime24"]), (ladder, easy_tasks), metric)
+            if hard is not None and easy is not None else None)
+        return out
 
     def verdicts(self, ladder, base: str | None = None, cot: str | None = None, metric: str = "kl") -> list[Verdict]:
-        """P2's three questions as computed verdicts (on the ``metric`` ratio, averaged over tasks)."""
+        """P2's three questions as computed verdicts, each on a difference and its 95% bootstrap interval.
+
+        A claim that a ratio does not change (by more than a tolerance δ) is *shown* when the whole
+        interval of the change lies within δ, *not shown* when the whole interval lies beyond δ (a
+        change larger than δ, outside the noise), and *mixed* when the interval straddles δ: at this
+        number of prompts the run cannot tell.
+        """
         f = self.facts(ladder, base, cot, metric)
         fmt = lambda v: "not measurable" if v is None else f"{v:.2f}"
+        band = lambda k: "" if f[f"{k}_lo"] is None else f" [{f[f'{k}_lo']:.2f}, {f[f'{k}_hi']:.2f}]"
+        pct = f"{100 * self.level:.0f}%"
+        scale = " → ".join(f"{m} {fmt(f[f'scale_{i}'])}{band(f'scale_{i}')}" for i, m in enumerate(ladder))
         return [
             Verdict(claim="P2: the effective-depth ratio stays roughly constant as models get deeper.",
-                    criterion=f"max − min over {' → '.join(ladder)} of the mean {metric} ratio: shown if ≤ 0.10, "
-                              "mixed if ≤ 0.20, not shown above.",
-                    outcome=grade(f["scale_spread"], 0.10, 0.20),
-                    numbers=f"ratios {' → '.join(fmt(v) for v in f['scale'])}; spread {fmt(f['scale_spread'])}."),
+                    criterion=f"the largest minus the smallest mean {metric} ratio over {', '.join(ladder)}, with "
+                              f"its {pct} bootstrap interval over prompts: shown if the interval lies within 0.10, "
+                              "not shown if it lies wholly above 0.10, mixed if it straddles 0.10.",
+                    outcome=interval_grade(f["scale_spread"], f["scale_spread_lo"], f["scale_spread_hi"], 0.10),
+                    numbers=f"ratios {scale}; {f['scale_hi_model']} − {f['scale_lo_model']} = "
+                            f"{fmt(f['scale_spread'])}{band('scale_spread')}."),
             Verdict(claim="P2: chain-of-thought training does not raise the effective-depth ratio.",
-                    criterion=f"mean {metric} ratio of {cot} minus {base}: shown if ≤ 0.05, mixed if ≤ 0.10, "
-                              "not shown above.",
-                    outcome=grade(f["cot_gain"], 0.05, 0.10),
-                    numbers=f"{fmt(f['cot'])} − {fmt(f['base'])} = {fmt(f['cot_gain'])}."),
+                    criterion=f"mean {metric} ratio of {cot} minus {base}, with its {pct} bootstrap interval: shown "
+                              "if the interval lies below 0.05, not shown if it lies wholly above 0.05, mixed if it "
+                              "straddles 0.05.",
+                    outcome=interval_grade(f["cot_gain"], f["cot_gain_lo"], f["cot_gain_hi"], 0.05, two_sided=False),
+                    numbers=f"{fmt(f['cot'])} − {fmt(f['base'])} = {fmt(f['cot_gain'])}{band('cot_gain')}."),
             Verdict(claim="P2: harder tasks (AIME24) do not use more of the depth than easier ones "
                           "(HellaSwag, GSM8K).",
-                    criterion=f"mean {metric} ratio over the ladder on AIME24 minus that on HellaSwag and GSM8K: "
-                              "shown if ≤ 0.05, mixed if ≤ 0.10, not shown above.",
-                    outcome=grade(f["hard_gain"], 0.05, 0.10),
-                    numbers=f"{fmt(f['hard'])} − {fmt(f['easy'])} = {fmt(f['hard_gain'])}."),
+                    criterion=f"mean {metric} ratio over the ladder on AIME24 minus that on HellaSwag and GSM8K, "
+                              f"with its {pct} bootstrap interval: shown if the interval lies below 0.05, not shown "
+                              "if it lies wholly above 0.05, mixed if it straddles 0.05.",
+                    outcome=interval_grade(f["hard_gain"], f["hard_gain_lo"], f["hard_gain_hi"], 0.05,
+                                           two_sided=False),
+                    numbers=f"{fmt(f['hard'])} − {fmt(f['easy'])} = {fmt(f['hard_gain'])}{band('hard_gain')}."),
         ]
 
     def fitting(self) -> str:
@@ -182,15 +309,21 @@ class Study:
             meta = next((r.meta for r in rs if r), {})
             note = context_note(meta.get("fit", {}).get("max_tokens"), meta.get("bos")) if meta else ""
             lines.append(f"   {model}: {', '.join(cells)}" + (f" ({note})" if note else ""))
+        tokens = {m: registry.training_tokens(m) for m in self.models}
+        if any(t is not None for t in tokens.values()):  # embedded models: is depth the only difference?
+            lines.append("Training tokens (model cards): " + ", ".join(
+                f"{m} {'unknown' if t is None else f'{t / 1e6:.1f}M'}" for m, t in tokens.items()))
         return "\n".join(lines)
 
-    def markdown(self) -> str:
-        """P2's Table 1 layout: one row per model, ED (ratio) per metric × task; undefined is "—"."""
+    def markdown(self, intervals: bool = True) -> str:
+        """P2's Table 1 layout: one row per model, ``ED (ratio) [lo–hi]`` per metric × task, the bracket
+        being the ratio's bootstrap interval over prompts; undefined is "—"."""
         rows = []
         for model in self.models:
-            cells = [self.cell(model, t, m) for m in METRICS for t in self.tasks]
+            cells = [(*self.cell(model, t, m), self.cell_interval(model, t, m) if intervals else None)
+                     for m in METRICS for t in self.tasks]
             rows.append((model, self.n_layers(model), cells))
-        return _markdown(self.tasks, rows)
+        return _markdown(self.tasks, rows, self.level if intervals else None)
 
 
 def study(models, tasks=P2_TASKS + PROJECT_TASKS, *, n: int = 10, aime_n: int = 5, aime_max_tokens: int = 400,
@@ -233,23 +366,29 @@ def reference_table(path: Path = REFERENCE_CSV) -> str:
     """P2's published Table 1 as markdown, in the same layout as :meth:`Study.markdown`."""
     import csv
 
-    rows = [(r["model"], r["layers"], [(int(r[f"{m}_{t}_ed"]), float(r[f"{m}_{t}_ratio"]))
+    rows = [(r["model"], r["layers"], [(int(r[f"{m}_{t}_ed"]), float(r[f"{m}_{t}_ratio"]), None)
                                        for m in METRICS for t in P2_TASKS])
             for r in csv.DictReader(path.open())]
     return _markdown(list(P2_TASKS), rows)
 
 
-def _markdown(tasks, rows) -> str:
-    """A markdown table: ``rows`` of (model, L, [(ED, ratio) per metric × task]); None is "—" + footnote."""
+def _markdown(tasks, rows, level: float | None = None) -> str:
+    """A markdown table: ``rows`` of (model, L, [(ED, ratio, interval or None) per metric × task]);
+    None is "—" + footnote; ``level`` names the intervals' level in a footnote."""
     out = ["| model | L | " + " | ".join(f"{m} · {t}" for m in METRICS for t in tasks) + " |",
            "|" + "---|" * (2 + len(METRICS) * len(tasks))]
     undefined = no_fit = False
+    band = lambda iv: "" if iv is None else f" [{iv[0]:.2f}–{iv[1]:.2f}]"
     for name, L, cells in rows:
-        undefined |= any(ed is None for ed, _ in cells)
-        no_fit |= any(ed == NO_FIT for ed, _ in cells)
-        text = [f"{UNDEFINED}¹" if ed is None else f"{NO_FIT}²" if ed == NO_FIT else f"{ed} ({rt:.2f})"
-                for ed, rt in cells]
+        undefined |= any(ed is None for ed, _, _ in cells)
+        no_fit |= any(ed == NO_FIT for ed, _, _ in cells)
+        text = [f"{UNDEFINED}¹" if ed is None else f"{NO_FIT}²" if ed == NO_FIT else f"{ed} ({rt:.2f}){band(iv)}"
+                for ed, rt, iv in cells]
         out.append(f"| {name} | {L} | " + " | ".join(text) + " |")
+    if level is not None:
+        out.append(f"\nED (ratio) [interval]: the bracket is the ratio's {100 * level:.0f}% percentile bootstrap "
+                   "interval over the task's prompts (resample the prompts, recompute the curve and its ED); "
+                   "where ED is undefined in some resamples, the interval is over the others.")
     if undefined:
         out.append("\n¹ undefined: no layer meets the metric's condition (spec §8), so there is no "
                    "effective depth to report (not a 0).")

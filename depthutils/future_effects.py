@@ -32,7 +32,7 @@ from . import stack
 from ._run import encode_all, progress
 from .errors import DepthError, check_finite
 from .models import check_residual
-from .results import Result, Verdict, describe, grade, halves, make_meta
+from .results import Result, Verdict, band_grade, band_text, describe, halves, make_meta
 
 PARTS = ("layer", "attn", "mlp")
 MODES = ("future", "all")
@@ -40,11 +40,18 @@ MODES = ("future", "all")
 
 @dataclass
 class FutureEffectsResult(Result):
-    """``layer_effect [L, L]`` (NaN where ``j ≤ s``) and ``output_effect [L]``."""
+    """``layer_effect [L, L]`` (NaN where ``j ≤ s``) and ``output_effect [L]``: P1's max over prompts
+    of each prompt's ``layer_effect_by_prompt [N, L, L]`` and ``output_effect_by_prompt [N, L]``
+    (themselves maxima over the prompt's positions and sampled ``t``)."""
 
     layer_effect: np.ndarray = None
     output_effect: np.ndarray = None
+    layer_effect_by_prompt: np.ndarray = None
+    output_effect_by_prompt: np.ndarray = None
     kind: ClassVar[str] = "future_effects"
+    PER_PROMPT: ClassVar[dict] = {"layer_effect": ("layer_effect_by_prompt", "max"),
+                                  "output_effect": ("output_effect_by_prompt", "max")}
+    INTERVAL_FACTS: ClassVar[tuple] = ("later_ratio", "out_ratio")
 
     def facts(self) -> dict:
         """The numbers the chapter's prose states (means over each half of the layers), rounded."""
@@ -62,18 +69,20 @@ class FutureEffectsResult(Result):
                 f"{f['out_second']:.3f} (max ‖p − p′‖₂, mean over the half).")
 
     def verdict(self) -> Verdict:
-        f = self.facts()
+        f, iv = self.facts(), self.intervals()
         fmt = lambda v: "undefined" if v is None else f"{v:.2f}"
         return Verdict(
             claim="P1: skipping a second-half layer changes the later layers' computation much less than "
                   "skipping a first-half layer.",
             criterion="the mean effect on later layers of second-half layers over that of first-half layers "
                       f"({self.meta.get('params', {}).get('part', 'layer')}, "
-                      f"{self.meta.get('params', {}).get('mode', 'future')} tokens): shown if ≤ 0.5, "
-                      "mixed if ≤ 1, not shown above 1.",
-            outcome=grade(f["later_ratio"], 0.5, 1.0),
+                      f"{self.meta.get('params', {}).get('mode', 'future')} tokens; P1's max over prompts), with its "
+                      "95% bootstrap interval over prompts: shown if the interval lies at or below 0.5, not shown "
+                      "if it lies wholly above 1, mixed otherwise.",
+            outcome=band_grade(f["later_ratio"], iv["later_ratio_lo"], iv["later_ratio_hi"], 0.5, 1.0),
             numbers=f"second half {f['later_second']:.3f}, first half {f['later_first']:.3f}, ratio "
-                    f"{fmt(f['later_ratio'])} (output: ratio {fmt(f['out_ratio'])}).")
+                    f"{fmt(f['later_ratio'])}{band_text(iv['later_ratio_lo'], iv['later_ratio_hi'])} (output: ratio "
+                    f"{fmt(f['out_ratio'])}{band_text(iv['out_ratio_lo'], iv['out_ratio_hi'])}).")
 
 
 def sample_positions(n_tokens: int, seed: int = 123, k: int = 4) -> list[int]:
@@ -206,9 +215,8 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
         raise DepthError("batch_size must be at least 2 (the clean row plus one intervention).")
     prompts, encs, fit = encode_all(model, prompts, max_tokens=max_tokens)
     L = model.n_layers
-    D = np.full((L, L), -np.inf)
-    O = np.full(L, -np.inf)
-    used = []
+    upper = np.triu(np.ones((L, L), bool), k=1)
+    Ds, Os, used = [], [], []
     for enc in progress(encs, f"future effects ({part}, {mode})", enabled=progress_bar):
         T = enc.n_tokens
         if mode == "all":
@@ -221,6 +229,7 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
         used.append(ts)
         if not ts:
             continue
+        D, O = np.full((L, L), -np.inf), np.full(L, -np.inf)  # this prompt's maxima
         rows = _rows(L, ts, local)
         if fast:
             st = stack.Stack(model, enc.input_ids)
@@ -244,14 +253,16 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
                     D[row.s, row.target] = max(D[row.s, row.target], r[row.target])
                 else:
                     O[row.s] = max(O[row.s], o)
-    if not any(used):
+        check_finite("future-effects layer effect", D[upper])
+        check_finite("future-effects output effect", O)
+        D[~upper] = np.nan
+        Ds.append(D)
+        Os.append(O)
+    if not Ds:
         raise DepthError("No prompt is long enough for P1's position sampling (needs ≥ 13 tokens); "
                          "pass positions=[...] or mode='all'.")
-    upper = np.triu(np.ones((L, L), bool), k=1)
-    check_finite("future-effects layer effect", D[upper])
-    check_finite("future-effects output effect", O)
-    D[~upper] = np.nan
     ds, n = describe(prompts)
     meta = make_meta(model, dataset=ds, n=n, seed=seed, fit=fit, part=part, mode=mode, local=local,
                      positions=used, n_positions=n_positions, method="stack" if fast else "batched")
-    return FutureEffectsResult(meta=meta, layer_effect=D, output_effect=O)
+    return FutureEffectsResult(meta=meta, layer_effect_by_prompt=np.stack(Ds),
+                               output_effect_by_prompt=np.stack(Os)).with_aggregates()

@@ -12,7 +12,7 @@ from ._run import encode_all, progress
 from .curves import ed_kl, ed_overlap, ratio
 from .errors import check_finite
 from .models import check_residual
-from .results import Result, Verdict, combine, describe, grade, make_meta
+from .results import Result, Verdict, band_grade, band_text, combine, describe, make_meta
 
 
 @dataclass
@@ -20,13 +20,20 @@ class LogitLensResult(Result):
     """``kl[l] = KL(q_l ‖ q_L)`` and ``overlap[l] = |topk(q_l) ∩ topk(q_L)| / k``, token means, ``[L]``.
 
     Index ``l`` is the *output* of layer ``l`` (``h_{l+1}``), so the last entry
-    is the model's own output distribution: KL 0 and overlap 1 by construction.
+    is the model's own output distribution: KL 0 and overlap 1 by construction. The
+    per-prompt token means (``kl_by_prompt``, ``overlap_by_prompt``, ``[N, L]``) and
+    ``prompt_tokens`` ``[N]`` sit beside them.
     """
 
     kl: np.ndarray = None
     overlap: np.ndarray = None
+    kl_by_prompt: np.ndarray = None
+    overlap_by_prompt: np.ndarray = None
+    prompt_tokens: np.ndarray = None
     k: int = 5
     kind: ClassVar[str] = "logit_lens"
+    PER_PROMPT: ClassVar[dict] = {"kl": ("kl_by_prompt", "tokens"), "overlap": ("overlap_by_prompt", "tokens")}
+    INTERVAL_FACTS: ClassVar[tuple] = ("kl_rel", "overlap_rel", "mid_overlap")
 
     def facts(self) -> dict:
         """The numbers the chapter's prose states, rounded as printed (None: never)."""
@@ -44,17 +51,23 @@ class LogitLensResult(Result):
                 f"layer: {f['mid_overlap']:.2f}.")
 
     def verdict(self) -> Verdict:
-        f = self.facts()
+        f, iv = self.facts(), self.intervals()
         rel = lambda r: "never" if r is None else f"{r:.2f}"
-        late_kl = grade(f["kl_rel"], 0.5, 0.5, below=False)
-        late_overlap = grade(f["overlap_rel"] if f["overlap_rel"] is not None else 1.0, 0.5, 0.5, below=False)
+        late_kl = band_grade(f["kl_rel"], iv["kl_rel_lo"], iv["kl_rel_hi"], 0.5, 0.5, below=False)
+        never = lambda v: 1.0 if v is None else v  # an overlap that never passes 0.3 is as late as it gets
+        late_overlap = band_grade(never(f["overlap_rel"]), iv["overlap_rel_lo"], iv["overlap_rel_hi"], 0.5, 0.5,
+                                  below=False)
         return Verdict(
             claim="P1: the logit lens stays far from the output in the first half and converges in the second.",
             criterion="the relative depth (l+1)/L at which KL first falls below half its maximum, and at which the "
-                      f"top-{self.k} overlap first exceeds 0.3: each ≥ 0.5 counts for the claim; shown if both do, "
-                      "mixed if one does, not shown if neither does.",
+                      f"top-{self.k} overlap first exceeds 0.3, each with its 95% bootstrap interval over prompts: "
+                      "a crossing counts for the claim if its interval lies at or above 0.5, against it if the "
+                      "interval lies below 0.5, and is mixed if it straddles 0.5; shown if both count for it, not "
+                      "shown if both count against it, mixed otherwise.",
             outcome=combine([late_kl, late_overlap]),
-            numbers=f"KL halves at relative depth {rel(f['kl_rel'])}; overlap passes 0.3 at {rel(f['overlap_rel'])}.")
+            numbers=f"KL halves at relative depth {rel(f['kl_rel'])}{band_text(iv['kl_rel_lo'], iv['kl_rel_hi'])}; "
+                    f"overlap passes 0.3 at {rel(f['overlap_rel'])}"
+                    f"{band_text(iv['overlap_rel_lo'], iv['overlap_rel_hi'])}.")
 
 
 def lens_stats(log_q: torch.Tensor, log_final: torch.Tensor, top_final: torch.Tensor, k: int):
@@ -79,9 +92,7 @@ def logit_lens(model, prompts, k: int = 5, *, max_tokens: int | None = None,
     """
     prompts, encs, fit = encode_all(model, prompts, max_tokens=max_tokens)
     L = model.n_layers
-    kl_sum = torch.zeros(L, dtype=torch.float64)
-    ov_sum = torch.zeros(L, dtype=torch.float64)
-    count = 0
+    kl, overlap, tokens = [], [], []
     for enc in progress(encs, "logit lens", enabled=progress_bar):
         T = enc.n_tokens
         with model.no_grad(), model.trace(enc.input_ids):
@@ -92,11 +103,12 @@ def logit_lens(model, prompts, k: int = 5, *, max_tokens: int | None = None,
             for l in range(L):
                 log_q = model.lens(hs[l]).float().log_softmax(-1)
                 per_layer.append(torch.stack(lens_stats(log_q, log_final, top_final, k))[:, 0].save())
-        for l, s in enumerate(per_layer):  # s: [2, T]
-            kl_sum[l] += s[0].double().sum()
-            ov_sum[l] += s[1].double().sum()
-        count += T
+        means = torch.stack(list(per_layer)).double().mean(-1)  # [L, 2]: this prompt's token means
+        kl.append(means[:, 0].numpy())
+        overlap.append(means[:, 1].numpy())
+        tokens.append(T)
     ds, n = describe(prompts)
-    return LogitLensResult(meta=make_meta(model, dataset=ds, n=n, fit=fit, k=k, tokens=count),
-                           kl=check_finite("logit-lens KL", (kl_sum / count).numpy()),
-                           overlap=check_finite("logit-lens overlap", (ov_sum / count).numpy()), k=k)
+    return LogitLensResult(meta=make_meta(model, dataset=ds, n=n, fit=fit, k=k, tokens=sum(tokens)),
+                           kl_by_prompt=check_finite("logit-lens KL", np.stack(kl)),
+                           overlap_by_prompt=check_finite("logit-lens overlap", np.stack(overlap)),
+                           prompt_tokens=np.array(tokens), k=k).with_aggregates()

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from .errors import DepthError
+from .ladder.registry import ALIASES, resolve_alias
 from .prompts import bos_mode
 
 __all__ = ["Arch", "ARCHITECTURES", "ModelHandle", "load_model", "unwrap", "check_residual"]
@@ -287,8 +288,6 @@ class ModelHandle:
 # loading
 
 def _resolve_local(name: str) -> Path | None:
-    from .ladder.registry import resolve_alias
-
     p = resolve_alias(name)
     if p is not None:
         return Path(p)
@@ -425,8 +424,6 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
     try:
         config = AutoConfig.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
     except Exception as e:  # offline hub, typo, gated repo ...
-        from .ladder.registry import ALIASES
-
         raise DepthError(
             f"Model {name!r} is not an embedded alias ({', '.join(sorted(ALIASES))}), not a local folder, "
             f"and could not be fetched from the Hugging Face hub ({type(e).__name__}). "

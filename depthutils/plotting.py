@@ -1,21 +1,66 @@
 """One look for every chapter: each figure function takes a result and returns a Figure.
 
-Titles name the model, the data set and n (from the result's metadata);
-colour always comes with a colorbar; :func:`save` writes PNG and PDF.
+Drawn with seaborn on long-form data (one row per prompt × layer): lines carry
+95% bootstrap bands over prompts (``errorbar=("ci", 95)``, 1000 resamples, seed
+0; token-weighted where the measurement averages over tokens, so the line is the
+result's own aggregate), heatmaps come from ``sns.heatmap`` with a labelled
+colorbar. Titles name the model, the data set and n (from the result's metadata);
+:func:`save` writes PNG and PDF. A figure of a single prompt (erasure, integrated
+gradients) has no interval over prompts and says so.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
 import numpy as np
+import pandas as pd
+import seaborn as sns
 
 from .results import atomic_write
 
 COLORS = {"attn": "#1f77b4", "mlp": "#ff7f0e", "layer": "#2ca02c"}
 LABELS = {"attn": "attention", "mlp": "MLP", "layer": "whole layer"}
-plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 150, "axes.grid": True, "grid.alpha": 0.3,
-                     "axes.spines.top": False, "axes.spines.right": False, "font.size": 10})
+#: the band every line plot draws: a 95% percentile bootstrap over prompts, seeded
+BAND = dict(errorbar=("ci", 95), n_boot=1000, seed=0)
+BAND_NOTE = "bands: 95% bootstrap CI over prompts"
+sns.set_theme(context="notebook", style="whitegrid", font_scale=0.85,
+              rc={"figure.dpi": 100, "savefig.dpi": 150, "grid.alpha": 0.3, "axes.spines.top": False,
+                  "axes.spines.right": False})
+
+
+def long_form(result, names: dict[str, str], x=None) -> pd.DataFrame:
+    """Per-prompt values of ``result`` as long-form rows (``x``, ``value``, ``what``, ``prompt``,
+    ``tokens``): ``names`` maps an aggregate field to its label; ``x`` (default the layer index)
+    labels the last axis. A result without per-prompt values gives its aggregate as one prompt."""
+    frames = []
+    for name, label in names.items():
+        per, _ = result.PER_PROMPT.get(name, (None, None))
+        values = getattr(result, per, None) if per else None
+        values = np.atleast_2d(getattr(result, name)) if values is None else np.asarray(values, float)
+        tokens = getattr(result, "prompt_tokens", None)
+        tokens = np.ones(len(values)) if tokens is None or len(tokens) != len(values) else np.asarray(tokens, float)
+        n, L = values.shape
+        frames.append(pd.DataFrame({"x": np.tile(np.arange(L) if x is None else np.asarray(x), n),
+                                    "value": values.ravel(), "what": label, "prompt": np.repeat(np.arange(n), L),
+                                    "tokens": np.repeat(tokens, L)}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def lines(ax, df: pd.DataFrame, palette=None, weighted: bool = True, **kw):
+    """Mean line per ``what`` with its 95% band (token-weighted when ``weighted``)."""
+    sns.lineplot(df, x="x", y="value", hue="what", weights="tokens" if weighted else None, palette=palette,
+                 marker="o", markersize=4, markeredgewidth=0, ax=ax, **BAND, **kw)
+
+
+def heatmap(ax, data, label: str, *, cmap="viridis", vmin=None, vmax=None, center=None, **kw):
+    """``sns.heatmap`` with a labelled colorbar; NaN cells (e.g. ``j ≤ s``) are left blank."""
+    data = np.asarray(data, float)
+    sns.heatmap(data, mask=~np.isfinite(data), cmap=cmap, vmin=vmin, vmax=vmax, center=center, ax=ax,
+                cbar_kws={"label": label}, **kw)
+    ax.tick_params(axis="y", labelrotation=0)
+    ax.grid(False)
 
 
 def title(result, what: str) -> str:
@@ -38,41 +83,37 @@ def save(fig, out_dir: str | Path, name: str) -> list[Path]:
 
 
 def contributions(result):
-    """P1 Fig. 2: relative contribution (a) and cosine with the residual (b) per layer."""
-    L = len(result.layer_ratio)
-    x = np.arange(L)
+    """P1 Fig. 2: relative contribution (a) and cosine with the residual (b) per layer, 95% bands."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
-    for part in ("attn", "mlp", "layer"):
-        kw = dict(color=COLORS[part], label=LABELS[part], marker="o", ms=3)
-        a.plot(x, getattr(result, f"{part}_ratio"), **kw)
-        b.plot(x, getattr(result, f"{part}_cos"), **kw)
+    palette = {LABELS[p]: COLORS[p] for p in COLORS}
+    lines(a, long_form(result, {f"{p}_ratio": LABELS[p] for p in COLORS}), palette)
+    lines(b, long_form(result, {f"{p}_cos": LABELS[p] for p in COLORS}), palette, legend=False)
     a.set(xlabel="layer", ylabel="‖contribution‖ / ‖residual‖ (log scale)", title="(a) relative contribution",
           yscale="log")
+    a.legend(title=None)
     b.axhline(0, color="k", lw=0.8)
     b.set(xlabel="layer", ylabel="cos(contribution, residual)", title="(b) cosine similarity")
-    a.legend()
-    fig.suptitle(title(result, "How much does each layer write into the residual stream?"), y=1.06)
+    fig.suptitle(title(result, "How much does each layer write into the residual stream?") + f" · {BAND_NOTE}",
+                 y=1.06)
     return fig
 
 
-def _heat(ax, data, fig, cmap, label, vmin=None, vmax=None):
-    im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax,
-                   interpolation="nearest")
-    fig.colorbar(im, ax=ax, label=label)
-    ax.grid(False)
-    return im
-
-
 def future_effects(result):
-    """P1 Fig. 3: effect of skipping layer s on later layer j (heatmap) and on the output."""
+    """P1 Fig. 3: effect of skipping layer s on later layer j (heatmap, max over prompts) and on the
+    output: P1's max over prompts (bars) and the mean over prompts with its 95% interval (points)."""
     D, O = result.layer_effect, result.output_effect
     L = len(O)
     p = result.meta.get("params", {})
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [1.25, 1]})
-    _heat(a, D, fig, "viridis", "max relative change of Δ_j", vmin=0)
-    a.set(xlabel="later layer j", ylabel="skipped layer s", title="(a) effect on later layers")
-    b.bar(np.arange(L), O, color=COLORS.get(p.get("part", "layer"), "gray"))
-    b.set(xlabel="skipped layer s", ylabel="max ‖p − p′‖₂", title="(b) effect on the output distribution")
+    heatmap(a, D, "max relative change of Δ_j", vmin=0)
+    a.set(xlabel="later layer j", ylabel="skipped layer s", title="(a) effect on later layers (max over prompts)")
+    b.bar(np.arange(L), O, color=COLORS.get(p.get("part", "layer"), "gray"), alpha=0.5, label="max over prompts (P1)")
+    df = long_form(result, {"output_effect": "mean over prompts"})
+    sns.pointplot(df, x="x", y="value", color="k", linestyle="none", markersize=4, native_scale=True, ax=b,
+                  label="mean over prompts (95% CI)", **BAND)
+    b.set(xlabel="skipped layer s", ylabel="max ‖p − p′‖₂", title="(b) effect on the output distribution",
+          xticks=range(L))
+    b.legend(fontsize=8)
     variant = f"skip {LABELS.get(p.get('part'), p.get('part'))}, {p.get('mode', 'future')} tokens"
     if p.get("local"):
         variant += ", direct paths only"
@@ -81,33 +122,28 @@ def future_effects(result):
 
 
 def logit_lens(result):
-    """P1 Fig. 4: KL(q_l ‖ q_L) and top-k overlap of the logit lens per layer."""
-    L = len(result.kl)
-    x = np.arange(L)
+    """P1 Fig. 4: KL(q_l ‖ q_L) and top-k overlap of the logit lens per layer, 95% bands."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
-    a.plot(x, result.kl, marker="o", ms=3, color="#9467bd")
+    lines(a, long_form(result, {"kl": "KL"}), {"KL": "#9467bd"}, legend=False)
     a.set(xlabel="layer (output of)", ylabel="KL(q_l ‖ q_L)  [nats]", title="(a) KL to the final distribution")
-    b.plot(x, result.overlap, marker="o", ms=3, color="#8c564b")
+    lines(b, long_form(result, {"overlap": "overlap"}), {"overlap": "#8c564b"}, legend=False)
     b.set(xlabel="layer (output of)", ylabel=f"top-{result.k} overlap", ylim=(-0.03, 1.03),
           title=f"(b) overlap of the top-{result.k} tokens")
-    fig.suptitle(title(result, "When does the residual stream already hold the final prediction?"), y=1.06)
+    fig.suptitle(title(result, "When does the residual stream already hold the final prediction?")
+                 + f" · {BAND_NOTE}", y=1.06)
     return fig
 
 
-def _token_axis(ax, tokens):
-    labels = [t.replace("Ġ", "·").replace("Ċ", "\\n") for t in tokens]
-    ax.set_xticks(np.arange(len(labels)))
-    ax.set_xticklabels(labels, rotation=90, fontsize=8)
-
-
-def _token_map(result, matrix, *, cmap, label, ylabel, what, vmin, vmax):
-    """A layer × token heatmap with the prompt's tokens on the x axis."""
+def _token_map(result, matrix, *, cmap, label, ylabel, what, vmin, vmax, center=None):
+    """A layer × token heatmap with the prompt's tokens on the x axis (one prompt: no interval)."""
     fig, ax = plt.subplots(figsize=(max(6, 0.42 * matrix.shape[1] + 2), 4))
-    _heat(ax, matrix, fig, cmap, label, vmin=vmin, vmax=vmax)
+    tokens = [t.replace("Ġ", "·").replace("Ċ", "\\n") for t in result.tokens]
+    heatmap(ax, matrix, label, cmap=cmap, vmin=vmin, vmax=vmax, center=center, xticklabels=tokens)
+    ax.tick_params(axis="x", labelrotation=90, labelsize=8)
     ax.set(ylabel=ylabel, xlabel="position")
-    _token_axis(ax, result.tokens)
     m = result.meta.get("params", {})
-    fig.suptitle(f"{what}\n{m.get('prompt', '')!r} → {m.get('answer', '')!r} · {result.meta.get('model')}", y=1.02)
+    fig.suptitle(f"{what}\n{m.get('prompt', '')!r} → {m.get('answer', '')!r} · {result.meta.get('model')} · "
+                 "one prompt (no interval over prompts)", y=1.02)
     return fig
 
 
@@ -124,113 +160,143 @@ def integrated_gradients(result):
     lim = float(np.abs(A[:, 1:]).max()) or 1.0
     steps = result.meta.get("params", {}).get("steps")
     return _token_map(result, A, cmap="RdBu_r", label="attribution to the answer probability",
-                      ylabel="layer output (layer l)", vmin=-lim, vmax=lim,
+                      ylabel="layer output (layer l)", vmin=-lim, vmax=lim, center=0.0,
                       what=f"Integrated gradients, {steps} steps (BOS column outside the colour scale)")
 
 
 # ------------------------------------------------------------------ chapter 6 (P2)
+METRICS = ("cos", "kl", "overlap")
 METRIC_LABELS = {"cos": "mean cosine c̄_l", "kl": "KL(q_l ‖ q_L) / max", "overlap": "top-5 overlap"}
 
 
 def effective_depth_curves(study):
-    """The per-layer curves behind the effective depths: one row per task, one column per metric."""
+    """The per-layer curves behind the effective depths: one row per task, one column per metric, each
+    model's token-weighted mean curve with its 95% band over prompts (KL divided by its curve's max)."""
     fig, axes = plt.subplots(len(study.tasks), 3, figsize=(12, 2.3 * len(study.tasks)), squeeze=False,
                              sharex=True)
+    colors = dict(zip(study.models, sns.color_palette("tab10", len(study.models))))
     for i, task in enumerate(study.tasks):
         for model in study.models:
             r = study.results[(model, task)]
             if r is None:  # no prompt of this task fits the model's context
                 continue
             x = (np.arange(r.n_layers) + 1) / r.n_layers
-            kl = r.kl / r.kl.max() if r.kl.max() > 0 else r.kl
-            for ax, y, metric in zip(axes[i], (r.mean_cos, kl, r.overlap), ("cos", "kl", "overlap")):
-                line, = ax.plot(x, y, marker="o", ms=2.5, label=model)
+            for ax, curve, metric in zip(axes[i], ("mean_cos", "kl", "overlap"), METRICS):
+                df = long_form(r, {curve: model}, x=x)
+                if curve == "kl" and r.kl.max() > 0:
+                    df["value"] /= r.kl.max()
+                lines(ax, df, {model: colors[model]}, legend=i == 0 and metric == "cos")
                 ed = r.ed(metric)
                 if ed is not None:
-                    ax.axvline((ed + 1) / r.n_layers, color=line.get_color(), ls=":", lw=1)
-        for ax, metric in zip(axes[i], ("cos", "kl", "overlap")):
+                    ax.axvline((ed + 1) / r.n_layers, color=colors[model], ls=":", lw=1)
+        for ax, metric in zip(axes[i], METRICS):
             ax.set_ylabel(f"{task}\n{METRIC_LABELS[metric]}", fontsize=8)
+            ax.set_xlabel("")
         axes[i][0].axhline(0, color="k", lw=0.7)
         axes[i][2].axhline(0.3, color="k", lw=0.7, ls="--")
     for ax in axes[-1]:
         ax.set_xlabel("relative depth (l + 1) / L")
-    axes[0][0].legend(fontsize=7)
-    fig.suptitle("Per-layer curves of P2's three metrics (dotted: each model's effective depth)", y=1.0)
+    axes[0][0].legend(fontsize=7, title=None)
+    fig.suptitle(f"Per-layer curves of P2's three metrics (dotted: each model's effective depth; {BAND_NOTE})", y=1.0)
     fig.tight_layout()
     return fig
 
 
+def _yerr(values, bands):
+    """Matplotlib ``yerr`` (distances below and above) from values and ``(lo, hi)`` bands (None: no bar)."""
+    lo = [0 if v is None or b is None else max(v - b[0], 0) for v, b in zip(values, bands)]
+    hi = [0 if v is None or b is None else max(b[1] - v, 0) for v, b in zip(values, bands)]
+    return np.array([lo, hi])
+
+
 def ratio_vs_depth(study, models):
-    """P2's scale question: effective-depth ratio against the number of layers, per metric and task."""
+    """P2's scale question: effective-depth ratio against the number of layers, per metric and task,
+    with each cell's 95% bootstrap interval over prompts."""
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), sharey=True)
     depths = [study.n_layers(m) for m in models]
-    for ax, metric in zip(axes, ("cos", "kl", "overlap")):
-        for task in study.tasks:
+    for ax, metric in zip(axes, METRICS):
+        for j, task in enumerate(study.tasks):
             ratios = [study.cell(m, task, metric)[1] for m in models]
-            ax.plot(depths, [np.nan if r is None else r for r in ratios], marker="o", label=task)
+            bands = [study.cell_interval(m, task, metric) for m in models]
+            shift = (j - (len(study.tasks) - 1) / 2) * 0.12  # keep the bars of different tasks apart
+            ax.errorbar(np.array(depths, float) + shift, [np.nan if r is None else r for r in ratios],
+                        yerr=_yerr(ratios, bands), marker="o", ms=4, capsize=2, label=task)
         ax.set(xlabel="number of layers L", title=f"ED from {metric}", xticks=depths, ylim=(0, 1.05))
     axes[0].set_ylabel("effective-depth ratio (ED + 1) / L")
     axes[-1].legend(fontsize=8)
-    fig.suptitle("Does effective depth keep up with total depth? (missing points: undefined)", y=1.03)
+    fig.suptitle("Does effective depth keep up with total depth? (bars: 95% bootstrap CI over prompts; "
+                 "missing points: undefined)", y=1.03)
     return fig
 
 
 def base_vs_cot(study, base: str, cot: str):
-    """P2's training question: effective-depth ratio of a base model and its CoT fine-tune."""
-    labels = [f"{m}\n{t}" for m in ("cos", "kl", "overlap") for t in study.tasks]
-    vals = {name: [study.cell(name, t, m)[1] for m in ("cos", "kl", "overlap") for t in study.tasks]
-            for name in (base, cot)}
-    x = np.arange(len(labels))
-    fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(labels)), 3.6))
-    for off, name in ((-0.2, base), (0.2, cot)):
-        ax.bar(x + off, [np.nan if v is None else v for v in vals[name]], width=0.4, label=name)
+    """P2's training question: effective-depth ratio of a base model and its CoT fine-tune, with 95% CIs."""
+    cells = [(m, t) for m in METRICS for t in study.tasks]
+    x = np.arange(len(cells))
+    fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(cells)), 3.6))
+    for off, name, color in ((-0.2, base, "C0"), (0.2, cot, "C1")):
+        vals = [study.cell(name, t, m)[1] for m, t in cells]
+        ax.bar(x + off, [np.nan if v is None else v for v in vals], width=0.4, label=name, color=color,
+               yerr=_yerr(vals, [study.cell_interval(name, t, m) for m, t in cells]), capsize=2)
     ax.set_xticks(x)
-    ax.set_xticklabels(labels, fontsize=7)
-    ax.set(ylabel="effective-depth ratio", ylim=(0, 1.05), title=f"Base vs chain-of-thought: {base} vs {cot}")
+    ax.set_xticklabels([f"{m}\n{t}" for m, t in cells], fontsize=7)
+    ax.set(ylabel="effective-depth ratio", ylim=(0, 1.1),
+           title=f"Base vs chain-of-thought: {base} vs {cot} (bars: 95% bootstrap CI over prompts)")
     ax.legend()
     return fig
 
 
 # ------------------------------------------------------------------ chapter 7 (P1 §6)
+def _scores(result) -> pd.DataFrame:
+    """Per-prompt normalised depth scores and correctness of a depth-score result, long form."""
+    return pd.DataFrame({"level": result.prompt_levels.astype(float), "task": result.prompt_tasks,
+                         "score": result.prompt_scores / (result.n_layers - 1),
+                         "correct": 100 * result.prompt_correct})
+
+
 def depth_score(result):
-    """Depth score against difficulty, one line per task family (each prompt a dot), accuracy beside it."""
+    """Depth score against difficulty per task family: the mean over prompts with its 95% band (each
+    prompt a dot) and P1's max-over-prompts score (dashed); accuracy with its band beside it."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
-    L = result.n_layers
-    rng = np.random.default_rng(0)
-    for i, task in enumerate(dict.fromkeys(r["task"] for r in result.rows)):
+    df = _scores(result)
+    tasks = list(dict.fromkeys(r["task"] for r in result.rows))
+    palette = dict(zip(tasks, sns.color_palette("tab10", len(tasks))))
+    sns.lineplot(df, x="level", y="score", hue="task", palette=palette, marker="o", ax=a, **BAND)
+    sns.stripplot(df, x="level", y="score", hue="task", palette=palette, native_scale=True, size=3, alpha=0.35,
+                  jitter=0.12, legend=False, ax=a)
+    for task in tasks:
         rows = [r for r in result.rows if r["task"] == task]
-        lv = np.array([r["level"] for r in rows], float)
-        color = f"C{i}"
-        a.plot(lv, [np.nan if r["norm_score"] is None else r["norm_score"] for r in rows], marker="o",
-               color=color, label=f"{task} (D maxed over prompts)")
-        mask = result.prompt_tasks == task
-        x = result.prompt_levels[mask].astype(float) + rng.uniform(-0.12, 0.12, mask.sum())
-        a.scatter(x, result.prompt_scores[mask] / (L - 1), s=6, color=color, alpha=0.35)
-        b.plot(lv, [np.nan if r["accuracy"] is None else 100 * r["accuracy"] for r in rows], marker="o",
-               color=color, label=task)
+        a.plot([r["level"] for r in rows], [np.nan if r["norm_score"] is None else r["norm_score"] for r in rows],
+               ls="--", marker="x", color=palette[task], label=f"{task}: P1's max over prompts")
+    if df["correct"].notna().any():
+        sns.lineplot(df.dropna(subset=["correct"]), x="level", y="correct", hue="task", palette=palette, marker="o",
+                     ax=b, **BAND)
     a.set(xlabel="difficulty level (operands, hops or MATH level)", ylabel="depth score / (L − 1)",
           title="(a) centre of mass of the future effects", ylim=(0, 1))
     b.set(xlabel="difficulty level", ylabel="greedy accuracy (%)", title="(b) does the model solve them?",
           ylim=(-5, 105))
-    a.legend(fontsize=8)
-    b.legend(fontsize=8)
-    fig.suptitle(title(result, "Does a harder problem use more depth? (dots: single prompts)"), y=1.06)
+    a.legend(fontsize=7, title=None)
+    if b.get_legend():
+        b.legend(fontsize=8, title=None)
+    fig.suptitle(title(result, "Does a harder problem use more depth? (dots: single prompts)") + f" · {BAND_NOTE}",
+                 y=1.06)
     return fig
 
 
 # ------------------------------------------------------------------ chapter 8 (P1 §7)
 def mapping(results):
     """Held-out error of the affine map from each source layer to each target layer, with the
-    relative-depth diagonal (dashed) and the best match of each source layer (dots)."""
+    relative-depth diagonal (dashed) and the best match of each source layer (dots); the best-match
+    curve carries the 95% bootstrap interval over held-out prompts of each best match."""
     fig, axes = plt.subplots(1, len(results) + 1, figsize=(5 * len(results) + 4.5, 4), squeeze=False)
     axes = axes[0]
     for ax, r in zip(axes, results):
         Ls, Lt = r.shape
-        _heat(ax, r.error, fig, "viridis_r", "held-out ‖ŷ − y‖ / ‖y‖")
-        ax.plot((np.arange(Ls) + 1) / Ls * Lt - 1, np.arange(Ls), "w--", lw=1.5, label="same relative depth")
-        ax.plot(r.best, np.arange(Ls), "o", color="red", ms=5, label="best target layer")
-        ax.set_yticks(range(Ls))
-        ax.set_xticks(range(0, Lt, max(1, Lt // 8)))
+        heatmap(ax, r.error, "held-out ‖ŷ − y‖ / ‖y‖", cmap="viridis_r")
+        # heatmap cells are centred at i + 0.5
+        ax.plot((np.arange(Ls) + 1) / Ls * Lt - 0.5, np.arange(Ls) + 0.5, "w--", lw=1.5, label="same relative depth")
+        ax.plot(r.best + 0.5, np.arange(Ls) + 0.5, "o", color="red", ms=5, label="best target layer")
+        ax.set_xticks(np.arange(0, Lt, max(1, Lt // 8)) + 0.5, np.arange(0, Lt, max(1, Lt // 8)))
         ax.set(xlabel=f"target layer of {r.meta['params']['target']}",
                ylabel=f"source layer of {r.meta['params']['source']}",
                title=f"{r.meta['params']['source']} → {r.meta['params']['target']}")
@@ -239,9 +305,12 @@ def mapping(results):
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="same relative depth")
     for r in results:
         src, tgt = r.relative()
-        ax.plot(src, tgt, marker="o", label=f"{r.meta['params']['source']} → {r.meta['params']['target']}")
+        Lt = r.shape[1]
+        band = r.interval(lambda x: (x.best + 1) / Lt) if r.n_prompts else None
+        ax.errorbar(src, tgt, yerr=None if band is None else _yerr(list(tgt), list(zip(*band))), marker="o",
+                    capsize=2, label=f"{r.meta['params']['source']} → {r.meta['params']['target']}")
     ax.set(xlabel="relative depth of the source layer (s+1)/L", ylabel="relative depth of its best target",
-           title="best-match curve", xlim=(0, 1.05), ylim=(0, 1.05))
+           title="best-match curve (bars: 95% CI over held-out prompts)", xlim=(0, 1.05), ylim=(0, 1.05))
     ax.legend(fontsize=8)
     fig.suptitle("Do deeper models stretch the same computation? Linear maps between residual streams", y=1.03)
     fig.tight_layout()
@@ -251,33 +320,39 @@ def mapping(results):
 # ------------------------------------------------------------------ chapter 9 (P1's outlook)
 def depth_use(result):
     """Stacked against shared layers: each model's future-effect matrix (top), then the logit lens
-    and the depth score by level for all of them (bottom)."""
+    and the depth score by level for all of them, with 95% bands over prompts (bottom)."""
     models = result.models
     fig = plt.figure(figsize=(5.2 * max(2, len(models)), 8))
     grid = fig.add_gridspec(2, max(2, len(models)))
     vmax = max(np.nanmax(result.future[m].layer_effect) for m in models)
     for i, m in enumerate(models):
         ax = fig.add_subplot(grid[0, i])
-        _heat(ax, result.future[m].layer_effect, fig, "magma", "max ‖Δ_j − Δ′_j‖ / ‖Δ_j‖", vmin=0, vmax=vmax)
-        L = result.future[m].layer_effect.shape[0]
-        ax.set(xlabel="later layer j", ylabel="skipped layer s", title=f"future effects · {m}",
-               xticks=range(0, L, max(1, L // 8)), yticks=range(0, L, max(1, L // 8)))
+        heatmap(ax, result.future[m].layer_effect, "max ‖Δ_j − Δ′_j‖ / ‖Δ_j‖ (max over prompts)", cmap="magma",
+                vmin=0, vmax=vmax)
+        ax.set(xlabel="later layer j", ylabel="skipped layer s", title=f"future effects · {m}")
     lens = fig.add_subplot(grid[1, 0])
     score = fig.add_subplot(grid[1, 1])
-    for i, m in enumerate(models):
+    colors = dict(zip(models, sns.color_palette("tab10", len(models))))
+    keys = {lens: [], score: []}  # legend entries drawn as they are plotted (seaborn's own ignore linestyle)
+
+    def draw(ax, df, label, color, ls, weighted):
+        sns.lineplot(df, x="x", y="value", color=color, linestyle=ls, marker="o", markersize=4,
+                     weights="tokens" if weighted else None, legend=False, ax=ax, **BAND)
+        keys[ax].append(Line2D([], [], color=color, ls=ls, marker="o", ms=4, label=label))
+    for m in models:
         r = result.lens[m]
         x = (np.arange(len(r.kl)) + 1) / len(r.kl)
-        lens.plot(x, r.kl / max(r.kl.max(), 1e-12), marker="o", ms=3, color=f"C{i}", label=f"{m}: KL / max")
-        lens.plot(x, r.overlap, marker="s", ms=3, ls="--", color=f"C{i}", label=f"{m}: top-5 overlap")
-        rows = result.score[m].rows
-        for task in dict.fromkeys(row["task"] for row in rows):
-            pts = [(row["level"], row["norm_score"]) for row in rows if row["task"] == task]
-            score.plot(*zip(*[(lv, np.nan if v is None else v) for lv, v in pts]), marker="o", color=f"C{i}",
-                       ls="-" if task == rows[0]["task"] else ":", label=f"{m}: {task}")
+        kl = long_form(r, {"kl": m}, x=x)
+        kl["value"] /= max(r.kl.max(), 1e-12)
+        draw(lens, kl, f"{m}: KL / max", colors[m], "-", True)
+        draw(lens, long_form(r, {"overlap": m}, x=x), f"{m}: top-5 overlap", colors[m], "--", True)
+        df = _scores(result.score[m]).rename(columns={"level": "x", "score": "value"})
+        for j, task in enumerate(dict.fromkeys(df["task"])):
+            draw(score, df[df["task"] == task], f"{m}: {task}", colors[m], ("-", ":", "--")[j % 3], False)
     lens.set(xlabel="relative depth (l + 1) / L", ylabel="KL (normalised) · overlap", title="logit lens")
-    score.set(xlabel="difficulty level", ylabel="depth score / (L − 1)", title="depth score", ylim=(0, 1))
-    lens.legend(fontsize=7)
-    score.legend(fontsize=7)
-    fig.suptitle("Does a shared-layer model use more of its depth?", y=1.0)
+    score.set(xlabel="difficulty level", ylabel="mean depth score / (L − 1)", title="depth score", ylim=(0, 1))
+    for ax, handles in keys.items():
+        ax.legend(handles=handles, fontsize=7)
+    fig.suptitle(f"Does a shared-layer model use more of its depth? ({BAND_NOTE})", y=1.0)
     fig.tight_layout()
     return fig

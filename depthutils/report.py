@@ -18,14 +18,19 @@ except ImportError:  # the package without the book's extras: nothing to glue in
     _glue = None
 
 
-def glue_facts(facts: dict, prefix: str) -> None:
+def glue_facts(facts, prefix: str) -> None:
     """Glue every ``facts[name]`` as ``{prefix}_{name}`` (not displayed).
+
+    ``facts`` is a dict, or a result: then its ``facts()`` and, where it has them, its
+    bootstrap ``intervals()`` over prompts (``{name}_lo``, ``{name}_hi``).
 
     Returns nothing, so the cell shows nothing either: nbval runs cells without history,
     where a trailing ``;`` does not silence a returned value.
 
     ``None`` (a quantity that is undefined on this run) is glued as the word "never".
     """
+    if not isinstance(facts, dict):
+        facts = {**facts.facts(), **(facts.intervals() if hasattr(facts, "intervals") else {})}
     for name, value in facts.items():
         if _glue is not None:
             _glue(f"{prefix}_{name}", "never" if value is None else value, display=False)

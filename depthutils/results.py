@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from importlib import metadata as _md
 from pathlib import Path
@@ -51,12 +52,61 @@ def atomic_write(path: Path, write) -> None:
             os.unlink(tmp)
 
 
+#: how a per-prompt array aggregates to the reported one (see :attr:`Result.PER_PROMPT`)
+AGGREGATES = ("tokens", "mean", "max")
+
+
+def aggregate(values, how: str, weights=None) -> np.ndarray:
+    """Aggregate per-prompt ``values [N, ...]`` over prompts: ``"tokens"`` is the mean weighted by
+    each prompt's token count (every token of every prompt counts once), ``"mean"`` the plain mean,
+    ``"max"`` the max (NaN entries, such as ``j ≤ s`` of a future-effect matrix, stay NaN)."""
+    v = np.asarray(values, float)
+    if how == "tokens":
+        w = np.asarray(weights, float)
+        return np.tensordot(w, v, axes=1) / w.sum()
+    if how == "mean":
+        return v.mean(axis=0)
+    if how == "max":
+        with np.errstate(invalid="ignore"):
+            return np.fmax.reduce(v, axis=0) if len(v) > 1 else v[0].copy()
+    raise ValueError(f"how must be one of {AGGREGATES}, got {how!r}")
+
+
+def bootstrap(n: int, statistic, *, level: float = 0.95, n_boot: int = 1000, seed: int = 0):
+    """Percentile bootstrap over ``n`` prompts: ``(lo, hi)`` of ``statistic(idx)`` over ``n_boot``
+    resamples ``idx`` (``n`` prompt indices drawn with replacement, seeded, so deterministic).
+
+    ``statistic`` returns a number, an array, or None (undefined, e.g. an effective depth no layer
+    reaches); undefined resamples are left out, and an entry undefined in every resample is NaN.
+    """
+    if not 0 < level < 1:
+        raise DepthError(f"level must be between 0 and 1 (e.g. 0.95), got {level!r}.")
+    if n < 1:
+        raise DepthError("An interval needs at least one prompt.")
+    rng = np.random.default_rng(seed)
+    values = [statistic(rng.integers(0, n, n)) for _ in range(int(n_boot))]
+    shape = next((np.shape(v) for v in values if v is not None), ())
+    draws = np.stack([np.full(shape, np.nan) if v is None else np.asarray(v, float) for v in values])
+    q = [50 * (1 - level), 50 * (1 + level)]
+    with warnings.catch_warnings():  # all-NaN entries (undefined everywhere) stay NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, hi = np.nanpercentile(draws, q, axis=0)
+    return (float(lo), float(hi)) if np.ndim(lo) == 0 else (lo, hi)
+
+
 @dataclass
 class Result:
-    """Base class. Subclasses declare their arrays as fields; ``meta`` holds the rest."""
+    """Base class. Subclasses declare their arrays as fields; ``meta`` holds the rest.
+
+    A result that averages (or maxes) over prompts also keeps the per-prompt values behind each
+    aggregate: :attr:`PER_PROMPT` maps an aggregate field to ``(per-prompt field, how)`` (see
+    :func:`aggregate`; ``"tokens"`` weighs by the ``prompt_tokens`` field). The aggregate is computed
+    from them, so they aggregate back exactly, and :meth:`interval` bootstraps over prompts.
+    """
 
     meta: dict = field(default_factory=dict)
     kind: ClassVar[str] = "result"
+    PER_PROMPT: ClassVar[dict] = {}
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -69,6 +119,84 @@ class Result:
     def scalars(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                 if f.name != "meta" and not isinstance(getattr(self, f.name), np.ndarray)}
+
+    # -- per-prompt values and intervals ---------------------------------------------------------
+
+    @property
+    def n_prompts(self) -> int:
+        """How many prompts the per-prompt arrays hold (0 for a result without them)."""
+        values = getattr(self, next(iter(self.PER_PROMPT.values()))[0]) if self.PER_PROMPT else None
+        return 0 if values is None else len(values)
+
+    def aggregate(self, name: str, idx=None) -> np.ndarray:
+        """The aggregate ``name`` recomputed from the per-prompt values (of prompts ``idx``, default all)."""
+        if name not in self.PER_PROMPT:
+            raise DepthError(f"{type(self).__name__} has no per-prompt values for {name!r}; "
+                             f"choose from {', '.join(self.PER_PROMPT) or 'none'}.")
+        per, how = self.PER_PROMPT[name]
+        values = np.asarray(getattr(self, per), float)
+        weights = getattr(self, "prompt_tokens", None)
+        if idx is not None:
+            values = values[idx]
+            weights = None if weights is None else np.asarray(weights)[idx]
+        return aggregate(values, how, weights)
+
+    def with_aggregates(self) -> "Result":
+        """Fill every aggregate field of :attr:`PER_PROMPT` from its per-prompt values; returns self."""
+        for name in self.PER_PROMPT:
+            setattr(self, name, self.aggregate(name))
+        return self
+
+    def resample(self, idx) -> "Result":
+        """The same result on prompts ``idx`` (with repeats): per-prompt arrays indexed, aggregates
+        recomputed. Anything derived from the aggregates (facts, verdict numbers) follows."""
+        idx = np.asarray(idx)
+        per = {p for p, _ in self.PER_PROMPT.values()} | ({"prompt_tokens"} if hasattr(self, "prompt_tokens") else set())
+        return dataclasses.replace(self, **{p: np.asarray(getattr(self, p))[idx] for p in per}).with_aggregates()
+
+    def interval(self, what, level: float = 0.95, n_boot: int = 1000, seed: int = 0):
+        """A percentile bootstrap interval ``(lo, hi)`` over prompts, deterministic for ``seed``.
+
+        ``what`` is an aggregate field (its interval has the field's shape) or a function of a
+        resampled result returning a number or None (e.g. ``lambda r: r.facts()["ratio"]``).
+        Each resample draws the prompts with replacement and recomputes the *same* aggregate
+        the field reports: a token-weighted mean, a plain mean, or P1's max over prompts.
+
+        For a max over prompts the bootstrap is biased: a resample can never exceed the
+        observed max and holds it only in about 63% of draws, so the interval's upper end is
+        the observed max itself and its lower end is too low. It says how much the max hangs
+        on a few prompts, not where a population max lies; :meth:`mean_interval` gives the
+        mean over prompts, a smooth statistic the bootstrap estimates well.
+        """
+        if not self.n_prompts:
+            raise DepthError(f"This {type(self).__name__} keeps no per-prompt values, so it has no interval over "
+                             "prompts; recompute it with the measurement function.")
+        stat = ((lambda idx: self.aggregate(what, idx)) if isinstance(what, str)
+                else (lambda idx: what(self.resample(idx))))
+        return bootstrap(self.n_prompts, stat, level=level, n_boot=n_boot, seed=seed)
+
+    def mean_interval(self, name: str, level: float = 0.95, n_boot: int = 1000, seed: int = 0):
+        """``(mean, lo, hi)``: the plain mean over prompts of ``name``'s per-prompt values and its
+        bootstrap interval (the companion of a max over prompts; see :meth:`interval`)."""
+        per, _ = self.PER_PROMPT[name]
+        values = np.asarray(getattr(self, per), float)
+        lo, hi = bootstrap(len(values), lambda idx: values[idx].mean(axis=0), level=level, n_boot=n_boot, seed=seed)
+        return values.mean(axis=0), lo, hi
+
+    #: keys of :meth:`facts` that :meth:`intervals` bootstraps over prompts
+    INTERVAL_FACTS: ClassVar[tuple] = ()
+
+    def intervals(self, level: float = 0.95, n_boot: int = 1000, seed: int = 0) -> dict:
+        """``{key_lo, key_hi}`` for every key of :attr:`INTERVAL_FACTS`: the fact recomputed on prompt
+        resamples (rounded to 3 digits; None where undefined, or without per-prompt values)."""
+        out = {}
+        for key in self.INTERVAL_FACTS:
+            lo = hi = None
+            if self.n_prompts:
+                lo, hi = self.interval(lambda r, key=key: r.facts()[key], level=level, n_boot=n_boot, seed=seed)
+                lo, hi = (None, None) if np.isnan(lo) else (round(float(lo), 3), round(float(hi), 3))
+            out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
+        return out
 
     def findings(self) -> str:
         """What the run shows, in one paragraph of numbers (each subclass says it its way)."""
@@ -208,6 +336,63 @@ def grade(value: float | None, shown: float, mixed: float, below: bool = True) -
     if sign * value <= sign * mixed:
         return "mixed"
     return "not shown"
+
+
+def paired_interval(a: "Result", b: "Result", statistic, *, level: float = 0.95, n_boot: int = 1000,
+                    seed: int = 0):
+    """Bootstrap interval of ``statistic(a) − statistic(b)`` for two results on the *same* prompts
+    (each resample draws the same prompt indices for both: a paired bootstrap). None if undefined."""
+    if a.n_prompts != b.n_prompts or not a.n_prompts:
+        raise DepthError(f"A paired interval needs two results on the same prompts; got {a.n_prompts} and "
+                         f"{b.n_prompts} prompts.")
+
+    def diff(idx):
+        x, y = statistic(a.resample(idx)), statistic(b.resample(idx))
+        return None if x is None or y is None else x - y
+    return bootstrap(a.n_prompts, diff, level=level, n_boot=n_boot, seed=seed)
+
+
+def interval_grade(value: float | None, lo: float | None, hi: float | None, tolerance: float,
+                   two_sided: bool = True) -> str:
+    """Grade a claim of *no change beyond* ``tolerance`` on a difference and its interval ``[lo, hi]``.
+
+    ``"shown"`` when the whole interval lies within the tolerance (``|x| ≤ tolerance``, or
+    ``x ≤ tolerance`` one-sided), ``"not shown"`` when it lies wholly beyond it (a change larger than
+    the tolerance, outside the noise), ``"mixed"`` when it straddles it. Without an interval
+    (``lo``/``hi`` None) the point value decides between shown and not shown; None: not shown.
+    """
+    if value is None or not np.isfinite(value):
+        return "not shown"
+    if lo is None or hi is None:
+        lo = hi = value
+    if two_sided:
+        inside = -tolerance <= lo and hi <= tolerance
+        beyond = lo > tolerance or hi < -tolerance
+    else:
+        inside, beyond = hi <= tolerance, lo > tolerance
+    return "shown" if inside else "not shown" if beyond else "mixed"
+
+
+def band_grade(value: float | None, lo: float | None, hi: float | None, shown: float, mixed: float,
+               below: bool = True) -> str:
+    """:func:`grade` on an interval ``[lo, hi]`` (``below=True``: smaller is more in favour of the claim):
+    ``"shown"`` when the whole interval is at or beyond the ``shown`` threshold, ``"not shown"`` when the
+    whole interval is past the ``mixed`` one, ``"mixed"`` otherwise: a value whose interval straddles a
+    threshold is inside the noise. Without an interval it is :func:`grade` of the value."""
+    if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
+        return grade(value, shown, mixed, below)
+    if value is None or not np.isfinite(value):
+        return "not shown"
+    if below:
+        return "shown" if hi <= shown else "not shown" if lo > mixed else "mixed"
+    return "shown" if lo >= shown else "not shown" if hi < mixed else "mixed"
+
+
+def band_text(lo: float | None, hi: float | None, digits: int = 2, level: float = 0.95) -> str:
+    """``" (95% CI 0.31–0.45)"``, or ``""`` without an interval."""
+    if lo is None or hi is None:
+        return ""
+    return f" ({100 * level:.0f}% CI {lo:.{digits}f}–{hi:.{digits}f})"
 
 
 def combine(outcomes) -> str:

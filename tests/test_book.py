@@ -53,6 +53,7 @@ def _run_numbers(text: str) -> list[str]:
         para = re.sub(r"\{glue(:\w+)?\}`[^`]*`", "", para)
         para = re.sub(r"(Llama|Qwen|Qwen2|Qwen3|OLMo|Gemma|Mistral|Phi|GPT)[- ]?[0-9.]+\w*", "", para)
         para = re.sub(r"`[^`]*`", "", para)  # code: parameter values and commands
+        para = re.sub(r"95% (bootstrap|interval|CI)", "", para)  # an interval's level is a setting, not a result
         hits += re.findall(r"(?<![\w.])\d+\.\d+(?![\w.])|\d+(?:\.\d+)?\s?%", para)
     return hits
 
@@ -71,6 +72,7 @@ def test_the_number_check_can_fail():
     assert _run_numbers("In this run the ratio is 0.81 and 20% of prompts were cut.") == ["0.81", "20%"]
     assert _run_numbers("In this run the ratio is {glue:text}`fe_ratio` (`n_examples = 2.5`).") == []
     assert _run_numbers("**What P1 saw.** A drop from 0.9 to 0.2.") == []
+    assert _run_numbers("A 95% bootstrap interval; 95% of prompts were cut.") == ["95%"]
 
 
 def test_every_chapter_ends_with_a_computed_verdict():

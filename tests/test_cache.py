@@ -16,7 +16,11 @@ from depthutils.effective_depth import EffectiveDepthResult
 
 
 def make(v: float) -> EffectiveDepthResult:
-    return EffectiveDepthResult.from_curves([-0.1, 0.2, v], [3.0, 1.0, 0.0], [0.0, 0.5, 1.0], {"model": "m"})
+    """A result of two prompts whose token-weighted curves are ``[-0.1, 0.2, v]``, ``[3, 1, 0]``, ``[0, 0.5, 1]``."""
+    per = lambda c: np.array([c, c], float)
+    return EffectiveDepthResult(meta={"model": "m"}, mean_cos_by_prompt=per([-0.1, 0.2, v]),
+                                kl_by_prompt=per([3.0, 1.0, 0.0]), overlap_by_prompt=per([0.0, 0.5, 1.0]),
+                                prompt_tokens=np.array([5, 7])).with_aggregates()
 
 
 def test_key_covers_code_version_revision_and_every_parameter(monkeypatch):
@@ -54,6 +58,14 @@ def test_entry_written_under_another_key_is_not_served(tmp_path):
     with pytest.warns(UserWarning, match="another key"):
         r, hit = cache.cached(tmp_path, "x", "k1", lambda: make(0.5))
     assert not hit and r.mean_cos[-1] == pytest.approx(0.5)
+
+
+def test_entry_without_per_prompt_values_is_recomputed_never_misread(tmp_path):
+    old = EffectiveDepthResult.from_curves([-0.1, 0.2, 0.3], [3.0, 1.0, 0.0], [0.0, 0.5, 1.0])  # aggregates only
+    cache.write(tmp_path / "x-k1.npz", old, "k1")
+    with pytest.warns(UserWarning, match="no per-prompt values"):
+        r, hit = cache.cached(tmp_path, "x", "k1", lambda: make(0.5))
+    assert not hit and r.n_prompts == 2 and r.mean_cos_by_prompt is not None
 
 
 def test_killed_mid_write_leaves_the_previous_entry_intact(tmp_path):

@@ -252,6 +252,26 @@ def test_tie_layers_shares_parameters_and_survives_resume(tmp_path):
         assert torch.equal(exported(input_ids=x).logits, tied_logits)
 
 
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_weights_follow_their_spec(name):
+    """Each shipped model was trained with the steps, learning rate and warm-up its spec states, so a
+    spec changed without retraining (or weights left stale) fails here."""
+    training = json.loads((MODELS / name / "training.json").read_text())
+    spec = registry.SPECS[name]
+    assert (training["steps"], training["lr"], training["warmup"], training["layers"]) == \
+        (spec["steps"], spec["lr"], spec["warmup"], spec["layers"])
+    assert training["tokens"] == spec["steps"] * registry.BATCH_SIZE * registry.SEQ_LEN
+
+
+def test_controlled_rungs_saw_equal_tokens():
+    """The rungs on ladder-8's recipe (and the shared-layer model) differ in depth alone."""
+    controlled = [n for n in SHIPPED if registry.SPECS[n]["steps"] == registry.SPECS["ladder-8"]["steps"]
+                  and not registry.SPECS[n].get("init_from")]
+    assert {"ladder-4", "ladder-8", "ladder-8-shared"} <= set(controlled)
+    tokens = {n: registry.training_tokens(n) for n in controlled}
+    assert len(set(tokens.values())) == 1, tokens
+
+
 def test_count_params_of_an_ordinary_model():
     from depthutils.ladder.train import count_params
 

@@ -24,16 +24,27 @@ def test_study_caches_per_model_and_task_and_the_table_recomputes(tiny_root, tmp
                 r = cache.read(path, path.stem.rsplit("-", 1)[1])
                 ed = {"cos": ed_cos, "kl": ed_kl, "overlap": ed_overlap}[metric](
                     {"cos": r.mean_cos, "kl": r.kl, "overlap": r.overlap}[metric])
-                cells.append((ed, ratio(ed, len(r.kl))))
+                cells.append((ed, ratio(ed, len(r.kl)), None))
         rows.append((model, 3, cells))
-    assert _markdown(tasks, rows) == s2.markdown()
+    assert _markdown(tasks, rows) == s2.markdown(intervals=False)
+    # with intervals: every defined cell carries a bracket that contains its ratio
+    table = s2.markdown()
+    assert "bootstrap" in table
+    for model in (a, b):
+        for metric in METRICS:
+            for task in tasks:
+                _, rt = s2.cell(model, task, metric)
+                band = s2.cell_interval(model, task, metric)
+                if rt is not None and band is not None:
+                    assert band[0] - 1e-12 <= rt <= band[1] + 1e-12
+                    assert f"[{band[0]:.2f}–{band[1]:.2f}]" in table
 
 
 def test_undefined_cells_show_as_a_dash_with_a_footnote():
-    table = _markdown(["gsm8k"], [("m", 4, [(None, None), (2, 0.75), (3, 1.0)])])
-    assert "| m | 4 | —¹ | 2 (0.75) | 3 (1.00) |" in table
+    table = _markdown(["gsm8k"], [("m", 4, [(None, None, None), (2, 0.75, (0.5, 0.75)), (3, 1.0, None)])])
+    assert "| m | 4 | —¹ | 2 (0.75) [0.50–0.75] | 3 (1.00) |" in table
     assert "¹ undefined" in table
-    assert "¹" not in _markdown(["gsm8k"], [("m", 4, [(1, 0.5), (2, 0.75), (3, 1.0)])])
+    assert "¹" not in _markdown(["gsm8k"], [("m", 4, [(1, 0.5, None), (2, 0.75, None), (3, 1.0, None)])])
 
 
 def test_reference_table_is_p2s():
