@@ -54,7 +54,7 @@ def cmd_bench(args) -> int:
     from .bench import bench
 
     bench(models=args.models.split(","), repeats=args.repeats, steps=args.steps, json_path=args.json,
-          threads=args.threads)
+          threads=args.threads, device=args.device, dtype=args.dtype)
     return 0
 
 
@@ -80,9 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="time the project's algorithms against the reference (batch-1 traces)")
     bench.add_argument("--json", help="write the full report to this JSON file")
     bench.add_argument("--models", default="default,b", help="models: aliases/paths, 'b' = 12-layer width-512 Llama")
-    bench.add_argument("--repeats", type=int, default=3, help="timed repeats per run (median is reported)")
+    bench.add_argument("--repeats", type=int, default=5, help="timed repeats per run (median and spread reported)")
     bench.add_argument("--steps", type=int, default=256, help="integrated-gradients steps K")
     bench.add_argument("--threads", type=int, help="torch threads (default: every core)")
+    bench.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
+    bench.add_argument("--dtype", default="float32", help="float32 or bfloat16 (default: %(default)s)")
     bench.set_defaults(func=cmd_bench)
     return parser
 

@@ -8,8 +8,17 @@ prompts and positions; each measurement × algorithm runs in a fresh process so
 that its peak memory (max RSS) is its own.
 
 Counted per run: forward passes (calls of the last decoder layer), layer-passes
-(one layer over one sequence; a layer call on a batch of B counts B), and the
-floor: the layer-passes the measurement needs at the least (spec §2, §4, §5).
+(one layer over one whole sequence: a layer call on B rows of T' of the T
+positions counts B·T'/T), and the floor: the layer-passes the measurement needs
+at the least (spec §2, §4, §5).
+
+Integrated gradients also gets a rule table: P1's left Riemann sum and
+Gauss–Legendre with K = 8, 16, 32, 64 nodes, each timed and scored against a
+converged reference (Gauss–Legendre, K = 256) by ``max |A − A_conv| / max |A_conv|``.
+
+``--device cuda --dtype bfloat16`` runs everything on a GPU where one is
+available (the fast stack path is float32-only; in bf16 the measurements take
+their batched path).
 """
 from __future__ import annotations
 
@@ -74,7 +83,7 @@ def ref_residual_erasure(model, prompt, baseline):
     enc = encode(model.tokenizer, prompt, need_answer=True)
     ids, T, L = enc.input_ids, enc.n_tokens, model.n_layers
     pred = torch.tensor(enc.predict_positions)
-    base = torch.as_tensor(baseline)
+    base = torch.as_tensor(baseline).to(model.device)
     with torch.no_grad(), model.trace(ids):
         p0 = model.logits()[:, pred].float().softmax(-1).save()
     E = np.zeros((L + 1, T))
@@ -82,7 +91,7 @@ def ref_residual_erasure(model, prompt, baseline):
         for t in range(1, T):
             with torch.no_grad(), model.trace(ids):
                 x = (model.layers_input(l) if l < L else model.layers_output(L - 1)).clone()
-                x[:, t] = base[l]
+                x[:, t] = base[l].to(x.dtype)
                 model.set_layers_input(l, x) if l < L else model.set_layers_output(L - 1, x)
                 p1 = model.logits()[:, pred].float().softmax(-1).save()
             E[l, t] = float((p1 - p0).norm(dim=-1).max())
@@ -105,32 +114,46 @@ def ref_integrated_gradients(model, prompt, steps, batch_size=16):
                 out = model.layers_output(l)
                 x = out[0:1].detach()
                 b = x.mean(dim=1, keepdim=True)
-                z = (b + (ks.float() / steps).view(B, 1, 1) * (x - b)).detach().requires_grad_(True)
+                alpha = (ks.float() / steps).view(B, 1, 1).to(x.device, x.dtype)
+                z = (b + alpha * (x - b)).detach().requires_grad_(True)
                 model.set_layers_output(l, z)
                 probs = model.logits()[:, pred].float().softmax(-1)
                 f = probs[:, torch.arange(len(gold)), gold].sum(-1)
                 with f.sum().backward():
                     g = z.grad.save()
                 c = (g * (x - b)).sum(-1).sum(0).save()
-            A[l] += c.double().numpy() / steps
+            A[l] += c.double().cpu().numpy() / steps
     return {"attribution": A}
 
 
 # ------------------------------------------------------------------ counting and floors
 
 class Counter:
-    """Counts forward passes and layer-passes through forward hooks on the decoder layers."""
+    """Counts forward passes and layer-passes through forward hooks on the decoder layers.
+
+    A layer call on ``B`` rows of ``T'`` positions adds ``B·T'`` layer-tokens; layer-passes are
+    layer-tokens over the longest sequence seen (the whole prompt, which every run starts with).
+    """
 
     def __init__(self, model):
         self.layers = list(_get(model.nn._module, model.arch.layers))
-        self.passes = self.layer_passes = 0
-        self.hooks = [layer.register_forward_hook(self._hook(i)) for i, layer in enumerate(self.layers)]
+        self.reset()
+        self.hooks = [layer.register_forward_pre_hook(self._hook(i), with_kwargs=True)
+                      for i, layer in enumerate(self.layers)]
+
+    def reset(self):
+        self.passes = self.tokens = self.longest = 0
+
+    @property
+    def layer_passes(self) -> float:
+        return self.tokens / max(self.longest, 1)
 
     def _hook(self, i):
-        def hook(mod, args, out):
-            x = args[0] if args else None
-            b = x.shape[0] if torch.is_tensor(x) else 1
-            self.layer_passes += b
+        def hook(mod, args, kwargs):
+            x = args[0] if args else kwargs.get("hidden_states")
+            b, t = (x.shape[0], x.shape[1]) if torch.is_tensor(x) and x.ndim == 3 else (1, 1)
+            self.tokens += b * t
+            self.longest = max(self.longest, t)
             if i == len(self.layers) - 1:
                 self.passes += 1
         return hook
@@ -141,8 +164,10 @@ class Counter:
 
 
 def floors(L: int, T_fe: list[int], n_t: list[int], T_er: int, steps: int) -> dict:
-    """The least layer-passes each measurement needs (clean run included)."""
-    fe = sum(L + k * sum(L - s for s in range(L)) for k in n_t)  # clean + layers s…L-1 per (t, s)
+    """The least layer-passes each measurement needs (clean run included); ``T_er`` is the erasure's
+    prompt up to its last answer-predicting position (later positions cannot change the answer)."""
+    # clean + layers s+1…L-1 per (t, s): skipping layer s means its output is its input, nothing to run
+    fe = sum(L + k * sum(L - 1 - s for s in range(L)) for k in n_t)
     # erasure: layers l…L-1 over positions t…T-1 only, as a fraction of a sequence, plus one clean run
     er = L + sum((L - l) * (T_er - t) / T_er for l in range(L + 1) for t in range(1, T_er))
     ig = L + sum((L - 1 - l) * steps for l in range(L))  # layers above l for every interpolation point
@@ -151,13 +176,13 @@ def floors(L: int, T_fe: list[int], n_t: list[int], T_er: int, steps: int) -> di
 
 # ------------------------------------------------------------------ one run, in its own process
 
-def _setup(model_spec):
+def _setup(model_spec, device="cpu", dtype="float32"):
     """The model and the future-effects prompt: GSM8K's first problem, cut to the model's context."""
     import depthutils as du
     from . import data
 
     path = str(_model_b()) if model_spec == "b" else model_spec
-    handle = du.load_model(path, device="cpu", dtype="float32")
+    handle = du.load_model(path, device=device, dtype=dtype)
     p = data.gsm8k(1)[0]
     ids = handle.tokenizer(p.text)["input_ids"]
     if len(ids) > handle.max_length:
@@ -191,15 +216,23 @@ def _worker(args, queue):
         queue.put({"error": f"{type(e).__name__}: {e}"})
 
 
-def _measure(model_spec, measurement, algorithm, repeats, steps, threads):
+ARITH = ("5 + 7 + 5 + 3 + 1 + 7 = ", "28")
+
+
+def _sync(handle):
+    if torch.cuda.is_available() and str(handle.device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _measure(model_spec, measurement, algorithm, repeats, steps, threads, device="cpu", dtype="float32"):
     import depthutils as du
     from .future_effects import sample_positions
     from .prompts import encode
 
     torch.manual_seed(0)
     torch.set_num_threads(threads)
-    handle, gsm = _setup(model_spec)
-    arith = du.Prompt.from_parts("5 + 7 + 5 + 3 + 1 + 7 = ", "28", "bench")
+    handle, gsm = _setup(model_spec, device, dtype)
+    arith = du.Prompt.from_parts(*ARITH, "bench")
     L = handle.n_layers
     baseline = np.zeros((L + 1, handle.config.hidden_size), dtype=np.float32) + 0.01
     positions = [sample_positions(encode(handle.tokenizer, p).n_tokens, 123) for p in gsm]
@@ -215,9 +248,11 @@ def _measure(model_spec, measurement, algorithm, repeats, steps, threads):
     run()  # warm-up
     times, counter = [], Counter(handle)
     for _ in range(repeats):
-        counter.passes = counter.layer_passes = 0
+        counter.reset()
+        _sync(handle)
         t0 = time.perf_counter()
         out = run()
+        _sync(handle)
         times.append(time.perf_counter() - t0)
     counter.close()
     arrays = out if isinstance(out, dict) else out.arrays()
@@ -226,7 +261,52 @@ def _measure(model_spec, measurement, algorithm, repeats, steps, threads):
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                "arrays": {k: np.asarray(v).tolist() for k, v in arrays.items() if k != "tokens"},
                "L": L, "T_fe": T_fe, "n_t": [len(p) for p in positions],
-               "T_er": encode(handle.tokenizer, arith).n_tokens}
+               "T_er": max(encode(handle.tokenizer, arith, need_answer=True).predict_positions) + 1}
+
+
+IG_RULES = (("riemann", 256), ("gauss", 8), ("gauss", 16), ("gauss", 32), ("gauss", 64))
+
+
+def _rules_worker(args, queue):
+    try:
+        queue.put(_ig_rules(*args))
+    except BaseException as e:
+        queue.put({"error": f"{type(e).__name__}: {e}"})
+
+
+def _ig_rules(model_spec, repeats, threads, device="cpu", dtype="float32"):
+    """Time P1's rule and Gauss–Legendre at a few K, and score each against Gauss–Legendre K = 256."""
+    import depthutils as du
+    from .integrated_gradients import rule_error
+
+    torch.set_num_threads(threads)
+    handle, _ = _setup(model_spec, device, dtype)
+    arith = du.Prompt.from_parts(*ARITH, "bench")
+    ig = lambda rule, k: du.integrated_gradients(handle, arith, steps=k, rule=rule, progress_bar=False)  # noqa: E731
+    converged = ig("gauss", 256)
+    rows = {}
+    for rule, k in IG_RULES:
+        ig(rule, k)  # warm-up
+        times = []
+        for _ in range(repeats):
+            _sync(handle)
+            t0 = time.perf_counter()
+            res = ig(rule, k)
+            _sync(handle)
+            times.append(time.perf_counter() - t0)
+        rows[f"{rule}-{k}"] = {"rule": rule, "K": k, "median_s": statistics.median(times),
+                               "error": rule_error(res, converged)}
+    return rows
+
+
+def ig_rule_table(rows: dict) -> dict:
+    """Adds each rule's speed-up over Riemann-256 and picks the smallest Gauss K at no larger error."""
+    ref = rows["riemann-256"]
+    for r in rows.values():
+        r["speedup_vs_riemann_256"] = ref["median_s"] / r["median_s"]
+    ok = [r for r in rows.values() if r["rule"] == "gauss" and r["error"] <= ref["error"]]
+    best = min(ok, key=lambda r: r["K"]) if ok else None
+    return {"rules": rows, "smallest_gauss_at_riemann_error": None if best is None else f"gauss-{best['K']}"}
 
 
 def _isolated(target, *args) -> dict:
@@ -295,28 +375,39 @@ def _lens_memory(vocab, L, tokens):
             "L_x_T_x_V_fp32_mb": L * T * vocab * 4 / 2**20}
 
 
-def bench(models=("default", "b"), repeats: int = 3, steps: int = 256, json_path: str | None = None,
-          threads: int | None = None) -> dict:
-    """Run every measurement with both algorithms on every model; print a table, optionally write JSON."""
+def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path: str | None = None,
+          threads: int | None = None, device: str = "cpu", dtype: str = "float32") -> dict:
+    """Run every measurement with both algorithms on every model; print a table, optionally write JSON.
+
+    Each row reports the median of ``repeats`` timed runs and their spread (fastest, slowest); the
+    speed-up's spread pairs the reference's slowest with ours' fastest and the other way round.
+    """
     import os
 
     threads = threads or os.cpu_count() or 1
-    report = {"models": {}, "logit_lens_memory": None, "torch_threads": threads, "repeats": repeats, "steps": steps}
+    report = {"models": {}, "logit_lens_memory": None, "torch_threads": threads, "repeats": repeats, "steps": steps,
+              "device": device, "dtype": dtype,
+              "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else None}
     for spec in models:
         rows = {}
         for meas in ("future_effects", "residual_erasure", "integrated_gradients"):
-            ref = _isolated(_worker, spec, meas, "reference", repeats, steps, threads)
-            ours = _isolated(_worker, spec, meas, "ours", repeats, steps, threads)
+            ref = _isolated(_worker, spec, meas, "reference", repeats, steps, threads, device, dtype)
+            ours = _isolated(_worker, spec, meas, "ours", repeats, steps, threads, device, dtype)
             floor = floors(ref["L"], ref["T_fe"], ref["n_t"], ref["T_er"], steps)[meas]
             rows[meas] = {
-                alg: {"median_s": statistics.median(r["times"]), "passes": r["passes"],
-                      "layer_passes": r["layer_passes"], "peak_rss_mb": round(r["peak_rss_mb"], 1)}
+                alg: {"median_s": statistics.median(r["times"]), "min_s": min(r["times"]), "max_s": max(r["times"]),
+                      "passes": r["passes"], "layer_passes": round(r["layer_passes"], 1),
+                      "peak_rss_mb": round(r["peak_rss_mb"], 1)}
                 for alg, r in (("reference", ref), ("ours", ours))}
             rows[meas]["floor_layer_passes"] = round(floor, 1)
             rows[meas]["speedup"] = rows[meas]["reference"]["median_s"] / rows[meas]["ours"]["median_s"]
+            rows[meas]["speedup_spread"] = [min(ref["times"]) / max(ours["times"]), max(ref["times"]) / min(ours["times"])]
             rows[meas]["work_ratio_floor"] = ref["layer_passes"] / floor
+            rows[meas]["ours_over_floor"] = ours["layer_passes"] / floor
             rows[meas]["max_abs_diff"] = _max_diff(ref["arrays"], ours["arrays"])
             _print_row(spec, meas, rows[meas])
+        rows["ig_rules"] = ig_rule_table(_isolated(_rules_worker, spec, repeats, threads, device, dtype))
+        _print_rules(spec, rows["ig_rules"])
         report["models"][spec] = rows
     report["logit_lens_memory"] = logit_lens_memory()
     for L, r in report["logit_lens_memory"].items():
@@ -329,7 +420,16 @@ def bench(models=("default", "b"), repeats: int = 3, steps: int = 256, json_path
 
 def _print_row(spec, meas, r):
     ref, ours = r["reference"], r["ours"]
-    print(f"[{spec}] {meas:<22} ref {ref['median_s']:7.2f}s {ref['passes']:>5} passes {ref['layer_passes']:>7} lp | "
-          f"ours {ours['median_s']:6.2f}s {ours['passes']:>4} passes {ours['layer_passes']:>6} lp | "
-          f"floor {r['floor_layer_passes']:>8} lp | speedup {r['speedup']:5.2f}x "
-          f"(floor ratio {r['work_ratio_floor']:.2f}x) | max|Δ| {r['max_abs_diff']:.1e}", flush=True)
+    lo, hi = r["speedup_spread"]
+    print(f"[{spec}] {meas:<22} ref {ref['median_s']:7.2f}s {ref['passes']:>5} passes {ref['layer_passes']:>8} lp | "
+          f"ours {ours['median_s']:6.2f}s {ours['passes']:>4} passes {ours['layer_passes']:>7} lp | "
+          f"floor {r['floor_layer_passes']:>8} lp (ours {r['ours_over_floor']:.2f}x it) | speedup {r['speedup']:5.2f}x "
+          f"[{lo:.2f}–{hi:.2f}] (ref/floor {r['work_ratio_floor']:.2f}x) | max|Δ| {r['max_abs_diff']:.1e}", flush=True)
+
+
+def _print_rules(spec, table):
+    for name, r in table["rules"].items():
+        print(f"[{spec}] IG {name:<12} {r['median_s']:7.2f}s  {r['speedup_vs_riemann_256']:5.2f}x vs riemann-256  "
+              f"error {r['error']:.2e} (vs gauss-256)", flush=True)
+    print(f"[{spec}] IG smallest Gauss K at no larger error than riemann-256: "
+          f"{table['smallest_gauss_at_riemann_error']}", flush=True)

@@ -104,7 +104,7 @@ def contributions(model, prompts, *, max_tokens: int | None = None, progress_bar
                                           rel_norm(d, h), cosine(d, h)])[:, 0].save())
         means = torch.stack(list(stats)).double().mean(-1)  # [L, 6]: this prompt's token means
         for k, key in enumerate(KEYS):
-            per_prompt[key].append(means[:, k].numpy())
+            per_prompt[key].append(means[:, k].cpu().numpy())
         tokens.append(T)
     arrays = {f"{k}_by_prompt": check_finite(f"contributions {k}", np.stack(v)) for k, v in per_prompt.items()}
     ds, n = describe(prompts)

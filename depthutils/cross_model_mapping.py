@@ -187,7 +187,7 @@ def cross_model_mapping(source, target, texts, *, held_out: float = 0.5, ridge: 
         x = _with_bias(residuals(source, enc.input_ids)[:, 1:])
         y = residuals(target, enc.input_ids)[:, 1:]                # [Lt, T', Ht]
         pred = (x @ W).reshape(Ls, x.shape[1], Lt, -1).permute(0, 2, 1, 3)  # [Ls, Lt, T', Ht]
-        errors.append(((pred - y[None]).norm(dim=-1) / y[None].norm(dim=-1)).mean(-1).numpy())
+        errors.append(((pred - y[None]).norm(dim=-1) / y[None].norm(dim=-1)).mean(-1).cpu().numpy())
         counts.append(x.shape[1])
     count = sum(counts)
     meta = make_meta(source, dataset="+".join(sorted({p.source or "custom" for p in texts})), n=len(texts),

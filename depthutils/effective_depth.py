@@ -247,6 +247,7 @@ class Study:
             put("scale_spread", None, None)
             out["scale_hi_model"] = out["scale_lo_model"] = None
         out["scale_first"], out["scale_last"] = (out["scale"][0], out["scale"][-1]) if ladder else (None, None)
+        out["scale_tokens"] = tokens_note(ladder)
         b = self.mean_ratio([base], self.tasks, metric) if base else None
         c = self.mean_ratio([cot], self.tasks, metric) if cot else None
         put("base", b, self.mean_ratio_interval([base], self.tasks, metric) if base else None)
@@ -324,6 +325,17 @@ class Study:
                      for m in METRICS for t in self.tasks]
             rows.append((model, self.n_layers(model), cells))
         return _markdown(self.tasks, rows, self.level if intervals else None)
+
+
+def tokens_note(models) -> str:
+    """Whether ``models`` saw equal training tokens, from the embedded models' cards, as a phrase
+    for the reading guide: "equal (14.3M each)", "unequal (ladder-4 14.3M, ...)" or "unknown (...)"."""
+    tokens = {m: registry.training_tokens(m) for m in models}
+    if not tokens or any(t is None for t in tokens.values()):
+        return "unknown (only the embedded models' cards state them)"
+    if len(set(tokens.values())) == 1:
+        return f"equal ({next(iter(tokens.values())) / 1e6:.1f}M each)"
+    return "unequal (" + ", ".join(f"{m} {t / 1e6:.1f}M" for m, t in tokens.items()) + ")"
 
 
 def study(models, tasks=P2_TASKS + PROJECT_TASKS, *, n: int = 10, aime_n: int = 5, aime_max_tokens: int = 400,

@@ -244,7 +244,7 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
                                     else _run_chunk(model, enc.input_ids, chunk, part, local))
             for i, row in enumerate(chunk):
                 first = 1 if mode == "all" else row.t
-                r = ratios[:, i + 1, first:].amax(dim=-1).double().numpy()  # [L]
+                r = ratios[:, i + 1, first:].amax(dim=-1).double().cpu().numpy()  # [L]
                 o = float(out_diff[i + 1, first:].max())
                 if row.target is None:
                     D[row.s, row.s + 1:] = np.maximum(D[row.s, row.s + 1:], r[row.s + 1:])

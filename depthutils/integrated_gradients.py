@@ -144,26 +144,33 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
 
 
 def _stack_ig(model, ids, pred, gold, alphas, weights, batch_size, progress_bar):
-    """Fast path: for layer l, only layers l+1 … L-1 run on the interpolated batch."""
+    """Fast path: for layer l, only layers l+1 … L-1 run on the interpolated batch, and only on the
+    positions up to the last one that predicts an answer token (later ones cannot change ``f``, and
+    their attribution is 0); in the last layer only the answer-predicting positions are computed
+    whole (see :meth:`~depthutils.stack.Stack.run_to`)."""
     st = stack.Stack(model, ids)
     L, T, steps = st.L, ids.shape[1], len(alphas)
+    cut = st.suffix_ok()  # whether layers can be run on a window of positions
+    hi, first = (int(pred.max()) + 1, int(pred.min())) if cut else (T, 0)
     A, f_b = np.zeros((L, T)), np.zeros(L)
     chunks = [(l, start) for l in range(L) for start in range(0, steps, batch_size)]
-    target = lambda h: st.unembed(h[:, pred]).float().softmax(-1)[:, torch.arange(len(gold)), gold].sum(-1)  # noqa: E731
+    gold_at = torch.arange(len(gold))
+    target = lambda z, l: st.unembed(st.run_to(z, l + 1, first)[:, pred - first]).float().softmax(-1)[  # noqa: E731
+        :, gold_at, gold].sum(-1)
     for l, start in progress(chunks, "integrated gradients (layer)", enabled=progress_bar):
         ks = slice(start, min(start + batch_size, steps))
         x = st.outputs[l]
-        b = x.mean(dim=1, keepdim=True)  # mean over positions (the sequence axis)
-        alpha = torch.as_tensor(alphas[ks], dtype=x.dtype).view(-1, 1, 1)
-        z = (b + alpha * (x - b)).detach().requires_grad_(True)
+        b = x.mean(dim=1, keepdim=True)  # mean over all positions (the sequence axis)
+        alpha = torch.as_tensor(alphas[ks], dtype=x.dtype, device=x.device).view(-1, 1, 1)
+        z = (b + alpha * (x[:, :hi] - b)).detach().requires_grad_(True)
         with torch.enable_grad():
-            f = target(st.run(z, l + 1))
+            f = target(z, l)
             (grad,) = torch.autograd.grad(f.sum(), z)
         w = torch.as_tensor(weights[ks], dtype=torch.float64)
-        A[l] += (w[:, None] * (grad.float() * (x - b).float()).sum(-1).double()).sum(0).numpy()
+        A[l, :hi] += (w[:, None] * (grad.float() * (x[:, :hi] - b).float()).sum(-1).double().cpu()).sum(0).numpy()
         if start == 0:
             with torch.no_grad():
-                f_b[l] = f[0].item() if alphas[0] == 0 else target(st.run(b.expand(1, T, -1), l + 1))[0].item()
+                f_b[l] = f[0].item() if alphas[0] == 0 else target(b.expand(1, hi, -1), l)[0].item()
     return A, f_b
 
 
@@ -176,8 +183,8 @@ def _batched_ig(model, ids, pred, gold, alphas, weights, batch_size, layers_per_
     chunks = [(ls, start) for ls in _groups(L, group) for start in range(0, steps, batch_size)]
     for ls, start in progress(chunks, f"integrated gradients ({part})", enabled=progress_bar):
         ks = slice(start, min(start + batch_size, steps))
-        alpha = torch.as_tensor(alphas[ks], dtype=model.dtype).view(-1, 1, 1)
-        w = torch.as_tensor(weights[ks], dtype=torch.float32).view(-1, 1)
+        alpha = torch.as_tensor(alphas[ks], dtype=model.dtype, device=model.device).view(-1, 1, 1)
+        w = torch.as_tensor(weights[ks], dtype=torch.float32, device=model.device).view(-1, 1)
         K = alpha.shape[0]
         B = len(ls) * K  # rows [i*K, (i+1)*K) interpolate layer ls[i]
         zs, diffs, grads = [], [], []
@@ -197,9 +204,9 @@ def _batched_ig(model, ids, pred, gold, alphas, weights, batch_size, layers_per_
             contrib = torch.stack([(w * (g.float() * d.float()).sum(-1)).sum(0)
                                    for g, d in zip(reversed(grads), diffs)]).save()
             f0 = f[::K].detach().save()  # row k = 0 of every layer: f(b_l) when start == 0 and α_0 = 0
-        A[ls] += contrib.double().numpy()
+        A[ls] += contrib.double().cpu().numpy()
         if start == 0:
-            f_b[ls] = f0.double().numpy() if alphas[0] == 0 else _f_at_baseline(model, ids, pred, gold, ls, get, put)
+            f_b[ls] = f0.double().cpu().numpy() if alphas[0] == 0 else _f_at_baseline(model, ids, pred, gold, ls, get, put)
     return A, f_b
 
 
@@ -213,4 +220,4 @@ def _f_at_baseline(model, ids, pred, gold, ls, get, put) -> np.ndarray:
             b = out[i:i + 1].mean(dim=1, keepdim=True).expand(1, T, -1)
             put(l, torch.cat([out[:i], b, out[i + 1:]]))
         f = _target(model, pred, gold).save()
-    return f.double().numpy()
+    return f.double().cpu().numpy()

@@ -104,8 +104,8 @@ def logit_lens(model, prompts, k: int = 5, *, max_tokens: int | None = None,
                 log_q = model.lens(hs[l]).float().log_softmax(-1)
                 per_layer.append(torch.stack(lens_stats(log_q, log_final, top_final, k))[:, 0].save())
         means = torch.stack(list(per_layer)).double().mean(-1)  # [L, 2]: this prompt's token means
-        kl.append(means[:, 0].numpy())
-        overlap.append(means[:, 1].numpy())
+        kl.append(means[:, 0].cpu().numpy())
+        overlap.append(means[:, 1].cpu().numpy())
         tokens.append(T)
     ds, n = describe(prompts)
     return LogitLensResult(meta=make_meta(model, dataset=ds, n=n, fit=fit, k=k, tokens=sum(tokens)),

@@ -7,6 +7,13 @@ and call arguments, and then run only layers ``s … L-1`` on a batch of
 intervened residuals. This needs the model's weights here (not NDIF) and is
 used in float32, where a clean run computed apart from the batch is exact;
 otherwise the measurements use their batched nnsight path, clean row in batch.
+
+An intervention at position ``t`` also leaves every position before ``t``
+unchanged (attention is causal), so :meth:`Stack.suffix` runs a layer on
+positions ``t … T-1`` only, attending to the clean run's keys and values for
+positions ``< t``. :meth:`Stack.suffix_ok` checks, once per prompt, that this
+reproduces the clean run layer by layer; families whose attention does not take
+a cache this way fall back to whole sequences.
 """
 from __future__ import annotations
 
@@ -20,6 +27,42 @@ from .models import _get, check_residual, rewrap, unwrap
 def usable(handle) -> bool:
     """Whether the fast path applies: a local model in float32."""
     return not handle.remote and handle.dtype == torch.float32
+
+
+class _Stop(Exception):
+    """Raised by a stopping :class:`_Recorder` to end a layer call once its keys and values are made."""
+
+
+class _Recorder:
+    """Stands in for a KV cache in a layer call and keeps the keys and values it is given; with
+    ``stop`` it then ends the call (the rest of the layer is not computed)."""
+
+    def __init__(self, stop: bool = False, keep_graph: bool = False):
+        self.stop, self.keep_graph = stop, keep_graph
+
+    def update(self, key_states, value_states, layer_idx=None, cache_kwargs=None):
+        keep = (lambda x: x) if self.keep_graph else (lambda x: x.detach())
+        self.k, self.v = keep(key_states), keep(value_states)
+        if self.stop:
+            raise _Stop
+        return key_states, value_states
+
+
+class _Prefix:
+    """Stands in for a KV cache in a suffix call: the clean keys and values of the positions before
+    ``t`` (the same for every row), then the rows' own. Nothing is stored."""
+
+    def __init__(self, k: torch.Tensor, v: torch.Tensor):
+        self.k, self.v = k, v
+
+    def update(self, key_states, value_states, layer_idx=None, cache_kwargs=None):
+        B = key_states.shape[0]
+        return (torch.cat([self.k.expand(B, -1, -1, -1), key_states], dim=-2),
+                torch.cat([self.v.expand(B, -1, -1, -1), value_states], dim=-2))
+
+
+#: Keyword arguments of a decoder layer that run along the sequence, and the axis to cut at ``t``.
+_SEQ_AXIS = {"position_ids": -1, "cache_position": -1, "position_embeddings": -2, "attention_mask": -2}
 
 
 class Stack:
@@ -46,6 +89,9 @@ class Stack:
         self.logits = logits  # [1, T, V]
         self.clean_probs = logits.float().softmax(-1)
         self.deltas = [o - i for i, o in zip(self.inputs, self.outputs)]  # clean Δ_j, compared against often
+        self.T = input_ids.shape[1]
+        self._kv: list = [None] * self.L
+        self._suffix_ok: bool | None = None
 
     def _capture(self, i):
         def hook(mod, args, kwargs):
@@ -78,6 +124,99 @@ class Stack:
                 on_layer(j, x, out)
             x = out
         return x
+
+    def kv(self, j: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer ``j``'s keys and values ``[1, heads, T, d]`` on the clean run (one extra layer call)."""
+        if self._kv[j] is None:
+            args, kwargs = self.calls[j]
+            rec = _Recorder()
+            with torch.no_grad():
+                self.layers[j](self.inputs[j], *args, **{**kwargs, "past_key_values": rec})
+            self._kv[j] = (rec.k, rec.v)
+        return self._kv[j]
+
+    def _window_kwargs(self, j: int, lo: int, hi: int, prefix=None) -> dict:
+        """Layer ``j``'s clean arguments for queries at positions ``lo … hi-1`` over keys ``0 … hi-1``; the
+        keys and values of positions ``< lo`` are ``prefix`` (a cache stand-in; default the clean run's)."""
+        args, kwargs = self.calls[j]
+        if args or "past_key_values" not in kwargs:
+            raise TypeError("this family's layers take positional or cache arguments the suffix path does not know")
+        out = {}
+        for key, value in kwargs.items():
+            if key == "past_key_values":
+                out[key] = prefix if prefix is not None else (
+                    _Prefix(*(x[:, :, :lo] for x in self.kv(j))) if lo > 0 else value)
+            elif key == "attention_mask" and value is None:
+                if lo > 0:  # a causal mask over the hi keys, for the hi - lo queries
+                    blocked = torch.arange(hi).view(1, -1) > torch.arange(lo, hi).view(-1, 1)
+                    dtype = self.inputs[j].dtype
+                    value = torch.zeros(blocked.shape, dtype=dtype).masked_fill(
+                        blocked, torch.finfo(dtype).min).view(1, 1, hi - lo, hi).to(self.inputs[j].device)
+                out[key] = value
+            elif key == "attention_mask":
+                out[key] = value[..., lo:hi, :hi]
+            elif key in _SEQ_AXIS and value is not None:
+                cut = lambda x: x.narrow(_SEQ_AXIS[key], lo, hi - lo)  # noqa: E731
+                out[key] = tuple(cut(x) for x in value) if isinstance(value, (tuple, list)) else cut(value)
+            elif torch.is_tensor(value) and self.T in value.shape:
+                raise TypeError(f"layer argument {key!r} runs along the sequence and the suffix path cannot cut it")
+            else:
+                out[key] = value
+        return out
+
+    def suffix(self, j: int, x: torch.Tensor, t: int, hi: int | None = None, prefix=None) -> torch.Tensor:
+        """Layer ``j`` on positions ``t … hi-1`` (default ``hi = T``) of a batch, ``x`` ``[B, hi-t, H]``;
+        positions ``< t`` enter through their keys and values: the clean run's, or ``prefix``'s."""
+        hi = self.T if hi is None else hi
+        return check_residual(unwrap(self.layers[j](x, **self._window_kwargs(j, t, hi, prefix))),
+                              x.shape[0], x.shape[1], f"layer {j} output (positions {t}…{hi - 1})")
+
+    def run_to(self, x: torch.Tensor, start: int, first: int) -> torch.Tensor:
+        """Layers ``start … L-1`` on ``x`` ``[B, hi, H]`` (positions ``0 … hi-1``, ``hi ≤ T``), returning
+        ``h_L`` at positions ``first … hi-1`` only.
+
+        Later positions cannot change earlier ones, so the caller may pass a prefix of the prompt. In
+        the last layer the positions before ``first`` only lend their keys and values: the layer is
+        stopped inside its attention once it has made them (its MLP never runs there). Where the
+        family's attention cannot be run so (:meth:`suffix_ok`), the last layer runs whole.
+        """
+        hi = x.shape[1]
+        for j in range(start, self.L - 1):
+            x = check_residual(unwrap(self.layers[j](x, **self._window_kwargs(j, 0, hi))), x.shape[0], hi,
+                               f"layer {j} output") if hi < self.T else self.layer(j, x)
+        j = self.L - 1
+        if start > j:
+            return x[:, first:]
+        if first == 0 or not self.suffix_ok():
+            out = self.layer(j, x) if hi == self.T else unwrap(self.layers[j](x, **self._window_kwargs(j, 0, hi)))
+            return out[:, first:]
+        rec = _Recorder(stop=True, keep_graph=True)
+        try:
+            self.layers[j](x[:, :first], **self._window_kwargs(j, 0, first, prefix=rec))
+        except _Stop:
+            pass
+        return self.suffix(j, x[:, first:], first, hi, prefix=_Prefix(rec.k, rec.v))
+
+    def suffix_ok(self) -> bool:
+        """Whether :meth:`suffix` reproduces the clean run (checked once, at ``t = T // 2``) in the first
+        layer of each kind of attention mask the layers get (sliding-window and global layers differ)
+        and in the last layer."""
+        if self._suffix_ok is None:
+            t = self.T // 2
+            kinds = {}
+            for j, (_, kwargs) in enumerate(self.calls):
+                mask = kwargs.get("attention_mask")
+                kinds.setdefault(id(mask) if mask is not None else None, j)
+            check = sorted({*kinds.values(), self.L - 1})
+            try:
+                with torch.no_grad():
+                    self._suffix_ok = t >= 1 and all(
+                        torch.allclose(self.suffix(j, self.inputs[j][:, t:], t), self.outputs[j][:, t:],
+                                       rtol=1e-4, atol=1e-4 * float(self.outputs[j].abs().max()))
+                        for j in check)
+            except (TypeError, AttributeError, RuntimeError, ValueError):
+                self._suffix_ok = False
+        return self._suffix_ok
 
     def unembed(self, h: torch.Tensor) -> torch.Tensor:
         return self.handle.finish_logits(self.head(self.norm(h)))

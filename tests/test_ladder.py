@@ -51,7 +51,7 @@ def test_every_model_is_shipped():
     assert registry.resolve_alias("default") == MODELS / registry.ALIASES["default"]
     assert registry.resolve_alias("no-such-model") is None
     rows = {r["folder"]: r for r in registry.list_models()}
-    assert rows["ladder-16"]["layers"] == 16 and rows["ladder-4"]["layers"] == 4
+    assert [rows[f"ladder-{d}"]["layers"] for d in (4, 8, 12, 16)] == [4, 8, 12, 16]
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -264,12 +264,15 @@ def test_shipped_weights_follow_their_spec(name):
 
 
 def test_controlled_rungs_saw_equal_tokens():
-    """The rungs on ladder-8's recipe (and the shared-layer model) differ in depth alone."""
-    controlled = [n for n in SHIPPED if registry.SPECS[n]["steps"] == registry.SPECS["ladder-8"]["steps"]
-                  and not registry.SPECS[n].get("init_from")]
-    assert {"ladder-4", "ladder-8", "ladder-8-shared"} <= set(controlled)
+    """The four ladder rungs and the shared-layer model have ladder-8's recipe and saw the same
+    tokens: chapter 6's scale question and chapter 9 vary depth (or weight sharing) alone."""
+    controlled = ["ladder-4", "ladder-8", "ladder-12", "ladder-16", "ladder-8-shared"]
+    recipe = lambda n: {k: registry.SPECS[n][k] for k in ("style", "steps", "lr", "warmup")}
+    assert all(recipe(n) == recipe("ladder-8") for n in controlled)
     tokens = {n: registry.training_tokens(n) for n in controlled}
-    assert len(set(tokens.values())) == 1, tokens
+    assert len(set(tokens.values())) == 1 and None not in tokens.values(), tokens
+    seeds = {n: json.loads((MODELS / n / "training.json").read_text())["seed"] for n in controlled}
+    assert len(set(seeds.values())) == 1, seeds
 
 
 def test_count_params_of_an_ordinary_model():

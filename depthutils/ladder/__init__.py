@@ -1,8 +1,8 @@
 """The project's own depth ladder of small Llama models.
 
 No pretrained language model can be downloaded where the book runs, so the
-project trains and ships its own: ``ladder-4``, ``ladder-8`` and ``ladder-16``
-(4, 8 and 16 layers, same width, same data), ``ladder-8-shared``
+project trains and ships its own: ``ladder-4``, ``ladder-8``, ``ladder-12`` and
+``ladder-16`` (4, 8, 12 and 16 layers; same width, data, seed, schedule and training tokens), ``ladder-8-shared``
 (eight layer applications cycling through two shared blocks, exported as an
 ordinary 8-layer Llama) and ``ladder-8-cot`` (the 8-layer model fine-tuned to
 write its reasoning out step by step).

@@ -23,6 +23,8 @@ def main(argv=None) -> None:
     p.add_argument("--ckpt", type=Path, default=registry.DEFAULT_CKPT_DIR,
                    help="checkpoint root, outside the repo (default: %(default)s)")
     p.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
+    p.add_argument("--device", default="cpu",
+                   help="where training steps run: cpu or cuda (default: %(default)s)")
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("tokenizer", help="train the BPE tokenizer into data/models/_tokenizer")
     sub.add_parser("prompts", help="write the evaluation sets to data/prompts")
@@ -55,7 +57,7 @@ def main(argv=None) -> None:
     if args.cmd == "train":
         from .train import train
         train(args.name, args.corpus, args.ckpt, steps=args.steps, threads=args.threads,
-              out_dir=args.out)
+              out_dir=args.out, device=args.device)
         return
     if args.cmd == "evaluate":
         from .evaluate import write_card
@@ -70,7 +72,7 @@ def main(argv=None) -> None:
         from .train import train
         write_eval_sets()
         for name in registry.ORDER:
-            train(name, args.corpus, args.ckpt, threads=args.threads)
+            train(name, args.corpus, args.ckpt, threads=args.threads, device=args.device)
             write_card(name, args.corpus)
         choose_book_prompts()
 

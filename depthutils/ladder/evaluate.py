@@ -281,10 +281,15 @@ def render_card(card: dict) -> str:
         f"| training | {tr['steps']} steps x {tr['batch_size']} x {tr['seq_len']} tokens = "
         f"{tr['tokens']:,} tokens" + (f" (fine-tuned from {tr['init_from']})" if tr.get("init_from") else "") + " |",
         f"| tokens seen in total | {card['tokens_seen']:,} |",
-        f"| training wall time | {tr['wall_time_s'] / 60:.1f} min on {threads} CPU "
-        f"thread{'s' if threads != 1 else ''} (shared 2-core machine)"
+        f"| training wall time | {tr['wall_time_s'] / 60:.1f} min on " + (
+            f"one GPU ({tr['device']}; torch {tr.get('torch_version', '?')}, transformers "
+            f"{tr.get('transformers_version', '?')}; same recipe, only the arithmetic's rounding "
+            "differs from a CPU run)" if tr.get("device", "cpu") != "cpu" else
+            f"{threads} CPU thread{'s' if threads != 1 else ''} (shared 2-core machine)")
         + (f", not counting `{tr['init_from']}`'s own training" if tr.get("init_from") else "") + " |",
-        f"| reproduce | `python -m depthutils.ladder train {card['name']}` then "
+        f"| reproduce | `python -m depthutils.ladder "
+        + (f"--device {tr['device']} " if tr.get("device", "cpu") != "cpu" else "")
+        + f"train {card['name']}` then "
         f"`python -m depthutils.ladder evaluate {card['name']}` |", "",
         "## Held-out English text loss", "",
         f"{card['text_loss']['model_nats']} nats/token vs {card['text_loss']['unigram_nats']} "

@@ -27,6 +27,7 @@ ALIASES: dict[str, str] = {
     "default": "ladder-8",
     "ladder-4": "ladder-4",
     "ladder-8": "ladder-8",
+    "ladder-12": "ladder-12",
     "ladder-16": "ladder-16",
     "ladder-8-cot": "ladder-8-cot",
     "ladder-8-shared": "ladder-8-shared",
@@ -66,14 +67,16 @@ SPECS: dict[str, dict] = {
                             warmup=150,
                             description="8 layer applications cycling through 2 shared blocks "
                                         "(A B A B A B A B), direct answers"),
-    # Not yet on the controlled recipe: a 16-layer step costs ~4x a 4-layer step and the rung was
-    # trained in one 45-minute sitting, so it saw 1500 steps (43 % of the others' tokens). Its
-    # retraining to 3500 steps (lr 3e-3, warmup 150) is issue 14's open part.
-    "ladder-16": dict(layers=16, style="direct", steps=1500, lr=2e-3, warmup=100,
-                      description="16-layer Llama, direct answers (deep rung; 43% of the tokens)"),
+    # The controlled ladder: every rung (4, 8, 12, 16 layers) has ladder-8's recipe, i.e. the same
+    # width, data mix and order, seed, schedule and 3500 x 16 x 256 = 14.3M training tokens; only the
+    # depth changes.
+    "ladder-12": dict(layers=12, style="direct", steps=3500, lr=3e-3, warmup=150,
+                      description="12-layer Llama, direct answers"),
+    "ladder-16": dict(layers=16, style="direct", steps=3500, lr=3e-3, warmup=150,
+                      description="16-layer Llama, direct answers (deep rung)"),
 }
 #: Training order of ``python -m depthutils.ladder all``.
-ORDER = ["ladder-8", "ladder-4", "ladder-8-cot", "ladder-16", "ladder-8-shared"]
+ORDER = ["ladder-8", "ladder-4", "ladder-8-cot", "ladder-12", "ladder-16", "ladder-8-shared"]
 
 #: Batch geometry shared by all runs (tokens per step = BATCH_SIZE * SEQ_LEN).
 BATCH_SIZE = 16

@@ -147,13 +147,18 @@ def _truncate_log(log_path: Path, step: int) -> None:
 
 def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
           ckpt_root: Path = registry.DEFAULT_CKPT_DIR, steps: int | None = None,
-          ckpt_minutes: float = 3.0, threads: int = 2, out_dir: Path | None = None) -> Path:
+          ckpt_minutes: float = 3.0, threads: int = 2, out_dir: Path | None = None,
+          device: str = "cpu") -> Path:
     """Train (or resume) model ``name`` from :data:`registry.SPECS`; returns its folder.
 
-    The model is written to ``out_dir`` (default ``data/models/<name>``).
+    The model is written to ``out_dir`` (default ``data/models/<name>``).  ``device`` is where
+    the steps run (``"cpu"`` or ``"cuda"``): the weights are initialised on the CPU from the
+    seed and the batches are made there, so the recipe is the same on either; only the
+    rounding of the arithmetic differs.  The card records the device.
     """
     import torch
     import torch.nn.functional as F
+    import transformers
     from tqdm import tqdm
 
     from .corpus import BatchMaker
@@ -166,6 +171,7 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     model = build_model(spec, tok)
     if spec.get("shared_blocks"):
         tie_layers(model, spec["shared_blocks"])
+    model.to(device)  # after tying: .to moves each shared Parameter once, in place
     model.train()
     opt = make_optimizer(model, spec["lr"])
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -178,7 +184,7 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     state_path, log_path = ckpt_dir / "state.pt", ckpt_dir / "train_log.csv"
     start, elapsed = 0, 0.0
     if state_path.is_file():
-        state = torch.load(state_path, weights_only=False)
+        state = torch.load(state_path, weights_only=False, map_location=device)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         sched.load_state_dict(state["sched"])
@@ -200,7 +206,7 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     with log_path.open("a", newline="") as log_fh:
         writer = csv.writer(log_fh)
         for step in bar:
-            batch = maker.batch(step)
+            batch = maker.batch(step).to(device)
             logits = model(input_ids=batch[:, :-1], use_cache=False).logits
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
             opt.zero_grad(set_to_none=True)
@@ -224,6 +230,7 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
                 last_ckpt = now
     bar.close()
 
+    model.to("cpu")
     params_unique, params_total = count_params(model)
     untie_layers(model)  # safetensors refuses shared tensors; export repeats them
     out = Path(out_dir) if out_dir else registry.MODELS_DIR / name
@@ -238,7 +245,9 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
                 batch_size=registry.BATCH_SIZE, seq_len=registry.SEQ_LEN,
                 tokens=total * tokens_per_step, wall_time_s=round(elapsed, 1),
                 lr=spec["lr"], warmup=spec["warmup"], init_from=spec.get("init_from"),
-                seed=registry.SEED, threads=threads, shared_blocks=spec.get("shared_blocks"),
+                seed=registry.SEED, threads=threads, device=str(device),
+                torch_version=torch.__version__, transformers_version=transformers.__version__,
+                shared_blocks=spec.get("shared_blocks"),
                 params_unique=params_unique, params_total=params_total)
     (out / "training.json").write_text(json.dumps(info, indent=2) + "\n")
     print(f"saved {out} ({elapsed / 60:.1f} min)", flush=True)
