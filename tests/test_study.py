@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from conftest import build_tiny
 from depthutils import cache
-from depthutils.effective_depth import METRICS, _markdown, ed_cos, ed_kl, ed_overlap, ratio, reference_table, study
+from depthutils.effective_depth import (METRICS, _markdown, ed_cos, ed_kl, ed_overlap, ratio, reference_table, study,
+                                       tokens_note)
 
 
 def test_study_caches_per_model_and_task_and_the_table_recomputes(tiny_root, tmp_path):
@@ -51,3 +52,11 @@ def test_reference_table_is_p2s():
     t = reference_table()
     assert "| Qwen2.5-32B | 64 | 43 (0.69) | 46 (0.73) | 46 (0.73) |" in t
     assert t.count("\n") == 13
+
+
+def test_tokens_note_says_whether_the_ladder_varies_depth_alone(tiny_root):
+    """Chapter 6's prose glues this phrase: equal on the controlled ladder, unequal once a fine-tune
+    joins, unknown for a model without a card."""
+    assert tokens_note(["ladder-4", "ladder-8", "ladder-12", "ladder-16"]) == "equal (14.3M each)"
+    assert tokens_note(["ladder-8", "ladder-8-cot"]).startswith("unequal (ladder-8 14.3M, ladder-8-cot 17.6M")
+    assert tokens_note(["ladder-8", str(build_tiny("llama", tiny_root))]).startswith("unknown")

@@ -1,0 +1,148 @@
+"""The positional shortcuts of the fast path (``depthutils.stack``): an intervention at position ``t``
+changes nothing before ``t``, and a later position cannot change an earlier answer. They must give the
+whole-sequence result (within the oracle tolerance) on every family, fall back where a family's attention
+cannot reuse keys and values, and really do less work (layer-tokens counted with hooks, not timed)."""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+import torch
+
+import depthutils
+from conftest import ATOL, FAMILIES
+from depthutils import bench, stack
+from depthutils.models import _get
+from depthutils.prompts import encode
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_suffix_erasure_equals_the_whole_sequence(tiny, prompts, family):
+    handle, _ = tiny(family)
+    base = depthutils.residual_means(handle, prompts, progress_bar=False)
+    fast = depthutils.residual_erasure(handle, prompts[0], baseline=base, method="stack", progress_bar=False)
+    whole = depthutils.residual_erasure(handle, prompts[0], baseline=base, method="stack-whole", progress_bar=False)
+    np.testing.assert_allclose(fast.effect, whole.effect, atol=ATOL)
+    assert whole.meta["params"]["method"] == "stack"
+    assert fast.effect.max() > 1e-3
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "mistral", "gemma2", "mixtral", "granite", "olmo2"])
+def test_the_suffix_path_is_taken_where_it_applies(tiny, prompts, family):
+    """The pre-norm, sandwich-norm, MoE and multiplier families take the suffix path (so the tests above
+    compare two different algorithms there, not one with itself)."""
+    handle, _ = tiny(family)
+    ids = encode(handle.tokenizer, prompts[0]).input_ids
+    assert stack.Stack(handle, ids).suffix_ok()
+    base = depthutils.residual_means(handle, prompts, progress_bar=False)
+    got = depthutils.residual_erasure(handle, prompts[0], baseline=base, progress_bar=False)
+    assert got.meta["params"]["method"] == "stack-suffix"
+
+
+def test_a_family_that_cannot_reuse_keys_falls_back(tiny, prompts, monkeypatch):
+    """If the check fails (here forced), erasure runs whole sequences and IG whole layers, same results."""
+    handle, _ = tiny("llama")
+    base = depthutils.residual_means(handle, prompts, progress_bar=False)
+    fast = depthutils.residual_erasure(handle, prompts[0], baseline=base, progress_bar=False)
+    ig_fast = depthutils.integrated_gradients(handle, prompts[1], steps=8, progress_bar=False)
+    monkeypatch.setattr(stack.Stack, "suffix_ok", lambda self: False)
+    slow = depthutils.residual_erasure(handle, prompts[0], baseline=base, progress_bar=False)
+    ig_slow = depthutils.integrated_gradients(handle, prompts[1], steps=8, progress_bar=False)
+    assert slow.meta["params"]["method"] == "stack"
+    np.testing.assert_allclose(fast.effect, slow.effect, atol=ATOL)
+    np.testing.assert_allclose(ig_fast.attribution, ig_slow.attribution, atol=ATOL)
+
+
+def test_a_broken_key_reuse_is_caught_by_the_check(tiny, prompts, monkeypatch):
+    """If the clean keys and values were not passed on (a family whose attention ignores the cache
+    stand-in), the check sees the difference and the path is not used."""
+    handle, _ = tiny("llama")
+    ids = encode(handle.tokenizer, prompts[0]).input_ids
+    monkeypatch.setattr(stack._Prefix, "update", lambda self, k, v, *a, **kw: (k, v))
+    assert not stack.Stack(handle, ids).suffix_ok()
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma2", "mixtral", "falcon", "granite"])
+def test_ig_up_to_the_last_answer_position_equals_the_whole_run(tiny, prompts, family):
+    """run_to (positions up to the last answer-predicting one, last layer pruned) against the nnsight
+    path, which runs every position of every layer; later positions get exactly 0."""
+    handle, _ = tiny(family)
+    p = prompts[1]
+    fast = depthutils.integrated_gradients(handle, p, steps=8, method="stack", progress_bar=False)
+    slow = depthutils.integrated_gradients(handle, p, steps=8, method="batched", progress_bar=False)
+    np.testing.assert_allclose(fast.attribution, slow.attribution, atol=ATOL)
+    np.testing.assert_allclose(fast.f_b, slow.f_b, atol=ATOL)
+    last = max(encode(handle.tokenizer, p, need_answer=True).predict_positions)
+    assert np.all(fast.attribution[:, last + 1:] == 0)
+
+
+class _LayerTokens:
+    """Layer-tokens (rows x positions) through the decoder layers, counted by forward pre-hooks."""
+
+    def __init__(self, handle):
+        self.n = 0
+        layers = _get(handle.nn._module, handle.arch.layers)
+        self.hooks = [layer.register_forward_pre_hook(self.count, with_kwargs=True) for layer in layers]
+
+    def count(self, mod, args, kwargs):
+        x = args[0] if args else kwargs["hidden_states"]
+        self.n += x.shape[0] * x.shape[1]
+
+    def close(self):
+        for h in self.hooks:
+            h.remove()
+
+
+def test_erasure_work_is_at_the_floor(tiny, prompts):
+    """The suffix path's layer-tokens stay within the floor (spec §4: layers l…L-1 over positions
+    t…T-1 for each erasure, plus the clean run) plus the keys-and-values and check passes and the
+    positions SUFFIX_BLOCK shares; the whole-sequence path does about twice the floor."""
+    handle, _ = tiny("llama")
+    L, p = handle.n_layers, prompts[2]
+    T = max(encode(handle.tokenizer, p, need_answer=True).predict_positions) + 1
+    base = depthutils.residual_means(handle, prompts, progress_bar=False)
+    floor = L * T + sum((L - l) * (T - t) for l in range(L + 1) for t in range(1, T))
+    work = {}
+    for method in ("stack", "stack-whole"):
+        counter = _LayerTokens(handle)
+        try:
+            depthutils.residual_erasure(handle, p, baseline=base, method=method, progress_bar=False)
+        finally:
+            counter.close()
+        work[method] = counter.n
+    block = importlib.import_module("depthutils.residual_erasure").SUFFIX_BLOCK
+    shared = L * (L + 1) // 2 * block * (block - 1) // 2 * -(-(T - 1) // block)  # row (l, t0+i) redoes i positions
+    extra = 2 * L * T + shared  # + the clean keys and values of every layer, + the check at t = T // 2
+    assert floor <= work["stack"] <= floor + extra, (work, floor)
+    assert work["stack-whole"] > 1.5 * floor
+
+
+def test_bench_floors_and_rule_table():
+    fl = bench.floors(L=4, T_fe=[10], n_t=[2], T_er=5, steps=8)
+    assert fl["future_effects"] == 4 + 2 * (3 + 2 + 1 + 0)  # skipping layer s runs layers s+1 … L-1
+    assert fl["residual_erasure"] == pytest.approx(4 + sum((4 - l) * (5 - t) / 5 for l in range(5) for t in range(1, 5)))
+    rows = {"riemann-256": dict(rule="riemann", K=256, median_s=8.0, error=1e-3),
+            "gauss-8": dict(rule="gauss", K=8, median_s=0.5, error=1e-2),
+            "gauss-16": dict(rule="gauss", K=16, median_s=1.0, error=5e-4),
+            "gauss-32": dict(rule="gauss", K=32, median_s=2.0, error=1e-5)}
+    table = bench.ig_rule_table(rows)
+    assert table["smallest_gauss_at_riemann_error"] == "gauss-16"
+    assert table["rules"]["gauss-16"]["speedup_vs_riemann_256"] == 8.0
+    rows["gauss-16"]["error"] = rows["gauss-32"]["error"] = 1.0
+    assert bench.ig_rule_table(rows)["smallest_gauss_at_riemann_error"] is None
+
+
+def test_counter_counts_rows_times_positions(tiny, prompts):
+    handle, _ = tiny("llama")
+    counter = bench.Counter(handle)
+    try:
+        ids = encode(handle.tokenizer, prompts[0]).input_ids
+        st = stack.Stack(handle, ids)
+        T = ids.shape[1]
+        with torch.no_grad():
+            st.suffix(0, st.h(0)[:, 2:].expand(3, -1, -1), 2)
+    finally:
+        counter.close()
+    assert counter.passes == 1 and counter.longest == T
+    assert counter.tokens == handle.n_layers * T + T + 3 * (T - 2)  # clean run, layer 0's keys, the suffix
