@@ -183,8 +183,9 @@ def _batched_ig(model, ids, pred, gold, alphas, weights, batch_size, layers_per_
     chunks = [(ls, start) for ls in _groups(L, group) for start in range(0, steps, batch_size)]
     for ls, start in progress(chunks, f"integrated gradients ({part})", enabled=progress_bar):
         ks = slice(start, min(start + batch_size, steps))
-        alpha = torch.as_tensor(alphas[ks], dtype=model.dtype, device=model.device).view(-1, 1, 1)
-        w = torch.as_tensor(weights[ks], dtype=torch.float32, device=model.device).view(-1, 1)
+        # made here on the CPU; moved inside the trace to wherever the model runs (a GPU, or NDIF's)
+        alpha = torch.as_tensor(alphas[ks], dtype=torch.float32).view(-1, 1, 1)
+        w = torch.as_tensor(weights[ks], dtype=torch.float32).view(-1, 1)
         K = alpha.shape[0]
         B = len(ls) * K  # rows [i*K, (i+1)*K) interpolate layer ls[i]
         zs, diffs, grads = [], [], []
@@ -193,7 +194,7 @@ def _batched_ig(model, ids, pred, gold, alphas, weights, batch_size, layers_per_
                 out = check_residual(get(l), B, T, f"{part} {l} output")
                 x = out[i * K:i * K + 1].detach()  # these rows are still clean at layer l
                 b = x.mean(dim=1, keepdim=True)  # mean over positions (the sequence axis)
-                z = (b + alpha * (x - b)).detach().requires_grad_(True)
+                z = (b + alpha.to(x.device, x.dtype) * (x - b)).detach().requires_grad_(True)
                 put(l, torch.cat([out[:i * K], z, out[(i + 1) * K:]]))
                 zs.append(z)
                 diffs.append(x - b)
@@ -201,7 +202,7 @@ def _batched_ig(model, ids, pred, gold, alphas, weights, batch_size, layers_per_
             with f.sum().backward():
                 for z in reversed(zs):  # gradients arrive in reverse forward order
                     grads.append(z.grad.save())
-            contrib = torch.stack([(w * (g.float() * d.float()).sum(-1)).sum(0)
+            contrib = torch.stack([(w.to(g.device) * (g.float() * d.float()).sum(-1)).sum(0)
                                    for g, d in zip(reversed(grads), diffs)]).save()
             f0 = f[::K].detach().save()  # row k = 0 of every layer: f(b_l) when start == 0 and α_0 = 0
         A[ls] += contrib.double().cpu().numpy()

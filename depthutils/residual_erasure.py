@@ -145,7 +145,9 @@ def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *,
     L = model.n_layers
     if baseline is None:
         baseline = residual_means(model, data.gsm8k(10), max_tokens=max_tokens, progress_bar=progress_bar)
-    base = torch.as_tensor(np.asarray(baseline), dtype=model.dtype)
+    # float32 here: a remote handle's dtype is what NDIF's GPUs run (bf16), not what its server may
+    # run; each baseline vector is cast to the residual's own dtype where it is written
+    base = torch.as_tensor(np.asarray(baseline), dtype=torch.float32)
     T_full = enc.n_tokens
     if base.shape[0] != L + 1 or base.ndim not in (2, 3) or (base.ndim == 3 and base.shape[1] < T_full):
         raise DepthError(f"baseline must be [L+1={L + 1}, H] or [L+1, T={T_full}, H], got {tuple(base.shape)}.")

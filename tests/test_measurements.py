@@ -135,3 +135,22 @@ def test_gauss_integrated_gradients_match_oracle(tiny, prompts, family, method):
                                        gauss=True)
     np.testing.assert_allclose(got.attribution, want, atol=ATOL)
     assert got.meta["params"]["rule"] == "gauss"
+
+
+def test_inputs_follow_the_residuals_dtype_not_the_handles(prompts, monkeypatch):
+    """A remote handle's dtype is NDIF's nominal bf16, while the server may run float32 (the local NDIF
+    of tests/ndif does). Baselines and quadrature nodes made in the handle's dtype were rounded to bf16:
+    remote erasure was off by 7.5e-3 and Gauss IG by 9.3e-2 on ladder-4. They are now made in float32
+    and cast to each residual's own dtype; a handle that only claims bf16 must give the float32 results.
+    (On the tiny random models the rounding moves the results by less than the tolerance: a trained
+    model is needed to see it.)"""
+    handle = depthutils.load_model("ladder-4", device="cpu", dtype="float32")
+    base = depthutils.residual_means(handle, prompts, progress_bar=False)
+    run_er = lambda: depthutils.residual_erasure(handle, "5 + 7 + 5 = ", "17", baseline=base,  # noqa: E731
+                                                 method="batched", progress_bar=False).effect
+    run_ig = lambda: depthutils.integrated_gradients(handle, "5 + 7 = ", "12", steps=8, rule="gauss",  # noqa: E731
+                                                     method="batched", progress_bar=False).attribution
+    want_er, want_ig = run_er(), run_ig()
+    monkeypatch.setattr(handle, "dtype", torch.bfloat16)
+    np.testing.assert_allclose(run_er(), want_er, atol=ATOL)
+    np.testing.assert_allclose(run_ig(), want_ig, atol=ATOL)
