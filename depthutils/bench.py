@@ -224,6 +224,21 @@ def _sync(handle):
         torch.cuda.synchronize()
 
 
+def _timed(handle, run, repeats, before=lambda: None):
+    """One warm-up call of ``run``, then ``repeats`` timed ones (``before`` runs ahead of each, untimed);
+    returns the times in seconds and the last result."""
+    out = run()
+    times = []
+    for _ in range(repeats):
+        before()
+        _sync(handle)
+        t0 = time.perf_counter()
+        out = run()
+        _sync(handle)
+        times.append(time.perf_counter() - t0)
+    return times, out
+
+
 def _measure(model_spec, measurement, algorithm, repeats, steps, threads, device="cpu", dtype="float32"):
     import depthutils as du
     from .future_effects import sample_positions
@@ -245,15 +260,8 @@ def _measure(model_spec, measurement, algorithm, repeats, steps, threads, device
     else:
         run = (lambda: ref_integrated_gradients(handle, arith, steps)) if algorithm == "reference" else \
             (lambda: du.integrated_gradients(handle, arith, steps=steps, progress_bar=False))
-    run()  # warm-up
-    times, counter = [], Counter(handle)
-    for _ in range(repeats):
-        counter.reset()
-        _sync(handle)
-        t0 = time.perf_counter()
-        out = run()
-        _sync(handle)
-        times.append(time.perf_counter() - t0)
+    counter = Counter(handle)
+    times, out = _timed(handle, run, repeats, before=counter.reset)
     counter.close()
     arrays = out if isinstance(out, dict) else out.arrays()
     T_fe = [encode(handle.tokenizer, p).n_tokens for p in gsm]
@@ -286,14 +294,7 @@ def _ig_rules(model_spec, repeats, threads, device="cpu", dtype="float32"):
     converged = ig("gauss", 256)
     rows = {}
     for rule, k in IG_RULES:
-        ig(rule, k)  # warm-up
-        times = []
-        for _ in range(repeats):
-            _sync(handle)
-            t0 = time.perf_counter()
-            res = ig(rule, k)
-            _sync(handle)
-            times.append(time.perf_counter() - t0)
+        times, res = _timed(handle, lambda: ig(rule, k), repeats)  # noqa: B023 (called here, in this iteration)
         rows[f"{rule}-{k}"] = {"rule": rule, "K": k, "median_s": statistics.median(times),
                                "error": rule_error(res, converged)}
     return rows

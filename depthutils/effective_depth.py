@@ -384,6 +384,19 @@ def reference_table(path: Path = REFERENCE_CSV) -> str:
     return _markdown(list(P2_TASKS), rows)
 
 
+def reference_facts(path: Path = REFERENCE_CSV) -> dict:
+    """The band of P2's published ratios, for the reading guide: for each metric, the smallest and the
+    largest per-model median ratio over P2's three tasks (``{metric}_lo``, ``{metric}_hi``)."""
+    import csv
+
+    rows = list(csv.DictReader(path.open()))
+    out = {}
+    for m in METRICS:
+        medians = [float(np.median([float(r[f"{m}_{t}_ratio"]) for t in P2_TASKS])) for r in rows]
+        out[f"{m}_lo"], out[f"{m}_hi"] = round(min(medians), 2), round(max(medians), 2)
+    return out
+
+
 def _markdown(tasks, rows, level: float | None = None) -> str:
     """A markdown table: ``rows`` of (model, L, [(ED, ratio, interval or None) per metric × task]);
     None is "—" + footnote; ``level`` names the intervals' level in a footnote."""

@@ -112,9 +112,11 @@ class Stack:
         return self.inputs[l] if l < self.L else self.outputs[-1]
 
     def layer(self, j: int, x: torch.Tensor) -> torch.Tensor:
-        """Layer ``j`` applied to a batch ``x`` ``[B, T, H]`` with the clean run's arguments."""
-        args, kwargs = self.calls[j]
-        return check_residual(unwrap(self.layers[j](x, *args, **kwargs)), x.shape[0], x.shape[1], f"layer {j} output")
+        """Layer ``j`` applied to a batch ``x`` ``[B, hi, H]`` of positions ``0 … hi-1`` with the clean run's
+        arguments (``hi < T`` cuts them to those positions; it needs :meth:`suffix_ok`)."""
+        hi = x.shape[1]
+        args, kwargs = self.calls[j] if hi == self.T else ((), self._window_kwargs(j, 0, hi))
+        return check_residual(unwrap(self.layers[j](x, *args, **kwargs)), x.shape[0], hi, f"layer {j} output")
 
     def run(self, x: torch.Tensor, start: int, on_layer=None) -> torch.Tensor:
         """Layers ``start … L-1`` on ``x``; ``on_layer(j, x_in, out)`` sees each; returns ``h_L``."""
@@ -180,22 +182,19 @@ class Stack:
         stopped inside its attention once it has made them (its MLP never runs there). Where the
         family's attention cannot be run so (:meth:`suffix_ok`), the last layer runs whole.
         """
-        hi = x.shape[1]
         for j in range(start, self.L - 1):
-            x = check_residual(unwrap(self.layers[j](x, **self._window_kwargs(j, 0, hi))), x.shape[0], hi,
-                               f"layer {j} output") if hi < self.T else self.layer(j, x)
+            x = self.layer(j, x)
         j = self.L - 1
         if start > j:
             return x[:, first:]
         if first == 0 or not self.suffix_ok():
-            out = self.layer(j, x) if hi == self.T else unwrap(self.layers[j](x, **self._window_kwargs(j, 0, hi)))
-            return out[:, first:]
+            return self.layer(j, x)[:, first:]
         rec = _Recorder(stop=True, keep_graph=True)
         try:
             self.layers[j](x[:, :first], **self._window_kwargs(j, 0, first, prefix=rec))
         except _Stop:
             pass
-        return self.suffix(j, x[:, first:], first, hi, prefix=_Prefix(rec.k, rec.v))
+        return self.suffix(j, x[:, first:], first, x.shape[1], prefix=_Prefix(rec.k, rec.v))
 
     def suffix_ok(self) -> bool:
         """Whether :meth:`suffix` reproduces the clean run (checked once, at ``t = T // 2``) in the first

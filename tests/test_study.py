@@ -5,7 +5,7 @@ from __future__ import annotations
 from conftest import build_tiny
 from depthutils import cache
 from depthutils.effective_depth import (METRICS, _markdown, ed_cos, ed_kl, ed_overlap, ratio, reference_table, study,
-                                       tokens_note)
+                                       reference_facts, tokens_note)
 
 
 def test_study_caches_per_model_and_task_and_the_table_recomputes(tiny_root, tmp_path):
@@ -60,3 +60,17 @@ def test_tokens_note_says_whether_the_ladder_varies_depth_alone(tiny_root):
     assert tokens_note(["ladder-4", "ladder-8", "ladder-12", "ladder-16"]) == "equal (14.3M each)"
     assert tokens_note(["ladder-8", "ladder-8-cot"]).startswith("unequal (ladder-8 14.3M, ladder-8-cot 17.6M")
     assert tokens_note(["ladder-8", str(build_tiny("llama", tiny_root))]).startswith("unknown")
+
+
+def test_reference_facts_are_the_band_of_p2s_table():
+    """Chapter 6 glues P2's band from the table instead of typing it: per-model medians over the tasks."""
+    import pandas as pd
+
+    from depthutils.effective_depth import P2_TASKS, REFERENCE_CSV
+
+    table = pd.read_csv(REFERENCE_CSV)
+    for m in METRICS:
+        medians = table[[f"{m}_{t}_ratio" for t in P2_TASKS]].median(axis=1)
+        f = reference_facts()
+        assert (f[f"{m}_lo"], f[f"{m}_hi"]) == (round(medians.min(), 2), round(medians.max(), 2))
+    assert 0.7 < f["kl_lo"] < f["kl_hi"] < 1
