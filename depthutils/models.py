@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import nnsight
 import torch
+from nnsight.modeling import huggingface as nnsight_hf
 
 from .errors import DepthError
 from .ladder.registry import ALIASES, resolve_alias
@@ -365,8 +367,6 @@ def ndif_reachable(timeout: float = 5.0) -> bool:
     import socket
     from urllib.parse import urlparse
 
-    import nnsight
-
     url = urlparse(nnsight.CONFIG.API.HOST)
     try:
         socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)),
@@ -417,10 +417,10 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         if not os.environ.get("NDIF_API_KEY"):
             raise DepthError("remote=True needs an NDIF API key in the environment variable NDIF_API_KEY.")
         if not ndif_reachable():
-            raise DepthError("Cannot reach NDIF (the remote execution service): check your internet connection, "
-                             "or run with remote=False on a model that fits here.")
-    local = None if remote else _resolve_local(name)
-    source = str(local) if local is not None else name
+            raise DepthError(f"Cannot reach NDIF (the remote execution service) at {nnsight.CONFIG.API.HOST}: check "
+                             "your connection or NDIF_HOST, or run with remote=False on a model that fits here.")
+    local = _resolve_local(name)  # remote too: a self-hosted NDIF can serve a folder it deployed
+    source = str(local.resolve()) if local is not None else name
     try:
         config = AutoConfig.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
     except Exception as e:  # offline hub, typo, gated repo ...
@@ -437,13 +437,16 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         )
     tokenizer = _tokenizer(source, local is not None, revision, trust_remote_code)
     if remote:
-        import nnsight
-
         nnsight.CONFIG.API.APIKEY = os.environ["NDIF_API_KEY"]  # from the environment only, never saved
         nnsight.register(sys.modules[__package__])  # traces call depthutils helpers; ship its source with them
-        model = TransformersModel(name, task="text-generation", tokenizer=tokenizer, revision=revision,
+        if local is not None:
+            # nnsight asks the hub for a repo id's canonical spelling; a folder is its own id (the key a
+            # self-hosted NDIF that deployed this folder serves it under)
+            nnsight_hf._ID_CACHE.setdefault(source, source)
+        model = TransformersModel(source, task="text-generation", tokenizer=tokenizer, revision=revision,
                                   trust_remote_code=trust_remote_code)
-        handle = ModelHandle(model, arch, tokenizer, name=name, revision=revision or "main", remote=True,
+        rev = _local_revision(local) if local is not None else revision or "main"
+        handle = ModelHandle(model, arch, tokenizer, name=name, revision=rev, remote=True,
                              device="remote", dtype=_pick_dtype(dtype, "cuda"), config=config,
                              prepend_bos=prepend_bos)
         return handle

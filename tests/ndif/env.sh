@@ -1,6 +1,12 @@
-# Shared environment for the local NDIF stack (sourced by up.sh / down.sh).
-LAB=${NDIF_LAB:-/work/ndif_lab}  # the server venv and its state live here, outside the repo
-export PATH="$LAB/venv/bin:/usr/bin:/bin:/usr/local/bin"
+# Shared environment for the local NDIF stack (sourced by install.sh, up.sh, stack.sh, down.sh).
+# The server's venv and state live outside the repo, in NDIF_LAB, so that depthutils is not importable
+# on the server (a missing nnsight.register would otherwise go unseen).
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+LAB=${NDIF_LAB:-${XDG_CACHE_HOME:-$HOME/.cache}/depthutils-ndif}
+PY=${NDIF_PYTHON:-$(command -v python3.11 || command -v python3)}  # the caller's, before PATH changes
+export PATH="$LAB/venv/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/bin"
+export PYTHONPATH=$HERE/lib                    # the CPU model actor, and nothing else of the repo
 export NDIF_HOME=$LAB/state
 export NDIF_REDIS_URL=redis://127.0.0.1:6379
 export NDIF_OBJECT_STORE_URL=http://127.0.0.1:9000
@@ -11,9 +17,11 @@ export NDIF_RAY_ADDRESS=ray://127.0.0.1:10001 NDIF_RAY_HEAD_PORT=6385
 export NDIF_MODEL_IMPORT_PATH=ndif_cpu_actor.CPUModelActor
 export NDIF_DEFAULT_DTYPE=float32
 export NDIF_INFLUX_ENABLED=false
-unset NDIF_POSTGRES_URL NDIF_LOKI_URL NDIF_INFLUX_URL RAY_ADDRESS
+unset NDIF_POSTGRES_URL NDIF_LOKI_URL NDIF_INFLUX_URL RAY_ADDRESS NDIF_API_KEY  # no auth; no client key here
 export GRPC_ENABLE_FORK_SUPPORT=0
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 export RAY_USAGE_STATS_ENABLED=0
 export RAY_TMP=$LAB/state/ray
 export PIDFILE=$LAB/state/pids
+#: the ports a client needs: the API and the object store its results are downloaded from
+CLIENT_PORTS="$NDIF_API_PORT,9000"

@@ -1,5 +1,5 @@
 # Helpers shared by up.sh / down.sh (sourced after env.sh).
-# A process is "ours" when it has a file open under $NDIF_HOME (= /work/ndif_lab/state):
+# A process is "ours" when it has a file open under $NDIF_HOME (= $NDIF_LAB/state):
 # every service's stdout/stderr goes to state/logs, and Ray keeps its session files
 # (logs, sockets) in state/ray, so Ray's daemons, workers and actors all qualify.
 # (An env-var marker does not work: redis and Ray rewrite their process titles, which

@@ -1,77 +1,35 @@
 #!/bin/bash
-# Start a local, CPU-only NDIF stack on 127.0.0.1 and deploy ladder-4.
-# Services: redis :6379, moto S3 :9000, Ray head (GCS :6385, client :10001,
-# dashboard :8265), ndif controller (detached Ray actor), API (gunicorn) :8001.
-# PIDs go to state/pids ("pid starttime role comm"); down.sh kills them all, and
-# anything else with a file open under state/ (see procs.sh). Exit non-zero if not ready in time.
+# Start the local NDIF test server and wait until it serves ladder-4 (install.sh first).
+# The stack (stack.sh) runs in a network namespace of its own (netns.py, root only): the host sees
+# only the API (127.0.0.1:8001) and the object store (127.0.0.1:9000). NDIF_ISOLATE=0 runs it in the
+# host's namespace instead, where some Ray listeners bind 0.0.0.0. Prints READY and the seconds it took,
+# or one line saying why not, and exits non-zero. down.sh stops everything, whatever happened.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
+source "$HERE/procs.sh"
 TIMEOUT=${NDIF_UP_TIMEOUT:-300}
+T0=$(date +%s)
+die() { echo "up.sh: $*" >&2; exit 1; }
+[ -x "$LAB/venv/bin/ray" ] || die "no server venv at $LAB/venv; run tests/ndif/install.sh first"
+[ -n "$(scan_ours)" ] && die "a previous stack is still running; run tests/ndif/down.sh first"
 mkdir -p "$NDIF_HOME/logs" "$RAY_TMP"
+rm -f "$NDIF_HOME/ready"
 : > "$PIDFILE"
-LOG=$NDIF_HOME/logs
-T0=$(date +%s.%N)
-die() { echo "up.sh: $*" >&2; echo "see $LOG/*.log"; exit 1; }
-wait_port() {  # host port name
-  local end=$(( $(date +%s) + TIMEOUT ))
-  until (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; do
-    [ "$(date +%s)" -ge "$end" ] && die "$3 not listening on $1:$2 after ${TIMEOUT}s"
-    sleep 0.5
-  done
-}
-source "$(dirname "$0")/procs.sh"
-record() {  # add every process of ours not yet listed to $PIDFILE as "pid starttime name"
-  for p in $(scan_ours); do
-    grep -q "^$p " "$PIDFILE" || echo "$p $(starttime $p) $1 $(cat /proc/$p/comm)" >> "$PIDFILE"
-  done
-}
-[ -n "$(scan_ours)" ] && die "a previous stack is still running; run down.sh first"
-elapsed() { python3 -c "import time;print(f'{time.time()-$T0:.1f}s')"; }
-
-# 1. Redis (no persistence)
-setsid redis-server --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
-  --dir "$NDIF_HOME" --daemonize no > "$LOG/redis.log" 2>&1 &
-echo "$! $(starttime $!) redis" >> "$PIDFILE"
-# 2. S3 stand-in for RustFS
-setsid moto_server -H 127.0.0.1 -p 9000 > "$LOG/moto.log" 2>&1 &
-echo "$! $(starttime $!) moto" >> "$PIDFILE"
-wait_port 127.0.0.1 6379 redis; wait_port 127.0.0.1 9000 moto
-echo "redis+moto up $(elapsed)"
-
-# 3. Ray head: a fake GPU so the controller manages this node; cuda_memory_bytes = 8 GB budget
-RES='{"head": 10, "cuda_memory_bytes": 8000000000, "cpu_memory_bytes": 4000000000}'
-ray start --head --node-ip-address=127.0.0.1 --port=$NDIF_RAY_HEAD_PORT \
-  --ray-client-server-port=10001 --num-cpus=4 --num-gpus=1 --resources="$RES" \
-  --include-dashboard=true --dashboard-host=127.0.0.1 --dashboard-port=8265 \
-  --temp-dir="$RAY_TMP" --disable-usage-stats > "$LOG/ray.log" 2>&1 || die "ray start failed"
-# ray start daemonizes: record every process it left (found by our env marker)
-record ray
-wait_port 127.0.0.1 10001 ray-client
-echo "ray up $(elapsed)"
-
-# 4. Controller (a detached actor; the launcher exits once it is scheduled)
-RAY_ADDRESS=127.0.0.1:$NDIF_RAY_HEAD_PORT python -m ndif.services.ray.deployments.controller.controller \
-  > "$LOG/controller.log" 2>&1 || die "controller launch failed"
-echo "controller launched $(elapsed)"
-
-# 5. API: gunicorn, bound to loopback (the CLI --bind overrides gunicorn_conf's 0.0.0.0)
-NDIF_SERVICE=api setsid gunicorn --config python:ndif.services.api.gunicorn_conf \
-  --bind 127.0.0.1:$NDIF_API_PORT ndif.services.api.app:app > "$LOG/api.log" 2>&1 &
-echo "$! $(starttime $!) api" >> "$PIDFILE"
-wait_port 127.0.0.1 $NDIF_API_PORT api
-echo "api listening $(elapsed)"
-
-# 6. Deploy ladder-4 (blocks until the replica is ready or fails)
-timeout $TIMEOUT ndif deploy -f "$(dirname "$0")/models.yaml" > "$LOG/deploy.log" 2>&1 \
-  || { cat "$LOG/deploy.log"; die "deploy failed"; }
-echo "model deployed $(elapsed)"
-
-# 7. Readiness: the API reports the model as served
-end=$(( $(date +%s) + TIMEOUT ))
-until curl -sf http://127.0.0.1:$NDIF_API_PORT/status 2>/dev/null | grep -q "ladder-4"; do
-  [ "$(date +%s)" -ge "$end" ] && die "/status never listed ladder-4"
-  sleep 1
+LOG=$NDIF_HOME/logs/stack.log
+if [ "${NDIF_ISOLATE:-1}" = 1 ]; then
+  setsid python3 "$HERE/netns.py" "$CLIENT_PORTS" bash "$HERE/stack.sh" > "$LOG" 2>&1 &
+else
+  setsid bash "$HERE/stack.sh" > "$LOG" 2>&1 &
+fi
+LAUNCHER=$!
+echo "$LAUNCHER $(awk '{print $22}' /proc/$LAUNCHER/stat) launcher" >> "$PIDFILE"
+until [ -f "$NDIF_HOME/ready" ]; do
+  kill -0 $LAUNCHER 2>/dev/null && [ "$(awk '{print $3}' /proc/$LAUNCHER/stat 2>/dev/null)" != Z ] \
+    || die "$(grep -h -m1 -E '^(stack|netns)\.(sh|py):' "$LOG" || tail -1 "$LOG")"
+  [ $(( $(date +%s) - T0 )) -ge $(( TIMEOUT + 60 )) ] && die "not ready after $(( TIMEOUT + 60 )) s (see $LOG)"
+  sleep 0.5
 done
-# record processes started since (ray workers, controller, model actor, gunicorn workers)
-record child
-echo "READY $(elapsed)  (pids in $PIDFILE)"
+# the end-to-end check a client makes: the API, through the forwarded port, lists the model
+curl -sf "http://127.0.0.1:$NDIF_API_PORT/status" | grep -q ladder-4 \
+  || die "the API does not list ladder-4 on 127.0.0.1:$NDIF_API_PORT (see $LOG)"
+echo "READY in $(( $(date +%s) - T0 )) s ($( [ "${NDIF_ISOLATE:-1}" = 1 ] && echo "own network namespace" || echo "host network"))"

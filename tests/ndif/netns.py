@@ -1,0 +1,79 @@
+"""Run a command (the NDIF stack) in a network namespace of its own, reachable only through given ports.
+
+Ray's gRPC servers listen on 0.0.0.0 whatever ``--node-ip-address`` says. This process first binds the
+ports a client needs (the API, the object store) on the host's 127.0.0.1, then moves itself into a new
+network namespace that has only a loopback device (``unshare(CLONE_NEWNET)``: root only), runs the
+command there (its children inherit the namespace) and forwards every host connection to the same
+port inside. Nothing else the stack opens can be reached from the host, or from anywhere.
+
+    python netns.py 8001,9000 bash stack.sh
+
+Exits with the command's code if it fails; otherwise forwards until it is killed (down.sh).
+Standard library only, so any Python runs it.
+"""
+import ctypes
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+CLONE_NEWNET = 0x40000000
+
+
+def pipe(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def forward(listener: socket.socket, port: int) -> None:
+    while True:
+        outer, _ = listener.accept()          # a host connection
+        try:
+            inner = socket.create_connection(("127.0.0.1", port))  # made in this thread: inside the namespace
+        except OSError:
+            outer.close()
+            continue
+        for a, b in ((outer, inner), (inner, outer)):
+            threading.Thread(target=pipe, args=(a, b), daemon=True).start()
+
+
+def main() -> int:
+    ports = [int(p) for p in sys.argv[1].split(",")]
+    listeners = []
+    for port in ports:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            print(f"netns.py: host port 127.0.0.1:{port} is taken ({e.strerror}); stop what holds it", flush=True)
+            return 1
+        s.listen(64)
+        listeners.append((s, port))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNET) != 0:  # before any thread exists: every later thread and child is inside
+        print(f"netns.py: cannot create a network namespace ({os.strerror(ctypes.get_errno())}; it needs root); "
+              "NDIF_ISOLATE=0 runs the stack without one", flush=True)
+        return 1
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    for s, port in listeners:
+        threading.Thread(target=forward, args=(s, port), daemon=True).start()
+    rc = subprocess.call(sys.argv[2:])
+    if rc:
+        return rc
+    threading.Event().wait()  # forward until killed
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
