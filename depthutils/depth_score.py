@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
-import torch
 
 from . import data
 from ._run import encode_all, progress, resolve_max_tokens
@@ -61,23 +60,17 @@ def positions(enc: Encoded, rule: str, k: int = 4, stride: int = 4) -> list[int]
     return enc.answer_positions[:1] if rule == "first" else enc.answer_positions[::stride][:k]
 
 
-def greedy_correct(model, prompt: Prompt, enc: Encoded, max_new_tokens: int = 48) -> bool | None:
+def greedy_correct(model, prompt: Prompt, enc: Encoded, max_new_tokens: int = 48) -> bool:
     """Whether greedy decoding from the prompt's context produces its answer (teacher-free).
 
     A prompt with a ``final`` answer (MATH's boxed one) counts as solved when the generation (up to
     ``max_new_tokens`` tokens) starts with it or boxes it; otherwise it must start with the answer.
-    None for remote models (no local weights to decode with).
+    Decodes through nnsight, so on NDIF too when the model is remote.
     """
-    if model.remote:
-        return None
     context = enc.input_ids[:, :enc.answer_positions[0]]
     final = prompt.meta.get("final")
     n_new = max_new_tokens if final else len(enc.answer_positions)
-    module = model.nn._module
-    with torch.no_grad():
-        out = module.generate(context.to(model.device), max_new_tokens=n_new, do_sample=False,
-                              attention_mask=torch.ones_like(context).to(model.device),
-                              pad_token_id=model.tokenizer.pad_token_id or model.tokenizer.eos_token_id)
+    out = model.greedy(context, n_new)
     text = model.tokenizer.decode(out[0, context.shape[1]:], skip_special_tokens=True)
     if final:
         alone = re.match(rf"\s*\$?{re.escape(final)}\$?(\s|[.,]|$)", text)  # "4." yes, "4x + 1" no

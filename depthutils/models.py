@@ -258,6 +258,21 @@ class ModelHandle:
             return self.nn.trace(input_ids, remote=True)
         return self.nn.trace(input_ids.to(self.device))
 
+    def greedy(self, input_ids: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+        """Greedy decoding from token ids ``[1, T]`` through nnsight (on NDIF when remote):
+        the prompt and its continuation, ``[1, T + new]``, on the CPU."""
+        if input_ids.ndim != 2 or input_ids.shape[0] != 1:
+            raise ShapeError(f"input_ids must be [1, tokens], got {tuple(input_ids.shape)}")
+        ids = input_ids if self.remote else input_ids.to(self.device)
+        with torch.no_grad(), self.nn.generate(ids, remote=self.remote, max_new_tokens=max_new_tokens,
+                                               do_sample=False, attention_mask=torch.ones_like(ids),
+                                               pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id
+                                               ) as tracer:
+            out = tracer.result.save()
+        if out.ndim != 2 or out.shape[0] != 1 or out.shape[1] < input_ids.shape[1]:
+            raise ShapeError(f"generated ids must be [1, >= {input_ids.shape[1]}], got {tuple(out.shape)}")
+        return out.cpu()
+
     def no_grad(self):
         """``torch.no_grad()`` locally; gradients are off by default inside traces otherwise."""
         return torch.no_grad()

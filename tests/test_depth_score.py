@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 import depthutils
 from depthutils.depth_score import DepthScoreResult, positions, score
@@ -66,3 +67,15 @@ def test_unknown_task_is_one_clear_error(tiny):
     handle, _ = tiny("llama")
     with pytest.raises(depthutils.DepthError, match=r"Unknown task\(s\) \['sudoku'\]; choose from addition"):
         depthutils.depth_score(handle, ["sudoku"])
+
+
+def test_greedy_decoding_equals_transformers_generate(tiny):
+    """Accuracy decodes through nnsight (so it runs on NDIF too): the same ids as plain generate."""
+    handle, oracle = tiny("llama")
+    ids = handle.tokenizer("5 + 7 + 5 + 3 = ", return_tensors="pt").input_ids
+    got = handle.greedy(ids, 6)
+    want = oracle.generate(ids, max_new_tokens=6, do_sample=False, attention_mask=torch.ones_like(ids),
+                           pad_token_id=handle.tokenizer.eos_token_id)
+    assert got.shape == (1, ids.shape[1] + 6) and torch.equal(got, want)
+    with pytest.raises(depthutils.DepthError, match=r"\[1, tokens\]"):
+        handle.greedy(ids[0], 6)

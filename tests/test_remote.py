@@ -124,6 +124,9 @@ MEASUREMENTS = {
     "erasure": lambda m, ps, kw: du.residual_erasure(m, PROMPT, ANSWER, baseline=du.residual_means(m, ps), **kw),
     "ig_riemann": lambda m, ps, kw: du.integrated_gradients(m, PROMPT, ANSWER, steps=16, **kw),
     "ig_gauss": lambda m, ps, kw: du.integrated_gradients(m, PROMPT, ANSWER, steps=8, rule="gauss", **kw),
+    # future effects at answer positions, and greedy decoding for the accuracy (nnsight generate on NDIF)
+    "depth_score": lambda m, ps, kw: du.depth_score(m, ["addition", "multihop"], n=2, progress_bar=False),
+    "cross_model_mapping": lambda m, ps, kw: du.cross_model_mapping(m, m, data.gsm8k(4), progress_bar=False),
 }
 
 
