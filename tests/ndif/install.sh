@@ -6,16 +6,17 @@ set -uo pipefail
 source "$(dirname "$0")/env.sh"
 die() { echo "install.sh: $*" >&2; exit 1; }
 T0=$(date +%s)
+mkdir -p "$LAB" || die "cannot create $LAB (set NDIF_LAB to a writable folder)"
 if ! command -v redis-server >/dev/null 2>&1; then
   [ "$(id -u)" = 0 ] || die "redis-server is missing and only root can apt-get it (apt-get install redis-server)"
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; } \
-    > "$LAB.apt.log" 2>&1 || die "apt-get install redis-server failed (see $LAB.apt.log)"
+    > "$LAB/apt.log" 2>&1 || die "apt-get install redis-server failed (see $LAB/apt.log)"
 fi
 STAMP=$LAB/venv/.requirements.sha256
 WANT=$(sha256sum "$HERE/requirements.txt" | cut -d' ' -f1)
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   command -v "$PY" >/dev/null || die "$PY not found (set NDIF_PYTHON to a Python 3.11 or newer)"
-  mkdir -p "$LAB" && rm -rf "$LAB/venv"
+  rm -rf "$LAB/venv"
   "$PY" -m venv "$LAB/venv" || die "cannot create a venv at $LAB/venv"
   # ndif 0.1.2 declares Python >= 3.12 but runs on 3.11; every version is pinned, so nothing floats
   "$LAB/venv/bin/pip" install -q --disable-pip-version-check --ignore-requires-python --prefer-binary \
