@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+import csv
 import hashlib
 import warnings
 import zlib
@@ -374,23 +375,23 @@ def study(models, tasks=P2_TASKS + PROJECT_TASKS, *, n: int = 10, aime_n: int = 
     return Study(list(models), list(tasks), results, hits)
 
 
+def _reference_rows(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
 def reference_table(path: Path = REFERENCE_CSV) -> str:
     """P2's published Table 1 as markdown, in the same layout as :meth:`Study.markdown`."""
-    import csv
-
     rows = [(r["model"], r["layers"], [(int(r[f"{m}_{t}_ed"]), float(r[f"{m}_{t}_ratio"]), None)
                                        for m in METRICS for t in P2_TASKS])
-            for r in csv.DictReader(path.open())]
+            for r in _reference_rows(path)]
     return _markdown(list(P2_TASKS), rows)
 
 
 def reference_facts(path: Path = REFERENCE_CSV) -> dict:
     """The band of P2's published ratios, for the reading guide: for each metric, the smallest and the
     largest per-model median ratio over P2's three tasks (``{metric}_lo``, ``{metric}_hi``)."""
-    import csv
-
-    rows = list(csv.DictReader(path.open()))
-    out = {}
+    rows, out = _reference_rows(path), {}
     for m in METRICS:
         medians = [float(np.median([float(r[f"{m}_{t}_ratio"]) for t in P2_TASKS])) for r in rows]
         out[f"{m}_lo"], out[f"{m}_hi"] = round(min(medians), 2), round(max(medians), 2)

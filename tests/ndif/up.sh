@@ -22,7 +22,7 @@ else
   setsid bash "$HERE/stack.sh" > "$LOG" 2>&1 &
 fi
 LAUNCHER=$!
-echo "$LAUNCHER $(awk '{print $22}' /proc/$LAUNCHER/stat) launcher" >> "$PIDFILE"
+echo "$LAUNCHER $(starttime $LAUNCHER) launcher" >> "$PIDFILE"
 until [ -f "$NDIF_HOME/ready" ]; do
   kill -0 $LAUNCHER 2>/dev/null && [ "$(awk '{print $3}' /proc/$LAUNCHER/stat 2>/dev/null)" != Z ] \
     || die "$(grep -h -m1 -E '^(stack|netns)\.(sh|py):' "$LOG" || tail -1 "$LOG")"
