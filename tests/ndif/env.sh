@@ -21,7 +21,9 @@ unset NDIF_POSTGRES_URL NDIF_LOKI_URL NDIF_INFLUX_URL RAY_ADDRESS NDIF_API_KEY  
 export GRPC_ENABLE_FORK_SUPPORT=0
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 export RAY_USAGE_STATS_ENABLED=0
-export RAY_TMP=$LAB/state/ray
+# Ray's session folder holds AF_UNIX sockets, whose paths may not exceed 107 bytes: a short folder of its
+# own (one per NDIF_LAB) rather than one under a deep NDIF_LAB
+export RAY_TMP=/tmp/ndif-ray-$(printf %s "$LAB" | sha1sum | cut -c1-8)
 export PIDFILE=$LAB/state/pids
 #: the ports a client needs: the API and the object store its results are downloaded from
 CLIENT_PORTS="$NDIF_API_PORT,9000"

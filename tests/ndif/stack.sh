@@ -42,7 +42,7 @@ RES='{"head": 10, "cuda_memory_bytes": 8000000000, "cpu_memory_bytes": 400000000
 ray start --head --node-ip-address=127.0.0.1 --port=$NDIF_RAY_HEAD_PORT \
   --ray-client-server-port=10001 --num-cpus=4 --num-gpus=1 --resources="$RES" \
   --include-dashboard=true --dashboard-host=127.0.0.1 --dashboard-port=8265 \
-  --temp-dir="$RAY_TMP" --disable-usage-stats > "$LOG/ray.log" 2>&1 || die "ray start failed"
+  --temp-dir="$RAY_TMP" --disable-usage-stats > "$LOG/ray.log" 2>&1 || die "ray start failed: $(tail -1 "$LOG/ray.log")"
 # ray start daemonizes: record every process it left (found by our env marker)
 record ray
 wait_port 127.0.0.1 10001 ray-client

@@ -12,6 +12,7 @@ T0=$(date +%s)
 die() { echo "up.sh: $*" >&2; exit 1; }
 [ -x "$LAB/venv/bin/ray" ] || die "no server venv at $LAB/venv; run tests/ndif/install.sh first"
 [ -n "$(scan_ours)" ] && die "a previous stack is still running; run tests/ndif/down.sh first"
+rm -rf "$RAY_TMP"  # earlier sessions' Ray folders (nothing of ours runs now)
 mkdir -p "$NDIF_HOME/logs" "$RAY_TMP"
 rm -f "$NDIF_HOME/ready"
 : > "$PIDFILE"
