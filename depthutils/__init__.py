@@ -35,7 +35,8 @@ from .models import ModelHandle, load_model  # noqa: E402
 from .prompts import Prompt  # noqa: E402
 from .residual_erasure import residual_erasure, residual_means  # noqa: E402
 from .results import Result  # noqa: E402
+from . import claims, study  # noqa: E402  every verdict (claims.py) and P2's study over models × tasks
 
 __all__ = ["contributions", "future_effects", "logit_lens", "residual_erasure", "residual_means",
            "integrated_gradients", "effective_depth", "depth_score", "cross_model_mapping", "load_model", "ModelHandle", "Prompt", "Result",
-           "DepthError", "data"]
+           "DepthError", "data", "claims", "study"]

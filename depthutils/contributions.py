@@ -11,7 +11,7 @@ import torch
 from ._run import cosine, encode_all, progress, rel_norm
 from .errors import check_finite
 from .models import check_residual
-from .results import Result, Verdict, band_grade, band_text, describe, halves, make_meta
+from .results import Result, describe, half_sizes, halves, make_meta
 
 PARTS = ("attn", "mlp", "layer")
 
@@ -56,9 +56,13 @@ class ContributionsResult(Result):
         L = len(self.layer_ratio)
         first, second = halves(self.layer_ratio[1:])  # layer 0 writes onto the bare embedding: apart
         mid = 1 + L // 2
+        # P1: the last layer or two sharpen the output; how much does that one layer move the second half?
+        wo_last = float(np.mean(self.layer_ratio[mid:-1])) if L - mid > 1 else None
         return {"L": L, "layer0": round(float(self.layer_ratio[0]), 3), "first": round(first, 3),
                 "second": round(second, 3), "ratio": round(second / first, 2), "mid": mid, "first_end": mid - 1,
-                "last": L - 1,
+                "second_wo_last": None if wo_last is None else round(wo_last, 3),
+                "ratio_wo_last": None if wo_last is None else round(wo_last / first, 2),
+                "last": L - 1, "half_size": min(half_sizes(self.layer_ratio[1:])),
                 "n_negative": int((self.layer_cos < 0).sum())}
 
     def findings(self) -> str:
@@ -67,17 +71,6 @@ class ContributionsResult(Result):
         return (f"Whole-layer relative contribution: layer 0 {f['layer0']:.3f}; layers 1–{f['mid'] - 1} "
                 f"{f['first']:.3f} on average; layers {f['mid']}–{f['L'] - 1} {f['second']:.3f} (ratio "
                 f"{f['ratio']:.2f}). Layers whose update points against the residual (cos < 0): {neg or 'none'}.")
-
-    def verdict(self) -> Verdict:
-        f, iv = self.facts(), self.intervals()
-        return Verdict(
-            claim="P1: the second half of the layers contributes much less to the residual than the first half.",
-            criterion="the mean whole-layer ‖Δ_l‖/‖h_l‖ of the second half over that of the first half "
-                      "(layer 0 apart), with its 95% bootstrap interval over prompts: shown if the interval lies at "
-                      "or below 0.5, not shown if it lies wholly above 1, mixed otherwise.",
-            outcome=band_grade(f["ratio"], iv["ratio_lo"], iv["ratio_hi"], 0.5, 1.0),
-            numbers=f"second half {f['second']:.3f}, first half {f['first']:.3f}, ratio {f['ratio']:.2f}"
-                    f"{band_text(iv['ratio_lo'], iv['ratio_hi'])}.")
 
 
 def contributions(model, prompts, *, max_tokens: int | None = None, progress_bar: bool = True) -> ContributionsResult:

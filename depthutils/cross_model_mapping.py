@@ -26,7 +26,7 @@ from ._run import encode_all, progress
 from .errors import DepthError
 from .models import check_residual
 from .prompts import Prompt, encode
-from .results import Result, Verdict, band_grade, band_text, make_meta
+from .results import Result, bootstrap, make_meta
 
 
 @dataclass
@@ -44,7 +44,7 @@ class MappingResult(Result):
     prompt_tokens: np.ndarray = None
     kind: ClassVar[str] = "cross_model_mapping"
     PER_PROMPT: ClassVar[dict] = {"error": ("error_by_prompt", "tokens")}
-    INTERVAL_FACTS: ClassVar[tuple] = ("distance", "mean_best_error")
+    INTERVAL_FACTS: ClassVar[tuple] = ("distance", "mean_best_error", "rank_corr")
 
     def with_aggregates(self) -> "MappingResult":
         """The error from the held-out prompts' errors (the maps stay fixed), then the best matches."""
@@ -66,45 +66,89 @@ class MappingResult(Result):
         src, tgt = self.relative()
         return float(np.abs(tgt - src).mean())
 
+    def rank_correlation(self) -> float | None:
+        """Spearman's correlation of source depth and best-target depth: "deeper source, deeper target", which
+        can hold where "the same relative depth" does not (None when every source shares one target)."""
+        return spearman(np.arange(self.shape[0]), self.best)
+
+    def shared_target(self) -> tuple[int, float]:
+        """The target layer that most source layers map to best, and the share of source layers that do."""
+        counts = np.bincount(self.best, minlength=self.shape[1])
+        return int(counts.argmax()), float(counts.max() / self.shape[0])
+
+    def null_distances(self, n: int = 2000, seed: int = 0) -> np.ndarray:
+        """The diagonal distance under ``n`` random permutations of the target layers (chance): each permutation
+        relabels the target columns, so source layers that share a best target still share one."""
+        rng = np.random.default_rng(seed)
+        Ls, Lt = self.shape
+        perms = np.argsort(rng.random((n, Lt)), axis=1)         # [n, Lt]: target layer j -> perms[:, j]
+        src = (np.arange(Ls) + 1) / Ls
+        return np.abs((perms[:, self.best] + 1) / Lt - src).mean(axis=1)
+
+    def best_band(self, level: float = 0.95, n_boot: int = 1000, seed: int = 0) -> list[np.ndarray]:
+        """For each source layer, the target layers whose held-out error is within the noise of the row's
+        minimum: those whose paired bootstrap interval (held-out prompts resampled, maps fixed) of
+        ``error[s, j] − error[s, best_s]`` reaches 0. A flat row gives a wide band: its argmin is noise."""
+        Ls, _ = self.shape
+        if not self.n_prompts:
+            return [np.array([b]) for b in self.best]
+        rows = np.arange(Ls)
+        gap = lambda idx: (lambda e: e - e[rows, self.best][:, None])(self.aggregate("error", idx))
+        lo, _ = bootstrap(self.n_prompts, gap, level=level, n_boot=n_boot, seed=seed)
+        return [np.flatnonzero(lo[s] <= 0) for s in range(Ls)]
+
     def facts(self) -> dict:
-        src, tgt = self.relative()
+        shared, frac = self.shared_target()
+        rho = self.rank_correlation()
         return {"L_src": self.shape[0], "L_tgt": self.shape[1], "distance": round(self.diagonal_distance(), 3),
                 "min_error": round(float(self.error.min()), 3), "best": [int(b) for b in self.best],
-                "mean_best_error": round(float(self.error[np.arange(self.shape[0]), self.best].mean()), 3)}
+                "mean_best_error": round(float(self.error[np.arange(self.shape[0]), self.best].mean()), 3),
+                "rank_corr": None if rho is None else round(rho, 2), "shared_layer": shared,
+                "shared_frac": round(frac, 2)}
 
     def findings(self) -> str:
         f = self.facts()
         pairs = ", ".join(f"{s}→{b}" for s, b in enumerate(f["best"]))
+        bands = ", ".join(f"{s}: {_span(b)}" for s, b in enumerate(self.best_band()))
+        shared = (f" {100 * f['shared_frac']:.0f}% of the source layers share the best target {f['shared_layer']}."
+                  if f["shared_frac"] > 0.5 else "")
         return (f"{self.meta['params']['source']} ({f['L_src']} layers) → {self.meta['params']['target']} ({f['L_tgt']} layers): "
                 f"best target layer for each source layer {pairs}; mean distance from the relative-depth "
-                f"diagonal {f['distance']:.3f}; mean held-out error at the best match {f['mean_best_error']:.3f}.")
+                f"diagonal {f['distance']:.3f}; mean held-out error at the best match {f['mean_best_error']:.3f}. "
+                f"Target layers within the noise of each row's minimum (95% paired bootstrap over held-out "
+                f"prompts): {bands}.{shared}")
 
 
-def verdict(results: list[MappingResult], shown: float = 0.15, mixed: float = 0.3) -> Verdict:
-    """P1's claim on one or more source → target mappings, from their mean distance to the diagonal.
+def _span(layers) -> str:
+    """``"3"``, ``"1–10"`` or ``"1–4, 9"``: a set of layers as runs."""
+    runs, out = [], []
+    for l in layers:
+        if runs and l == runs[-1][1] + 1:
+            runs[-1][1] = l
+        else:
+            runs.append([l, l])
+    for a, b in runs:
+        out.append(f"{a}" if a == b else f"{a}–{b}")
+    return ", ".join(out)
 
-    A model mapped onto itself is the sanity check, not a test of the claim: it is left out, and
-    with nothing else to judge the verdict is "not shown".
-    """
-    claim = ("P1: a deeper model stretches the same computation over more layers: the best linear match of a "
-             "source layer lies at the same relative depth of the deeper model.")
-    results = [r for r in results if r.meta["params"]["source"] != r.meta["params"]["target"]]
-    if not results:
-        return Verdict(claim=claim, criterion="needs two different models; only self-mappings were run.",
-                       outcome="not shown", numbers="no mapping between two different models.")
-    bands = [r.intervals() for r in results]
-    grades = [band_grade(r.diagonal_distance(), iv["distance_lo"], iv["distance_hi"], shown, mixed)
-              for r, iv in zip(results, bands)]
-    worst = max(grades, key=("shown", "mixed", "not shown").index)
-    return Verdict(
-        claim=claim,
-        criterion=f"for every mapping, the mean |relative depth of the best target − relative depth of the source| "
-                  f"over source layers, with its 95% bootstrap interval over held-out prompts: shown if every "
-                  f"interval lies at or below {shown}, not shown if one lies wholly above {mixed}, mixed otherwise.",
-        outcome=worst,
-        numbers="; ".join(f"{r.meta['params']['source']} → {r.meta['params']['target']}: {r.diagonal_distance():.3f}"
-                          f"{band_text(iv['distance_lo'], iv['distance_hi'], 3)}" for r, iv in zip(results, bands))
-                + ".")
+
+def spearman(x, y) -> float | None:
+    """Spearman's rank correlation (ties get their mean rank); None when either side is constant."""
+    rx, ry = _ranks(x), _ranks(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return None
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _ranks(v) -> np.ndarray:
+    v = np.asarray(v, float)
+    order = v.argsort(kind="stable")
+    ranks = np.empty(len(v))
+    ranks[order] = np.arange(len(v))
+    for value in np.unique(v):  # ties: the mean of their ranks
+        tied = v == value
+        ranks[tied] = ranks[tied].mean()
+    return ranks
 
 
 def same_tokenizer(a, b) -> bool:

@@ -26,7 +26,7 @@ from ._run import encode_all, progress, resolve_max_tokens
 from .errors import DepthError, NothingFits
 from .future_effects import future_effects
 from .prompts import Encoded, Fit, Prompt
-from .results import Result, Verdict, combine, interval_grade, make_meta
+from .results import Result, make_meta
 
 #: task family -> (levels, loader of ``n`` prompts of one level, positions rule). The rule is P1's:
 #: "math" takes up to 4 answer positions at stride 4, the others the first answer token.
@@ -165,27 +165,6 @@ class DepthScoreResult(Result):
             parts.append(f"{t}: normalised depth score (accuracy) by level {levels}; slope per level "
                          f"{'undefined' if s is None else f'{s:+.3f}'}.")
         return " ".join(parts)
-
-    def verdict(self, threshold: float = 0.02) -> Verdict:
-        """P1's claim, judged per task family on the slope of the mean normalised score against the level
-        and its 95% bootstrap interval (prompts resampled within levels); P1's max-over-prompts slope is
-        reported beside it (a max over prompts has a biased bootstrap, see :meth:`Result.interval`)."""
-        f = self.facts()
-        tasks = list(dict.fromkeys(r["task"] for r in self.rows))
-        grades = [interval_grade(f[f"{t}_mean_slope"], f[f"{t}_mean_slope_lo"], f[f"{t}_mean_slope_hi"],
-                                 threshold, two_sided=False) for t in tasks]
-        fmt = lambda v: "undefined" if v is None else f"{v:+.3f}"
-        band = lambda t: ("" if f[f"{t}_mean_slope_lo"] is None
-                          else f" [{f[f'{t}_mean_slope_lo']:+.3f}, {f[f'{t}_mean_slope_hi']:+.3f}]")
-        return Verdict(
-            claim="P1: harder problems do not use more layers (the depth score does not rise with difficulty).",
-            criterion=f"per task family, the least-squares slope per level of the mean normalised depth score, with "
-                      f"its 95% bootstrap interval over prompts: a family counts for the claim if the interval lies "
-                      f"below {threshold}, against it if the interval lies wholly above {threshold}; shown if every "
-                      "family counts for it, not shown if every family counts against it, mixed otherwise.",
-            outcome=combine(grades),
-            numbers="; ".join(f"{t}: {fmt(f[f'{t}_mean_slope'])}{band(t)} (P1's max over prompts: "
-                              f"{fmt(f[f'{t}_slope'])})" for t in tasks) + ".")
 
 
 def _r3(v):

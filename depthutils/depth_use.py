@@ -26,7 +26,7 @@ from .effective_depth import EffectiveDepthResult, effective_depth
 from .future_effects import FutureEffectsResult, future_effects
 from .logit_lens import LogitLensResult, logit_lens
 from .errors import NothingFits
-from .results import Verdict, bootstrap, combine, paired_interval
+from .results import bootstrap, paired_interval
 
 #: the numbers compared, in the order of the verdict
 MEASURES = ("late_effect", "kl_ratio", "depth_score")
@@ -94,38 +94,6 @@ class DepthUse:
             lines.append(f"{m[-24:]:<24}" + "".join(f"{'—' if n[k] is None else f'{n[k]:.3f}':>14}" for k in MEASURES))
         lines.append(self.future[self.models[0]].fitting())
         return "\n".join(lines)
-
-    def verdict(self, margin: float = 0.02) -> Verdict:
-        """P1's MoEUT claim: the shared model (the last) uses more of its depth than the stacked one (the first),
-        judged on each difference and its paired 95% bootstrap interval over prompts."""
-        stacked, shared = self.models[0], self.models[-1]
-        claim = ("P1 (outlook): a shared-layer model (MoEUT) uses more of its depth than a standard transformer "
-                 "trained on the same data; P1 calls this preliminary.")
-        if stacked == shared:
-            return Verdict(claim=claim, criterion="needs two models, a stacked one first and a shared-layer one last.",
-                           outcome="not shown", numbers="one model only.")
-        a, b, f = self.numbers(stacked), self.numbers(shared), self.facts()
-
-        def outcome(k):
-            d, lo, hi = f[f"diff_{k}"], f[f"diff_{k}_lo"], f[f"diff_{k}_hi"]
-            if d is None:
-                return "not shown"
-            lo, hi = (d, d) if lo is None else (lo, hi)
-            return "shown" if lo > margin else "not shown" if hi <= margin else "mixed"
-        fmt = lambda v: "—" if v is None else f"{v:.3f}"
-        band = lambda k: "" if f[f"diff_{k}_lo"] is None else f" [{f[f'diff_{k}_lo']:+.3f}, {f[f'diff_{k}_hi']:+.3f}]"
-        diff = lambda k: "—" if f[f"diff_{k}"] is None else f"{f[f'diff_{k}']:+.3f}"
-        return Verdict(
-            claim=claim,
-            criterion=f"{shared} minus {stacked} on three numbers where larger means later layers matter more "
-                      f"(late/early future-effect ratio, KL effective-depth ratio, mean normalised depth score), each "
-                      f"with its paired 95% bootstrap interval over prompts: a number counts for the claim if its "
-                      f"interval lies wholly above {margin}, against it if the interval lies at or below {margin}, "
-                      "and is mixed if it straddles; shown if all three count for it, not shown if all three count "
-                      "against it, mixed otherwise.",
-            outcome=combine([outcome(k) for k in MEASURES]),
-            numbers="; ".join(f"{k}: {fmt(b[k])} vs {fmt(a[k])}, difference {diff(k)}{band(k)}" for k in MEASURES)
-                    + ".")
 
     def save(self, out_dir: str | Path) -> None:
         for m in self.models:

@@ -32,7 +32,7 @@ from . import stack
 from ._run import encode_all, progress
 from .errors import DepthError, check_finite
 from .models import check_residual
-from .results import Result, Verdict, band_grade, band_text, describe, halves, make_meta
+from .results import Result, describe, half_sizes, halves, make_meta
 
 PARTS = ("layer", "attn", "mlp")
 MODES = ("future", "all")
@@ -53,36 +53,37 @@ class FutureEffectsResult(Result):
                                   "output_effect": ("output_effect_by_prompt", "max")}
     INTERVAL_FACTS: ClassVar[tuple] = ("later_ratio", "out_ratio")
 
+    def structural_zeros(self) -> list[int]:
+        """Skipped layers whose output effect is 0 by construction, not by measurement: in the future-tokens
+        variant nothing above the last layer carries a change at positions ``< t`` to the output at ``p ≥ t``
+        (and with ``local=True`` no direct path does for any layer). They are left out of the output halves."""
+        p, L = self.meta.get("params", {}), len(self.output_effect)
+        if p.get("mode", "future") != "future":
+            return []
+        return list(range(L)) if p.get("local") else [L - 1]
+
     def facts(self) -> dict:
-        """The numbers the chapter's prose states (means over each half of the layers), rounded."""
+        """The numbers the chapter's prose states (means over each half of the layers), rounded; the output
+        halves leave out :meth:`structural_zeros`."""
         L = len(self.output_effect)
         on_later = np.array([np.nanmean(self.layer_effect[s, s + 1:]) if s < L - 1 else np.nan for s in range(L)])
-        (f1, f2), (o1, o2) = halves(on_later), halves(self.output_effect)
-        return {"L": L, "later_first": round(f1, 3), "later_second": round(f2, 3), "out_first": round(o1, 3),
-                "out_second": round(o2, 3), "later_ratio": round(f2 / f1, 2) if f1 > 0 else None,
-                "out_ratio": round(o2 / o1, 2) if o1 > 0 else None}
+        out = np.asarray(self.output_effect, float).copy()
+        structural = self.structural_zeros()
+        out[structural] = np.nan
+        (f1, f2), (o1, o2) = halves(on_later), halves(out)
+        r2 = lambda v: None if not np.isfinite(v) else round(float(v), 3)
+        return {"L": L, "later_first": round(f1, 3), "later_second": round(f2, 3), "out_first": r2(o1),
+                "out_second": r2(o2), "later_ratio": round(f2 / f1, 2) if f1 > 0 else None,
+                "out_ratio": round(o2 / o1, 2) if np.isfinite(o1) and np.isfinite(o2) and o1 > 0 else None,
+                "half_size": min(half_sizes(on_later)), "structural": structural}
 
     def findings(self) -> str:
         f = self.facts()
+        fmt = lambda v: "—" if v is None else f"{v:.3f}"
+        zeros = f" (left out: layer(s) {f['structural']}, 0 by construction)" if f["structural"] else ""
         return (f"Skipping a first-half layer changes later layers by {f['later_first']:.3f} on average, a "
-                f"second-half layer by {f['later_second']:.3f}; the output moves by {f['out_first']:.3f} vs "
-                f"{f['out_second']:.3f} (max ‖p − p′‖₂, mean over the half).")
-
-    def verdict(self) -> Verdict:
-        f, iv = self.facts(), self.intervals()
-        fmt = lambda v: "undefined" if v is None else f"{v:.2f}"
-        return Verdict(
-            claim="P1: skipping a second-half layer changes the later layers' computation much less than "
-                  "skipping a first-half layer.",
-            criterion="the mean effect on later layers of second-half layers over that of first-half layers "
-                      f"({self.meta.get('params', {}).get('part', 'layer')}, "
-                      f"{self.meta.get('params', {}).get('mode', 'future')} tokens; P1's max over prompts), with its "
-                      "95% bootstrap interval over prompts: shown if the interval lies at or below 0.5, not shown "
-                      "if it lies wholly above 1, mixed otherwise.",
-            outcome=band_grade(f["later_ratio"], iv["later_ratio_lo"], iv["later_ratio_hi"], 0.5, 1.0),
-            numbers=f"second half {f['later_second']:.3f}, first half {f['later_first']:.3f}, ratio "
-                    f"{fmt(f['later_ratio'])}{band_text(iv['later_ratio_lo'], iv['later_ratio_hi'])} (output: ratio "
-                    f"{fmt(f['out_ratio'])}{band_text(iv['out_ratio_lo'], iv['out_ratio_hi'])}).")
+                f"second-half layer by {f['later_second']:.3f}; the output moves by {fmt(f['out_first'])} vs "
+                f"{fmt(f['out_second'])} (max ‖p − p′‖₂, mean over the half{zeros}).")
 
 
 def sample_positions(n_tokens: int, seed: int = 123, k: int = 4) -> list[int]:

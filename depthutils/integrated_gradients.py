@@ -83,6 +83,20 @@ def rule_error(result: IGResult, reference: IGResult) -> float:
     return float(np.abs(a - ref).max() / np.abs(ref).max())
 
 
+def rule_comparison(riemann: IGResult, gauss: IGResult, reference: IGResult) -> dict:
+    """How far P1's Riemann sum and a Gauss–Legendre rule each are from a converged ``reference`` on this
+    run (:func:`rule_error`), which of the two is closer, and that said in one sentence."""
+    n = lambda r: r.meta["params"]["steps"]
+    err = {"riemann": round(rule_error(riemann, reference), 4), "gauss": round(rule_error(gauss, reference), 4)}
+    closer = "gauss" if err["gauss"] < err["riemann"] else "riemann"
+    names = {"riemann": f"Riemann with {n(riemann)} points", "gauss": f"Gauss–Legendre with {n(gauss)} nodes"}
+    other = "riemann" if closer == "gauss" else "gauss"
+    sentence = (f"Against Gauss–Legendre with {n(reference)} nodes, {names[closer]} is closer (error "
+                f"{err[closer]:.4f} of the largest attribution) than {names[other]} ({err[other]:.4f}).")
+    return {**err, "riemann_steps": n(riemann), "gauss_steps": n(gauss), "closer": names[closer],
+            "farther": names[other], "sentence": sentence}
+
+
 def _target(model, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
     """``f`` per batch row: Σ over answer tokens of the gold token's probability."""
     probs = model.logits()[:, pred].float().softmax(-1)  # [B, P, V]

@@ -12,7 +12,7 @@ from ._run import encode_all, progress
 from .curves import ed_kl, ed_overlap, ratio
 from .errors import check_finite
 from .models import check_residual
-from .results import Result, Verdict, band_grade, band_text, combine, describe, make_meta
+from .results import Result, describe, make_meta
 
 
 @dataclass
@@ -49,25 +49,6 @@ class LogitLensResult(Result):
         return (f"The lens KL falls below half its maximum {say(f['kl_layer'], f['kl_rel'])}; the top-{self.k} "
                 f"overlap first exceeds 0.3 {say(f['overlap_layer'], f['overlap_rel'])}. Overlap at the middle "
                 f"layer: {f['mid_overlap']:.2f}.")
-
-    def verdict(self) -> Verdict:
-        f, iv = self.facts(), self.intervals()
-        rel = lambda r: "never" if r is None else f"{r:.2f}"
-        late_kl = band_grade(f["kl_rel"], iv["kl_rel_lo"], iv["kl_rel_hi"], 0.5, 0.5, below=False)
-        never = lambda v: 1.0 if v is None else v  # an overlap that never passes 0.3 is as late as it gets
-        late_overlap = band_grade(never(f["overlap_rel"]), iv["overlap_rel_lo"], iv["overlap_rel_hi"], 0.5, 0.5,
-                                  below=False)
-        return Verdict(
-            claim="P1: the logit lens stays far from the output in the first half and converges in the second.",
-            criterion="the relative depth (l+1)/L at which KL first falls below half its maximum, and at which the "
-                      f"top-{self.k} overlap first exceeds 0.3, each with its 95% bootstrap interval over prompts: "
-                      "a crossing counts for the claim if its interval lies at or above 0.5, against it if the "
-                      "interval lies below 0.5, and is mixed if it straddles 0.5; shown if both count for it, not "
-                      "shown if both count against it, mixed otherwise.",
-            outcome=combine([late_kl, late_overlap]),
-            numbers=f"KL halves at relative depth {rel(f['kl_rel'])}{band_text(iv['kl_rel_lo'], iv['kl_rel_hi'])}; "
-                    f"overlap passes 0.3 at {rel(f['overlap_rel'])}"
-                    f"{band_text(iv['overlap_rel_lo'], iv['overlap_rel_hi'])}.")
 
 
 def lens_stats(log_q: torch.Tensor, log_final: torch.Tensor, top_final: torch.Tensor, k: int):

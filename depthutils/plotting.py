@@ -286,7 +286,8 @@ def depth_score(result):
 # ------------------------------------------------------------------ chapter 8 (P1 §7)
 def mapping(results):
     """Held-out error of the affine map from each source layer to each target layer, with the
-    relative-depth diagonal (dashed) and the best match of each source layer (dots); the best-match
+    relative-depth diagonal (dashed), the best match of each source layer (dots) and the target layers within the
+    noise of its minimum (squares, :meth:`~depthutils.cross_model_mapping.MappingResult.best_band`); the best-match
     curve carries the 95% bootstrap interval over held-out prompts of each best match."""
     fig, axes = plt.subplots(1, len(results) + 1, figsize=(5 * len(results) + 4.5, 4), squeeze=False)
     axes = axes[0]
@@ -295,6 +296,9 @@ def mapping(results):
         heatmap(ax, r.error, "held-out ‖ŷ − y‖ / ‖y‖", cmap="viridis_r")
         # heatmap cells are centred at i + 0.5
         ax.plot((np.arange(Ls) + 1) / Ls * Lt - 0.5, np.arange(Ls) + 0.5, "w--", lw=1.5, label="same relative depth")
+        band = [(s, j) for s, b in enumerate(r.best_band()) for j in b]
+        ax.plot([j + 0.5 for _, j in band], [s + 0.5 for s, _ in band], "s", mfc="none", mec="orange", ms=7, mew=1.2,
+                label="within the noise of the row's minimum")
         ax.plot(r.best + 0.5, np.arange(Ls) + 0.5, "o", color="red", ms=5, label="best target layer")
         ax.set_xticks(np.arange(0, Lt, max(1, Lt // 8)) + 0.5, np.arange(0, Lt, max(1, Lt // 8)))
         ax.set(xlabel=f"target layer of {r.meta['params']['target']}",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from IPython.display import Markdown
 
-from .results import Verdict
+from .claims import Verdict, paper_vs_run
 
 try:
     from myst_nb import glue as _glue
@@ -34,6 +34,17 @@ def glue_facts(facts, prefix: str) -> None:
     for name, value in facts.items():
         if _glue is not None:
             _glue(f"{prefix}_{name}", "never" if value is None else value, display=False)
+
+
+def paper(v: Verdict, *results) -> Markdown:
+    """The "paper vs this run" table of a verdict's claim (see :func:`depthutils.claims.paper_vs_run`), this
+    run's side read from the ``results`` (results, or dicts/lists of them)."""
+    metas = []
+    for r in results:
+        for one in (r.values() if isinstance(r, dict) else r if isinstance(r, (list, tuple)) else [r]):
+            if one is not None:
+                metas.append(one.meta)
+    return Markdown(paper_vs_run(v, metas))
 
 
 def verdict(v: Verdict | dict[str, Verdict], prefix: str = "verdict") -> Markdown:

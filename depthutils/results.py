@@ -282,10 +282,20 @@ def wrap(text: str, width: int = 96) -> str:
 
 
 def halves(values) -> tuple[float, float]:
-    """Means over the first and the second half of the layers (the middle layer goes to the first)."""
+    """Means over the first and the second half of the layers (the middle layer goes to the first);
+    NaN entries (undefined, or left out as structural zeros) are skipped."""
     v = np.asarray(values, float)
     mid = (len(v) + 1) // 2
-    return float(np.nanmean(v[:mid])), float(np.nanmean(v[mid:]))
+    with warnings.catch_warnings():  # a half with no defined entry is NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(np.nanmean(v[:mid])), float(np.nanmean(v[mid:]))
+
+
+def half_sizes(values) -> tuple[int, int]:
+    """How many defined (non-NaN) entries each half of :func:`halves` averages."""
+    v = np.isfinite(np.asarray(values, float))
+    mid = (len(v) + 1) // 2
+    return int(v[:mid].sum()), int(v[mid:].sum())
 
 
 def context_depth(matrix, first: int, frac: float = 0.1) -> int | None:
@@ -302,42 +312,6 @@ def context_depth(matrix, first: int, frac: float = 0.1) -> int | None:
     return int(rows[-1]) if rows.size else None
 
 
-#: the outcomes a verdict can have
-OUTCOMES = ("shown", "mixed", "not shown")
-
-
-@dataclass
-class Verdict:
-    """A computed verdict on a paper's claim: the claim, the criterion (a number and its
-    thresholds), the outcome and this run's numbers. Chapters end with one."""
-
-    claim: str
-    criterion: str
-    outcome: str
-    numbers: str
-
-    def __post_init__(self):
-        if self.outcome not in OUTCOMES:
-            raise ValueError(f"outcome must be one of {OUTCOMES}, got {self.outcome!r}")
-
-    def markdown(self) -> str:
-        return (f"**Verdict: {self.outcome}.**\n\n- *Claim:* {self.claim}\n- *Criterion:* {self.criterion}\n"
-                f"- *This run:* {self.numbers}")
-
-
-def grade(value: float | None, shown: float, mixed: float, below: bool = True) -> str:
-    """``"shown"`` when ``value`` is beyond the ``shown`` threshold, ``"mixed"`` beyond ``mixed``,
-    else ``"not shown"`` (``below=True``: smaller is more in favour of the claim). None: not shown."""
-    if value is None or not np.isfinite(value):
-        return "not shown"
-    sign = 1 if below else -1
-    if sign * value <= sign * shown:
-        return "shown"
-    if sign * value <= sign * mixed:
-        return "mixed"
-    return "not shown"
-
-
 def paired_interval(a: "Result", b: "Result", statistic, *, level: float = 0.95, n_boot: int = 1000,
                     seed: int = 0):
     """Bootstrap interval of ``statistic(a) − statistic(b)`` for two results on the *same* prompts
@@ -350,73 +324,3 @@ def paired_interval(a: "Result", b: "Result", statistic, *, level: float = 0.95,
         x, y = statistic(a.resample(idx)), statistic(b.resample(idx))
         return None if x is None or y is None else x - y
     return bootstrap(a.n_prompts, diff, level=level, n_boot=n_boot, seed=seed)
-
-
-def interval_grade(value: float | None, lo: float | None, hi: float | None, tolerance: float,
-                   two_sided: bool = True) -> str:
-    """Grade a claim of *no change beyond* ``tolerance`` on a difference and its interval ``[lo, hi]``.
-
-    ``"shown"`` when the whole interval lies within the tolerance (``|x| ≤ tolerance``, or
-    ``x ≤ tolerance`` one-sided), ``"not shown"`` when it lies wholly beyond it (a change larger than
-    the tolerance, outside the noise), ``"mixed"`` when it straddles it. Without an interval
-    (``lo``/``hi`` None) the point value decides between shown and not shown; None: not shown.
-    """
-    if value is None or not np.isfinite(value):
-        return "not shown"
-    if lo is None or hi is None:
-        lo = hi = value
-    if two_sided:
-        inside = -tolerance <= lo and hi <= tolerance
-        beyond = lo > tolerance or hi < -tolerance
-    else:
-        inside, beyond = hi <= tolerance, lo > tolerance
-    return "shown" if inside else "not shown" if beyond else "mixed"
-
-
-def band_grade(value: float | None, lo: float | None, hi: float | None, shown: float, mixed: float,
-               below: bool = True) -> str:
-    """:func:`grade` on an interval ``[lo, hi]`` (``below=True``: smaller is more in favour of the claim):
-    ``"shown"`` when the whole interval is at or beyond the ``shown`` threshold, ``"not shown"`` when the
-    whole interval is past the ``mixed`` one, ``"mixed"`` otherwise: a value whose interval straddles a
-    threshold is inside the noise. Without an interval it is :func:`grade` of the value."""
-    if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
-        return grade(value, shown, mixed, below)
-    if value is None or not np.isfinite(value):
-        return "not shown"
-    if below:
-        return "shown" if hi <= shown else "not shown" if lo > mixed else "mixed"
-    return "shown" if lo >= shown else "not shown" if hi < mixed else "mixed"
-
-
-def band_text(lo: float | None, hi: float | None, digits: int = 2, level: float = 0.95) -> str:
-    """``" (95% CI 0.31–0.45)"``, or ``""`` without an interval."""
-    if lo is None or hi is None:
-        return ""
-    return f" ({100 * level:.0f}% CI {lo:.{digits}f}–{hi:.{digits}f})"
-
-
-def combine(outcomes) -> str:
-    """Several criteria at once: shown if all are, not shown if none is (mixed counts half)."""
-    outcomes = list(outcomes)
-    if all(o == "shown" for o in outcomes):
-        return "shown"
-    if all(o == "not shown" for o in outcomes):
-        return "not shown"
-    return "mixed"
-
-
-def context_verdict(results: dict, what: str) -> Verdict:
-    """P1's Fig. 6 claim on several prompts' erasure or IG results (``{name: result}``), from each
-    result's ``facts()['deepest_rel']`` (see :func:`context_depth`)."""
-    facts = {name: r.facts() for name, r in results.items()}
-    grades = [grade(f["deepest_rel"] if f["deepest_rel"] is not None else 0.0, 0.6, 0.8) for f in facts.values()]
-    worst = max(grades, key=("shown", "mixed", "not shown").index)
-    rel = lambda f: "never" if f["deepest_rel"] is None else f"{f['deepest_rel']:.2f}"
-    return Verdict(
-        claim="P1: context positions (operands, entities) stop mattering by about the middle of the network; "
-              "after that the answer is computed at the last positions.",
-        criterion=f"for every prompt, the relative depth of the deepest layer at which {what} at a context "
-                  "position exceeds 10% of its maximum: shown if ≤ 0.6 for all prompts, mixed if ≤ 0.8, "
-                  "not shown otherwise.",
-        outcome=worst,
-        numbers="; ".join(f"{name}: {rel(f)}" for name, f in facts.items()) + ".")

@@ -15,7 +15,7 @@ from conftest import ATOL, ROOT
 import depthutils as du
 from depthutils import data
 from depthutils.effective_depth import effective_depth
-from depthutils.results import aggregate, bootstrap, interval_grade, paired_interval
+from depthutils.results import aggregate, bootstrap, paired_interval
 
 
 @pytest.fixture(scope="module")
@@ -131,14 +131,6 @@ def test_bootstrap_and_aggregate_basics():
 def test_paired_interval_of_a_result_with_itself_is_zero(contrib16):
     lo, hi = paired_interval(contrib16, contrib16, lambda r: r.facts()["ratio"], n_boot=50)
     assert lo == hi == 0
-
-
-def test_interval_grade():
-    assert interval_grade(0.02, -0.03, 0.08, 0.10) == "shown"
-    assert interval_grade(0.30, 0.15, 0.45, 0.10) == "not shown"
-    assert interval_grade(0.12, 0.02, 0.22, 0.10) == "mixed"
-    assert interval_grade(-0.2, -0.3, -0.1, 0.05, two_sided=False) == "shown"
-    assert interval_grade(None, None, None, 0.05) == "not shown"
 
 
 def test_seaborn_and_pandas_are_pinned():

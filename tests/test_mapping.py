@@ -8,7 +8,8 @@ import torch
 
 import depthutils
 from conftest import TEXT, build_tiny
-from depthutils.cross_model_mapping import _with_bias, fit_maps, verdict
+from depthutils.claims import mapping as verdict
+from depthutils.cross_model_mapping import _with_bias, fit_maps
 from depthutils.prompts import Prompt
 
 
@@ -41,7 +42,7 @@ def test_a_model_mapped_onto_itself_is_the_diagonal(tiny):
         others = np.delete(r.error[s], s)
         assert (others > r.error[s, s]).all()
     assert list(r.best) == list(range(L)) and r.diagonal_distance() == 0
-    assert verdict([r]).outcome == "not shown"  # a self-mapping tests nothing about P1's claim
+    assert verdict([r]).outcome == "not tested"  # a self-mapping tests nothing about P1's claim
 
 
 def test_shallow_to_deep_gives_a_full_matrix(tiny, tiny_root):
@@ -51,6 +52,8 @@ def test_shallow_to_deep_gives_a_full_matrix(tiny, tiny_root):
     assert r.error.shape == (3, 5) and np.isfinite(r.error).all() and (r.error > 0).all()
     assert r.meta["params"]["fit_tokens"] > 0 and r.meta["params"]["scored_tokens"] > 0
     assert verdict([r]).outcome in ("shown", "mixed", "not shown")
+    bands = r.best_band(n_boot=100)
+    assert all(r.best[s] in b for s, b in enumerate(bands))  # a row's minimum is always within its own noise
 
 
 def test_models_must_share_a_tokenizer(tiny):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from conftest import build_tiny
 from depthutils import cache
-from depthutils.effective_depth import (METRICS, _markdown, ed_cos, ed_kl, ed_overlap, ratio, reference_table, study,
-                                       reference_facts, tokens_note)
+from depthutils.curves import ed_cos, ed_kl, ed_overlap, ratio
+from depthutils.study import METRICS, _markdown, reference_facts, reference_table, study, tokens_note
 
 
 def test_study_caches_per_model_and_task_and_the_table_recomputes(tiny_root, tmp_path):
@@ -66,7 +66,7 @@ def test_reference_facts_are_the_band_of_p2s_table():
     """Chapter 6 glues P2's band from the table instead of typing it: per-model medians over the tasks."""
     import pandas as pd
 
-    from depthutils.effective_depth import P2_TASKS, REFERENCE_CSV
+    from depthutils.study import P2_TASKS, REFERENCE_CSV
 
     table = pd.read_csv(REFERENCE_CSV)
     for m in METRICS:

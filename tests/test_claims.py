@@ -1,0 +1,203 @@
+"""The claims table and its criteria, on synthetic results that the earlier rules graded wrongly.
+
+Each test builds the result a measurement would return (through its public class) and grades it
+through :mod:`depthutils.claims`, the one place a verdict is built.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from depthutils import claims
+from depthutils.claims import CLAIMS, OUTCOMES, combine, grade
+from depthutils.contributions import KEYS, ContributionsResult
+from depthutils.cross_model_mapping import MappingResult, spearman
+from depthutils.depth_score import DepthScoreResult
+from depthutils.effective_depth import EffectiveDepthResult
+from depthutils.future_effects import FutureEffectsResult
+from depthutils.logit_lens import LogitLensResult
+from depthutils.study import Study, reference_spread
+
+RNG = np.random.default_rng(0)
+
+
+# ------------------------------------------------------------------------------ the table and the rule
+
+def test_every_claim_states_its_source_and_every_threshold_its_origin():
+    for c in CLAIMS.values():
+        assert c.paper in ("P1", "P2") and c.where and c.sentence and c.statistic
+        assert c.sentence.startswith("“") or c.sentence.startswith("in our words")
+        for t in (c.shown, c.against):
+            assert len(t.source) > 10, (c.key, t)  # a sentence, not a bare number
+
+
+def test_the_rule_can_fail_and_says_not_tested_when_it_cannot_speak():
+    assert grade(0.3, 0.2, 0.4, 0.5, 1.0) == "shown"
+    assert grade(1.4, 1.3, 1.5, 0.5, 1.0) == "not shown"
+    assert grade(0.8, 0.4, 1.2, 0.5, 1.0) == "mixed"
+    assert grade(0.7, 0.6, 0.8, 0.5, 0.5, below=False) == "shown"
+    assert grade(0.3, 0.2, 0.4, 0.5, 0.5, below=False) == "not shown"
+    assert grade(None, None, None, 0.5, 1.0) == "not tested"
+    assert grade(float("nan"), None, None, 0.5, 1.0) == "not tested"
+    assert grade(0.6, None, None, 0.5, 1.0) == "mixed"  # no interval: the point decides
+    # against before shown: a rise outside the noise fails even when it is small
+    assert grade(0.01, 0.005, 0.02, 0.03, 0.0) == "not shown"
+
+
+def test_not_tested_parts_are_never_counted():
+    assert combine(["shown", "not tested"]) == "shown"
+    assert combine(["not shown", "not tested", "not tested"]) == "not shown"
+    assert combine(["not tested", "not tested"]) == "not tested"
+    assert combine(["shown", "not shown"]) == "mixed"
+    assert set(OUTCOMES) == {"shown", "mixed", "not shown", "not tested"}
+
+
+# ------------------------------------------------------------------------------ chapter 7: unsolved groups
+
+def _depth_scores(groups: dict, L: int = 8, n: int = 20) -> DepthScoreResult:
+    """``groups = {task: [(level, mean normalised score, accuracy), ...]}``, n prompts per level with noise."""
+    scores, levels, tasks, correct, rows = [], [], [], [], []
+    for task, spec in groups.items():
+        for level, mean, acc in spec:
+            s = (mean + 0.01 * RNG.standard_normal(n)) * (L - 1)
+            scores += list(s); levels += [level] * n; tasks += [task] * n
+            correct += [i < round(acc * n) for i in range(n)]
+            rows.append({"task": task, "level": level, "score": float(s.max()), "norm_score": float(mean),
+                         "mean_score": float(s.mean()), "accuracy": acc, "n": n})
+    return DepthScoreResult(meta={"n_layers": L}, prompt_scores=np.array(scores), prompt_levels=np.array(levels),
+                            prompt_tasks=np.array(tasks), prompt_correct=np.array(correct), rows=rows)
+
+
+def test_a_group_the_model_never_solves_is_not_counted_for_the_claim():
+    flat_unsolved = [(lv, 0.33, 0.0) for lv in (1, 2, 3, 4, 5)]
+    v = claims.depth_score(_depth_scores({"math": flat_unsolved, "mquake": [(1, 0.32, 0.0), (4, 0.32, 0.0)]}))
+    assert v.outcome == "not tested"  # the old rule read these two flat, unsolved groups as "shown"
+    assert any("math is not informative" in n for n in v.notes) and any("cannot test" in n for n in v.notes)
+
+
+def test_a_rise_outside_the_noise_counts_against_the_claim():
+    rising = [(lv, 0.26 + 0.012 * i, 1.0) for i, lv in enumerate((2, 3, 4, 5, 6))]
+    v = claims.depth_score(_depth_scores({"addition": rising}))
+    assert v.outcome == "not shown"  # the old rule counted +0.012 [+0.009, +0.015] for the claim
+    flat = [(lv, 0.30, 0.9) for lv in (1, 2, 3)]
+    assert claims.depth_score(_depth_scores({"multihop": flat})).outcome == "shown"
+    both = claims.depth_score(_depth_scores({"addition": rising, "multihop": flat, "math": [(1, .3, 0.), (2, .3, 0.)]}))
+    assert both.outcome == "mixed" and "math: " in both.numbers and "(not counted)" in both.numbers
+
+
+# ------------------------------------------------------------------------------ chapter 2: structural zeros
+
+def _future(out_effect, mode="future", L=8, n=6) -> FutureEffectsResult:
+    layer = np.full((n, L, L), np.nan)
+    for s in range(L):
+        layer[:, s, s + 1:] = 1.0 if s < L // 2 else 0.4
+    out = np.tile(np.asarray(out_effect, float), (n, 1)) * (1 + 0.01 * RNG.random((n, 1)))
+    return FutureEffectsResult(meta={"params": {"part": "layer", "mode": mode, "local": False}},
+                               layer_effect_by_prompt=layer, output_effect_by_prompt=out).with_aggregates()
+
+
+def test_the_last_layers_structural_zero_is_left_out_of_the_output_halves():
+    out = [1.2] * 4 + [1.0, 1.0, 1.0, 0.0]  # future tokens: the last layer's output effect is 0 by construction
+    f = _future(out).facts()
+    assert f["structural"] == [7]
+    assert f["out_second"] == pytest.approx(1.0, rel=0.02)       # not 0.75, the mean with the zero
+    assert f["out_ratio"] == pytest.approx(1.0 / 1.2, abs=0.02)
+    g = _future(out, mode="all").facts()  # every position skipped: the zero would be a measurement
+    assert g["structural"] == [] and g["out_second"] == pytest.approx(0.75, rel=0.02)
+    v = claims.future_effects(_future(out))
+    assert any("0 by construction" in n for n in v.notes) and v.outcome == "shown"
+
+
+def test_too_few_layers_for_halves_is_not_tested():
+    r = ContributionsResult(prompt_tokens=np.array([5, 5]),
+                            **{f"{k}_by_prompt": RNG.random((2, 4)) + 0.1 for k in KEYS}).with_aggregates()
+    assert claims.contributions(r).outcome == "not tested"
+    assert claims.future_effects(_future([1.0, 1.0, 1.0, 0.0], L=4)).outcome == "not tested"
+
+
+def test_a_lens_that_never_crosses_is_not_counted():
+    n, L = 4, 8
+    kl = np.tile(np.linspace(4, 0, L), (n, 1))  # halves at the middle
+    overlap = np.full((n, L), 0.1)              # never passes 0.3
+    r = LogitLensResult(kl_by_prompt=kl, overlap_by_prompt=overlap, prompt_tokens=np.full(n, 9)).with_aggregates()
+    v = claims.logit_lens(r)
+    assert "at no layer (not counted)" in v.numbers and v.outcome != "not shown"
+
+
+# ------------------------------------------------------------------------------ chapter 8: the mapping
+
+def _mapping(best_of_row, Ls=8, Lt=16, n=10, depth=0.3, flat=0.0) -> MappingResult:
+    """Held-out errors whose row minimum sits at ``best_of_row[s]``; ``flat`` adds per-prompt noise that can
+    reorder a row whose well is shallow."""
+    base = np.ones((Ls, Lt))
+    for s, b in enumerate(best_of_row):
+        base[s] -= depth * np.exp(-0.5 * (np.arange(Lt) - b) ** 2)
+    noise = flat * RNG.standard_normal((n, Ls, Lt))
+    err = base[None] + noise - noise.mean(axis=0)  # the token mean is the base: the noise only moves resamples
+    meta = {"params": {"source": "a", "target": "b"}}
+    return MappingResult(meta=meta, error_by_prompt=err, prompt_tokens=np.full(n, 20)).with_aggregates()
+
+
+def test_a_diagonal_map_is_shown_against_permuted_targets():
+    diag = [round((s + 1) / 8 * 16) - 1 for s in range(8)]
+    v = claims.mapping([_mapping(diag)])
+    assert v.outcome == "shown" and "rank correlation" in v.numbers
+
+
+def test_a_random_map_is_not_shown_where_a_fixed_threshold_could_not_fail():
+    best = np.random.default_rng(3).integers(0, 16, 8)
+    r = _mapping(best)
+    null = r.null_distances()
+    assert r.diagonal_distance() > np.percentile(null, 5)
+    assert claims.mapping([r]).outcome == "not shown"
+
+
+def test_flat_rows_that_share_one_target_are_flagged_and_at_best_mixed():
+    best = [1, 1, 1, 1, 1, 1, 14, 15]
+    r = _mapping(best, depth=0.02, flat=0.02)  # shallow wells: the rows are flat within the noise
+    bands = r.best_band(n_boot=200)
+    assert max(len(b) for b in bands[:6]) >= 3  # the band of target layers within the noise is wide
+    v = claims.mapping([r])
+    assert any("share one best target" in n for n in v.notes) and v.outcome != "shown"
+    assert r.facts()["shared_frac"] >= 0.5
+
+
+def test_spearman_with_ties_and_without_variation():
+    assert spearman([0, 1, 2, 3], [1, 1, 1, 1]) is None
+    assert spearman([0, 1, 2, 3], [0, 2, 1, 3]) == pytest.approx(0.8)
+    assert spearman([0, 1, 2, 3], [1, 1, 2, 2]) == pytest.approx(np.corrcoef([0, 1, 2, 3], [.5, .5, 2.5, 2.5])[0, 1])
+
+
+def test_one_model_alone_is_not_tested():
+    r = _mapping(list(range(8)), Lt=8)
+    r.meta["params"]["target"] = "a"
+    v = claims.mapping([r])
+    assert v.outcome == "not tested" and "one model" in v.numbers
+
+
+# ------------------------------------------------------------------------------ chapter 6: degenerate metrics
+
+def _ed(L: int, kl_cross: int, n: int = 6) -> EffectiveDepthResult:
+    cos = np.full((n, L), -0.1)  # never turns non-negative: ED_cos undefined
+    kl = np.tile(np.where(np.arange(L) < kl_cross, 4.0, 0.5), (n, 1)) + 0.01 * RNG.random((n, L))
+    overlap = np.tile(np.where(np.arange(L) < kl_cross, 0.1, 0.9), (n, 1))
+    return EffectiveDepthResult(mean_cos_by_prompt=cos, kl_by_prompt=kl, overlap_by_prompt=overlap,
+                                prompt_tokens=np.full(n, 10)).with_aggregates()
+
+
+def test_a_degenerate_metric_is_named_and_not_counted():
+    models, tasks = ["m4", "m8"], ["gsm8k", "hellaswag", "aime24"]
+    results = {("m4", t): _ed(4, 2) for t in tasks} | {("m8", t): _ed(8, 5) for t in tasks}
+    s = Study(models, tasks, results, n_boot=200)
+    v = claims.effective_depth(s, models)
+    assert any("cos is degenerate" in n and "undefined" in n for n in v["scale"].notes)
+    assert "cos:" not in v["scale"].numbers and "kl:" in v["scale"].numbers
+    # the ratio is 0.75 at both depths: the spread 0 is within P2's own
+    assert v["scale"].outcome == "shown"
+    assert v["cot"].outcome == "not tested"  # no chain-of-thought model in this run
+    assert claims.degenerate_note(s, models, tasks).startswith("cos (6 of 6 cells undefined")
+
+
+def test_p2s_own_spread_is_the_scale_tolerance():
+    assert 0.05 < reference_spread("kl") < 0.15
+    assert all(reference_spread(m) >= 0 for m in ("cos", "kl", "overlap"))
