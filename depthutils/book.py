@@ -19,7 +19,7 @@ from .errors import DepthError
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER_DIR = ROOT / "chapters"
-BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "references.bib", "favicon.png")
+BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "references.bib", "favicon.png", "_static")
 #: settings for every kernel the runner, the book and nbval start: no progress bars in pages
 #: chapter parameters that count something and must be positive whole numbers
 COUNTS = {"n_examples", "baseline_n", "n_per_task", "aime_n", "steps", "batch_size"}
@@ -32,13 +32,16 @@ def chapters() -> dict[str, Path]:
 
 
 def find_chapter(chapter: str) -> Path:
-    """A chapter by number ("2", "02") or name ("future_effects", "02_future_effects")."""
+    """A chapter by number ("2", "02") or name ("future_effects", "02_future_effects"); a stem with an
+    older number ("06_depth_across_scale", before the chapters were numbered in reading order) finds its
+    chapter by name."""
     chs = chapters()
     key = str(chapter).strip().removesuffix(".ipynb")
     if key.isdigit() and key.zfill(2) in chs:
         return chs[key.zfill(2)]
+    name = key[3:] if len(key) > 3 and key[:2].isdigit() and key[2] == "_" else key  # "06_depth_across_scale": an old stem
     for num, path in chs.items():
-        if key in (path.stem, path.stem[3:]):
+        if key == path.stem or name == path.stem[3:]:
             return path
     valid = ", ".join(f"{n} ({p.stem[3:]})" for n, p in chs.items())
     raise DepthError(f"Unknown chapter {chapter!r}; valid chapters are: {valid}.")
@@ -98,7 +101,7 @@ def run_chapter(chapter: str, *, model: str | None = None, models: list[str] | N
     """Execute one chapter into ``out/<chapter>.ipynb``; its figures land in ``out/figures``.
 
     ``model`` sets a chapter's ``model`` (or, for a chapter that takes a list, ``models = [model]``);
-    ``models`` sets the list of a chapter that takes one (chapter 6).
+    ``models`` sets the list of a chapter that takes one (chapter 9).
     """
     import papermill
 
@@ -138,8 +141,8 @@ def run_chapter(chapter: str, *, model: str | None = None, models: list[str] | N
 def build_book(*, model: str | None = None, models: list[str] | None = None) -> Path:
     """Execute every chapter into ``_build/src``, then build the HTML book into ``_build/html``.
 
-    ``model`` runs every chapter on that model (chapter 6 on ``[model]``); ``models`` sets the
-    list of the chapters that compare several models (chapter 6).
+    ``model`` runs every chapter on that model (chapter 9 on ``[model]``); ``models`` sets the
+    list of the chapters that compare several models (chapter 9).
     """
     build_dir = ROOT / "_build"
     stage = build_dir / "src"
@@ -147,7 +150,9 @@ def build_book(*, model: str | None = None, models: list[str] | None = None) -> 
         shutil.rmtree(stage)
     (stage / "chapters").mkdir(parents=True)
     for name in BOOK_FILES:
-        if (ROOT / name).exists():
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, stage / name)
+        elif (ROOT / name).exists():
             shutil.copy(ROOT / name, stage / name)
     t0 = time.time()
     for num, path in chapters().items():

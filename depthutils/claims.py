@@ -38,11 +38,11 @@ OUTCOMES = ("shown", "mixed", "not shown", "not tested")
 LEVEL = 0.95
 #: the fewest layers a "half" may hold: a mean over one layer is that layer, not a half of the network
 MIN_HALF = 2
-#: chapter 7: a group counts only if the model solves at least this share of every level compared
+#: chapter 6: a group counts only if the model solves at least this share of every level compared
 ACCURACY_FLOOR = 0.25
-#: chapter 8: permutations of the target layers that give the distance's chance distribution
+#: chapter 7: permutations of the target layers that give the distance's chance distribution
 N_PERMUTATIONS = 2000
-#: chapter 8: "most source layers share one target" above this share
+#: chapter 7: "most source layers share one target" above this share
 SHARED_TARGET = 0.5
 #: the sentence that explains a bootstrap interval on a whole-layer statistic
 WHOLE_LAYER = ("An effective depth, a crossing or a best target is a whole layer, so a relative depth or ratio built "
@@ -132,7 +132,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                        ("prompts", "“5 + 7 + 5 + 3 + 1 + 7 = ” → 28; “The spouse of the performer of Imagine is” "
                                    "→ Yoko Ono"),
                        ("integrated gradients", "K = 256 points, batches of 16")))] + [
-    Claim("depth_score", "07", "P1", "abstract; depth score against difficulty",
+    Claim("depth_score", "06", "P1", "abstract; depth score against difficulty",
           "“for multihop tasks, we are unable to find evidence that models are using increased depth to compose "
           "subresults in examples involving many hops”",
           "per task family, the least-squares slope per level of the mean normalised depth score (prompts "
@@ -144,7 +144,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_facts=(("models", "Llama 3.1 70B, Qwen 3"), ("prompts", "20 problems per level: MATH levels 1–5, "
                                                                         "2/3/4-hop questions"),
                        ("accuracy", "P1 reads depth scores next to accuracy, which falls with difficulty"))),
-    Claim("mapping", "08", "P1", "abstract; linear maps from a shallow to a deep model",
+    Claim("mapping", "07", "P1", "abstract; linear maps from a shallow to a deep model",
           "“layers with the same relative depth map best to each other, suggesting that the larger model simply "
           "spreads the same computations out over its many layers”",
           "per mapping, the mean |relative depth of the best target − relative depth of the source| over source "
@@ -156,7 +156,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           whole_layer=True,
           paper_facts=(("models", "Qwen2.5-1.5B → Qwen2.5-14B"),
                        ("result", "a diagonal in the source × target heatmap")))] + [
-    Claim("shared_layers", "09", "P1", "outlook: MoEUT",
+    Claim("shared_layers", "08", "P1", "outlook: MoEUT",
           "in our words: a shared-layer model (MoEUT) tends to use more of its depth than a standard transformer "
           "trained on the same task; P1 calls this preliminary",
           "the shared-layer model minus the stacked one on three numbers where larger means later layers matter "
@@ -166,7 +166,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           fact="diff_{measure}", below=False, whole_layer=True,
           paper_facts=(("models", "MoEUT against a standard transformer, same task and data"),
                        ("status", "P1: preliminary; no large shared-layer model exists"))),
-    Claim("scale", "06", "P2", "abstract; Table 1",
+    Claim("scale", "09", "P2", "abstract; Table 1",
           "“while the number of effective layers grows with model size, the effective depth ratio remains stable”",
           "the largest minus the smallest mean ratio (over tasks) across the ladder",
           Threshold(None, "P2's Table 1: the spread of the same statistic across Qwen2.5-Instruct 1.5B → 32B, which "
@@ -176,13 +176,13 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           whole_layer=True,
           paper_facts=(("models", "Qwen2.5 1.5B–32B base, Instruct and Math; DeepSeek-R1-Distill-Qwen 1.5B–32B"),
                        ("prompts", "10 HellaSwag, 10 GSM8K, 5 AIME24 problems of at most 400 tokens"))),
-    Claim("cot", "06", "P2", "abstract; Table 1",
+    Claim("cot", "09", "P2", "abstract; Table 1",
           "“comparisons between base and corresponding long-CoT models show no increase in effective depth”",
           "the mean ratio of the chain-of-thought model minus that of its base",
           Threshold(None, "ours: one layer of the base model, 1/L, the step in which a ratio moves"),
           Threshold(None, "the same step"),
           fact="cot_gain", whole_layer=True),
-    Claim("difficulty", "06", "P2", "abstract; Table 1",
+    Claim("difficulty", "09", "P2", "abstract; Table 1",
           "“models do not dynamically use more layers for harder problems”",
           "the mean ratio over the ladder on AIME24 minus that on HellaSwag and GSM8K",
           Threshold(None, "ours: one layer, the mean of 1/L over the ladder"),
@@ -371,7 +371,7 @@ def context(results: dict[str, IGResult], what: str) -> Verdict:
 
 
 def depth_score(result: DepthScoreResult, floor: float = ACCURACY_FLOOR) -> Verdict:
-    """Chapter 7: per family, does the mean depth score rise with the level? Families the model does not
+    """Chapter 6: per family, does the mean depth score rise with the level? Families the model does not
     solve (accuracy below ``floor`` at a level compared) carry no evidence and are not counted."""
     c, f = CLAIMS["depth_score"], result.facts()
     L = result.n_layers
@@ -407,7 +407,7 @@ def depth_score(result: DepthScoreResult, floor: float = ACCURACY_FLOOR) -> Verd
 
 
 def mapping(results: list[MappingResult], n_permutations: int = N_PERMUTATIONS, seed: int = 0) -> Verdict:
-    """Chapter 8: the best matches' distance from the relative-depth diagonal against permuted targets,
+    """Chapter 7: the best matches' distance from the relative-depth diagonal against permuted targets,
     with the rank correlation beside it; a map where most source layers share one target is at best mixed."""
     c = CLAIMS["mapping"]
     results = [r for r in results if r.meta["params"]["source"] != r.meta["params"]["target"]]
@@ -440,7 +440,7 @@ def mapping(results: list[MappingResult], n_permutations: int = N_PERMUTATIONS, 
 
 
 def shared_layers(result: DepthUse) -> Verdict:
-    """Chapter 9: the shared-layer model (the last) minus the stacked one (the first), three numbers."""
+    """Chapter 8: the shared-layer model (the last) minus the stacked one (the first), three numbers."""
     c = CLAIMS["shared_layers"]
     stacked, shared = result.models[0], result.models[-1]
     if stacked == shared:
@@ -485,7 +485,7 @@ def degenerate_note(study: Study, models, tasks) -> str:
 
 
 def effective_depth(study: Study, ladder, base: str | None = None, cot: str | None = None) -> dict[str, Verdict]:
-    """Chapter 6: P2's three questions, each graded on every metric that is informative for the models compared."""
+    """Chapter 9: P2's three questions, each graded on every metric that is informative for the models compared."""
     step = lambda models: float(np.mean([1.0 / study.n_layers(m) for m in models]))
     easy = [t for t in ("hellaswag", "gsm8k") if t in study.tasks]
     questions = {

@@ -22,6 +22,8 @@ from .results import atomic_write
 
 COLORS = {"attn": "#1f77b4", "mlp": "#ff7f0e", "layer": "#2ca02c"}
 LABELS = {"attn": "attention", "mlp": "MLP", "layer": "whole layer"}
+#: one colour map per quantity, across the book
+CMAPS = {"future_effect": "viridis", "erasure": "magma", "attribution": "RdBu_r", "mapping_error": "viridis_r"}
 #: the band every line plot draws: a 95% percentile bootstrap over prompts, seeded
 BAND = dict(errorbar=("ci", 95), n_boot=1000, seed=0)
 BAND_NOTE = "bands: 95% bootstrap CI over prompts"
@@ -88,9 +90,15 @@ def contributions(result):
     palette = {LABELS[p]: COLORS[p] for p in COLORS}
     lines(a, long_form(result, {f"{p}_ratio": LABELS[p] for p in COLORS}), palette)
     lines(b, long_form(result, {f"{p}_cos": LABELS[p] for p in COLORS}), palette, legend=False)
+    f = result.facts()
+    mid, L = f["mid"], f["L"]
+    a.hlines([f["first"], f["second"]], [1, mid], [mid - 1, L - 1], colors="k", lw=1.5,
+             label="whole layer: mean of each half")
+    a.hlines([0.5 * f["first"], f["first"]], mid, L - 1, colors="k", lw=1, linestyles=[":", "--"],
+             label="second half: shown at or below 0.5× the first half's mean, not shown above 1×")
     a.set(xlabel="layer", ylabel="‖contribution‖ / ‖residual‖ (log scale)", title="(a) relative contribution",
           yscale="log")
-    a.legend(title=None)
+    a.legend(title=None, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
     b.axhline(0, color="k", lw=0.8)
     b.set(xlabel="layer", ylabel="cos(contribution, residual)", title="(b) cosine similarity")
     fig.suptitle(title(result, "How much does each layer write into the residual stream?") + f" · {BAND_NOTE}",
@@ -105,8 +113,10 @@ def future_effects(result):
     L = len(O)
     p = result.meta.get("params", {})
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [1.25, 1]})
-    heatmap(a, D, "max relative change of Δ_j", vmin=0)
-    a.set(xlabel="later layer j", ylabel="skipped layer s", title="(a) effect on later layers (max over prompts)")
+    heatmap(a, D, "max relative change of Δ_j", cmap=CMAPS["future_effect"], vmin=0)
+    a.axhline((L + 1) // 2, color="w", lw=1.2, ls="--")  # the verdict compares the rows above and below it
+    a.set(xlabel="later layer j", ylabel="skipped layer s (dashed: first | second half)",
+          title="(a) effect on later layers (max over prompts)")
     b.bar(np.arange(L), O, color=COLORS.get(p.get("part", "layer"), "gray"), alpha=0.5, label="max over prompts (P1)")
     df = long_form(result, {"output_effect": "mean over prompts"})
     sns.pointplot(df, x="x", y="value", color="k", linestyle="none", markersize=4, native_scale=True, ax=b,
@@ -129,16 +139,30 @@ def logit_lens(result):
     lines(b, long_form(result, {"overlap": "overlap"}), {"overlap": "#8c564b"}, legend=False)
     b.set(xlabel="layer (output of)", ylabel=f"top-{result.k} overlap", ylim=(-0.03, 1.03),
           title=f"(b) overlap of the top-{result.k} tokens")
+    L = len(result.kl)
+    a.axhline(0.5 * result.kl.max(), color="k", lw=1, ls="--", label="half the maximum KL (P2)")
+    b.axhline(0.3, color="k", lw=1, ls="--", label="overlap 0.3 (P2)")
+    for ax in (a, b):  # the verdict: a crossing at or after the middle, (l + 1) / L ≥ 0.5, counts for P1
+        ax.axvline(L / 2 - 1, color="gray", lw=1, ls=":", label="middle: (l + 1) / L = 0.5")
+        ax.legend(fontsize=7)
     fig.suptitle(title(result, "When does the residual stream already hold the final prediction?")
                  + f" · {BAND_NOTE}", y=1.06)
     return fig
 
 
-def _token_map(result, matrix, *, cmap, label, ylabel, what, vmin, vmax, center=None):
-    """A layer × token heatmap with the prompt's tokens on the x axis (one prompt: no interval)."""
+def _token_map(result, matrix, *, cmap, label, ylabel, what, vmin, vmax, center=None, rel_row=None):
+    """A layer × token heatmap with the prompt's tokens on the x axis (one prompt: no interval), layer 0 at
+    the bottom as in P1; ``rel_row(r)`` is the last row at relative depth ``r``, where the verdict's
+    thresholds (0.6 shown, 0.8 not shown) are drawn."""
     fig, ax = plt.subplots(figsize=(max(6, 0.42 * matrix.shape[1] + 2), 4))
     tokens = [t.replace("Ġ", "·").replace("Ċ", "\\n") for t in result.tokens]
     heatmap(ax, matrix, label, cmap=cmap, vmin=vmin, vmax=vmax, center=center, xticklabels=tokens)
+    ax.invert_yaxis()
+    if rel_row is not None:
+        for r, ls in ((0.6, "--"), (0.8, ":")):
+            ax.axhline(rel_row(r) + 1, color="w", lw=1.2, ls=ls)
+        ax.text(1.0, 1.02, "white lines: relative depth 0.6 (- -) and 0.8 (···)", transform=ax.transAxes,
+                ha="right", fontsize=7)
     ax.tick_params(axis="x", labelrotation=90, labelsize=8)
     ax.set(ylabel=ylabel, xlabel="position")
     m = result.meta.get("params", {})
@@ -149,9 +173,9 @@ def _token_map(result, matrix, *, cmap, label, ylabel, what, vmin, vmax, center=
 
 def residual_erasure(result):
     """P1 Fig. 6b: effect of erasing h_l[t] on the answer distribution, layer × token."""
-    return _token_map(result, result.effect, cmap="magma", label="max ‖p − p′‖₂ over answer positions",
+    return _token_map(result, result.effect, cmap=CMAPS["erasure"], label="max ‖p − p′‖₂ over answer positions",
                       ylabel="residual h_l (layer l)", what="Where is the answer computed? Erasing one residual vector",
-                      vmin=0, vmax=None)
+                      vmin=0, vmax=None, rel_row=lambda r: int(np.floor(r * (result.effect.shape[0] - 1))))
 
 
 def integrated_gradients(result):
@@ -159,45 +183,42 @@ def integrated_gradients(result):
     A = result.attribution
     lim = float(np.abs(A[:, 1:]).max()) or 1.0
     steps = result.meta.get("params", {}).get("steps")
-    return _token_map(result, A, cmap="RdBu_r", label="attribution to the answer probability",
+    return _token_map(result, A, cmap=CMAPS["attribution"], label="attribution to the answer probability",
                       ylabel="layer output (layer l)", vmin=-lim, vmax=lim, center=0.0,
+                      rel_row=lambda r: int(np.floor(r * A.shape[0])) - 1,
                       what=f"Integrated gradients, {steps} steps (BOS column outside the colour scale)")
 
 
-# ------------------------------------------------------------------ chapter 6 (P2)
+# ------------------------------------------------------------------ chapter 9 (P2)
 METRICS = ("cos", "kl", "overlap")
 METRIC_LABELS = {"cos": "mean cosine c̄_l", "kl": "KL(q_l ‖ q_L) / max", "overlap": "top-5 overlap"}
 
 
-def effective_depth_curves(study):
-    """The per-layer curves behind the effective depths: one row per task, one column per metric, each
-    model's token-weighted mean curve with its 95% band over prompts (KL divided by its curve's max)."""
-    fig, axes = plt.subplots(len(study.tasks), 3, figsize=(12, 2.3 * len(study.tasks)), squeeze=False,
-                             sharex=True)
+def effective_depth_curves(study, task: str):
+    """The per-layer curves behind one task's effective depths, one panel per metric: each model's
+    token-weighted mean curve with its 95% band over prompts (KL divided by its curve's max), the
+    metric's threshold (dashed) and each model's effective depth (dotted)."""
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), sharex=True)
     colors = dict(zip(study.models, sns.color_palette("tab10", len(study.models))))
-    for i, task in enumerate(study.tasks):
-        for model in study.models:
-            r = study.results[(model, task)]
-            if r is None:  # no prompt of this task fits the model's context
-                continue
-            x = (np.arange(r.n_layers) + 1) / r.n_layers
-            for ax, curve, metric in zip(axes[i], ("mean_cos", "kl", "overlap"), METRICS):
-                df = long_form(r, {curve: model}, x=x)
-                if curve == "kl" and r.kl.max() > 0:
-                    df["value"] /= r.kl.max()
-                lines(ax, df, {model: colors[model]}, legend=i == 0 and metric == "cos")
-                ed = r.ed(metric)
-                if ed is not None:
-                    ax.axvline((ed + 1) / r.n_layers, color=colors[model], ls=":", lw=1)
-        for ax, metric in zip(axes[i], METRICS):
-            ax.set_ylabel(f"{task}\n{METRIC_LABELS[metric]}", fontsize=8)
-            ax.set_xlabel("")
-        axes[i][0].axhline(0, color="k", lw=0.7)
-        axes[i][2].axhline(0.3, color="k", lw=0.7, ls="--")
-    for ax in axes[-1]:
-        ax.set_xlabel("relative depth (l + 1) / L")
-    axes[0][0].legend(fontsize=7, title=None)
-    fig.suptitle(f"Per-layer curves of P2's three metrics (dotted: each model's effective depth; {BAND_NOTE})", y=1.0)
+    for model in study.models:
+        r = study.results[(model, task)]
+        if r is None:  # no prompt of this task fits the model's context
+            continue
+        x = (np.arange(r.n_layers) + 1) / r.n_layers
+        for ax, curve, metric in zip(axes, ("mean_cos", "kl", "overlap"), METRICS):
+            df = long_form(r, {curve: model}, x=x)
+            if curve == "kl" and r.kl.max() > 0:
+                df["value"] /= r.kl.max()
+            lines(ax, df, {model: colors[model]}, legend=metric == "cos")
+            ed = r.ed(metric)
+            if ed is not None:
+                ax.axvline((ed + 1) / r.n_layers, color=colors[model], ls=":", lw=1)
+    for ax, metric, thr in zip(axes, METRICS, (0.0, 0.5, 0.3)):
+        ax.axhline(thr, color="k", lw=0.8, ls="--")
+        ax.set(xlabel="relative depth (l + 1) / L", ylabel=METRIC_LABELS[metric], title=f"ED from {metric}")
+    axes[0].legend(fontsize=7, title=None)
+    fig.suptitle(f"{task}: per-layer curves of P2's three metrics (dashed: the metric's threshold; dotted: each "
+                 f"model's effective depth; {BAND_NOTE})", y=1.04, fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -230,23 +251,27 @@ def ratio_vs_depth(study, models):
 
 
 def base_vs_cot(study, base: str, cot: str):
-    """P2's training question: effective-depth ratio of a base model and its CoT fine-tune, with 95% CIs."""
-    cells = [(m, t) for m in METRICS for t in study.tasks]
-    x = np.arange(len(cells))
-    fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(cells)), 3.6))
-    for off, name, color in ((-0.2, base, "C0"), (0.2, cot, "C1")):
-        vals = [study.cell(name, t, m)[1] for m, t in cells]
-        ax.bar(x + off, [np.nan if v is None else v for v in vals], width=0.4, label=name, color=color,
-               yerr=_yerr(vals, [study.cell_interval(name, t, m) for m, t in cells]), capsize=2)
-    ax.set_xticks(x)
-    ax.set_xticklabels([f"{m}\n{t}" for m, t in cells], fontsize=7)
-    ax.set(ylabel="effective-depth ratio", ylim=(0, 1.1),
-           title=f"Base vs chain-of-thought: {base} vs {cot} (bars: 95% bootstrap CI over prompts)")
-    ax.legend()
+    """P2's training question: effective-depth ratio of a base model and its CoT fine-tune, with 95% CIs;
+    one panel per metric, and an undefined effective depth written as such, not drawn as a bar of 0."""
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), sharey=True)
+    x = np.arange(len(study.tasks))
+    for ax, metric in zip(axes, METRICS):
+        for off, name, color in ((-0.2, base, "C0"), (0.2, cot, "C1")):
+            vals = [study.cell(name, t, metric)[1] for t in study.tasks]
+            ax.bar(x + off, [np.nan if v is None else v for v in vals], width=0.4, label=name, color=color,
+                   yerr=_yerr(vals, [study.cell_interval(name, t, metric) for t in study.tasks]), capsize=2)
+            for xi, v in zip(x + off, vals):
+                if v is None:
+                    ax.text(xi, 0.02, "undefined", rotation=90, ha="center", va="bottom", fontsize=7, color=color)
+        ax.set_xticks(x, study.tasks, rotation=30, ha="right", fontsize=8)
+        ax.set(title=f"ED from {metric}", ylim=(0, 1.1))
+    axes[0].set_ylabel("effective-depth ratio (ED + 1) / L")
+    axes[-1].legend(fontsize=8)
+    fig.suptitle(f"Base vs chain-of-thought: {base} vs {cot} (bars: 95% bootstrap CI over prompts)", y=1.03)
     return fig
 
 
-# ------------------------------------------------------------------ chapter 7 (P1 §6)
+# ------------------------------------------------------------------ chapter 6 (P1; spec §6)
 def _scores(result) -> pd.DataFrame:
     """Per-prompt normalised depth scores and correctness of a depth-score result, long form."""
     return pd.DataFrame({"level": result.prompt_levels.astype(float), "task": result.prompt_tasks,
@@ -275,37 +300,42 @@ def depth_score(result):
           title="(a) centre of mass of the future effects", ylim=(0, 1))
     b.set(xlabel="difficulty level", ylabel="greedy accuracy (%)", title="(b) does the model solve them?",
           ylim=(-5, 105))
-    a.legend(fontsize=7, title=None)
+    a.legend(fontsize=7, title=None, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     if b.get_legend():
-        b.legend(fontsize=8, title=None)
+        b.legend(fontsize=7, title=None, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     fig.suptitle(title(result, "Does a harder problem use more depth? (dots: single prompts)") + f" · {BAND_NOTE}",
                  y=1.06)
     return fig
 
 
-# ------------------------------------------------------------------ chapter 8 (P1 §7)
-def mapping(results):
-    """Held-out error of the affine map from each source layer to each target layer, with the
-    relative-depth diagonal (dashed), the best match of each source layer (dots) and the target layers within the
-    noise of its minimum (squares, :meth:`~depthutils.cross_model_mapping.MappingResult.best_band`); the best-match
-    curve carries the 95% bootstrap interval over held-out prompts of each best match."""
-    fig, axes = plt.subplots(1, len(results) + 1, figsize=(5 * len(results) + 4.5, 4), squeeze=False)
-    axes = axes[0]
-    for ax, r in zip(axes, results):
-        Ls, Lt = r.shape
-        heatmap(ax, r.error, "held-out ‖ŷ − y‖ / ‖y‖", cmap="viridis_r")
-        # heatmap cells are centred at i + 0.5
-        ax.plot((np.arange(Ls) + 1) / Ls * Lt - 0.5, np.arange(Ls) + 0.5, "w--", lw=1.5, label="same relative depth")
-        band = [(s, j) for s, b in enumerate(r.best_band()) for j in b]
-        ax.plot([j + 0.5 for _, j in band], [s + 0.5 for s, _ in band], "s", mfc="none", mec="orange", ms=7, mew=1.2,
-                label="within the noise of the row's minimum")
-        ax.plot(r.best + 0.5, np.arange(Ls) + 0.5, "o", color="red", ms=5, label="best target layer")
-        ax.set_xticks(np.arange(0, Lt, max(1, Lt // 8)) + 0.5, np.arange(0, Lt, max(1, Lt // 8)))
-        ax.set(xlabel=f"target layer of {r.meta['params']['target']}",
-               ylabel=f"source layer of {r.meta['params']['source']}",
-               title=f"{r.meta['params']['source']} → {r.meta['params']['target']}")
-        ax.legend(fontsize=7, loc="lower right")
-    ax = axes[-1]
+# ------------------------------------------------------------------ chapter 7 (P1; spec §7)
+def mapping(result):
+    """Held-out error of the affine map from each source layer to each target layer of one mapping, with
+    the relative-depth diagonal (dashed), the best match of each source layer (dots) and the target layers
+    within the noise of its minimum (squares, :meth:`~depthutils.cross_model_mapping.MappingResult.best_band`);
+    source layer 0 at the bottom."""
+    r, p = result, result.meta["params"]
+    Ls, Lt = r.shape
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    heatmap(ax, r.error, "held-out ‖ŷ − y‖ / ‖y‖", cmap=CMAPS["mapping_error"])
+    ax.invert_yaxis()
+    # heatmap cells are centred at i + 0.5
+    ax.plot((np.arange(Ls) + 1) / Ls * Lt - 0.5, np.arange(Ls) + 0.5, "w--", lw=1.5, label="same relative depth")
+    band = [(s, j) for s, b in enumerate(r.best_band()) for j in b]
+    ax.plot([j + 0.5 for _, j in band], [s + 0.5 for s, _ in band], "s", mfc="none", mec="orange", ms=7, mew=1.2,
+            label="within the noise of the row's minimum")
+    ax.plot(r.best + 0.5, np.arange(Ls) + 0.5, "o", color="red", ms=5, label="best target layer")
+    ax.set_xticks(np.arange(0, Lt, max(1, Lt // 8)) + 0.5, np.arange(0, Lt, max(1, Lt // 8)))
+    ax.set(xlabel=f"target layer of {p['target']}", ylabel=f"source layer of {p['source']}",
+           title=f"{p['source']} → {p['target']}: which target layer does each source layer map to?")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=3)
+    return fig
+
+
+def mapping_curves(results):
+    """The best-match curve of every mapping against the relative-depth diagonal, each best match with its
+    95% bootstrap interval over held-out prompts."""
+    fig, ax = plt.subplots(figsize=(6, 4.2))
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="same relative depth")
     for r in results:
         src, tgt = r.relative()
@@ -314,14 +344,12 @@ def mapping(results):
         ax.errorbar(src, tgt, yerr=None if band is None else _yerr(list(tgt), list(zip(*band))), marker="o",
                     capsize=2, label=f"{r.meta['params']['source']} → {r.meta['params']['target']}")
     ax.set(xlabel="relative depth of the source layer (s+1)/L", ylabel="relative depth of its best target",
-           title="best-match curve (bars: 95% CI over held-out prompts)", xlim=(0, 1.05), ylim=(0, 1.05))
+           title="Best-match curves (bars: 95% CI over held-out prompts)", xlim=(0, 1.05), ylim=(0, 1.05))
     ax.legend(fontsize=8)
-    fig.suptitle("Do deeper models stretch the same computation? Linear maps between residual streams", y=1.03)
-    fig.tight_layout()
     return fig
 
 
-# ------------------------------------------------------------------ chapter 9 (P1's outlook)
+# ------------------------------------------------------------------ chapter 8 (P1's outlook)
 def depth_use(result):
     """Stacked against shared layers: each model's future-effect matrix (top), then the logit lens
     and the depth score by level for all of them, with 95% bands over prompts (bottom)."""
@@ -331,7 +359,7 @@ def depth_use(result):
     vmax = max(np.nanmax(result.future[m].layer_effect) for m in models)
     for i, m in enumerate(models):
         ax = fig.add_subplot(grid[0, i])
-        heatmap(ax, result.future[m].layer_effect, "max ‖Δ_j − Δ′_j‖ / ‖Δ_j‖ (max over prompts)", cmap="magma",
+        heatmap(ax, result.future[m].layer_effect, "max relative change of Δ_j", cmap=CMAPS["future_effect"],
                 vmin=0, vmax=vmax)
         ax.set(xlabel="later layer j", ylabel="skipped layer s", title=f"future effects · {m}")
     lens = fig.add_subplot(grid[1, 0])

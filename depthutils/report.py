@@ -8,9 +8,16 @@ display.
 """
 from __future__ import annotations
 
+import os
+import platform
+import time
+
+import matplotlib.pyplot as plt
+import torch
 from IPython.display import Markdown
 
 from .claims import Verdict, paper_vs_run
+from .plotting import save
 
 try:
     from myst_nb import glue as _glue
@@ -59,3 +66,47 @@ def verdict(v: Verdict | dict[str, Verdict], prefix: str = "verdict") -> Markdow
             _glue(f"{prefix}_{name}" if name else prefix, one.outcome, display=False)
         parts.append(one.markdown())
     return Markdown("\n\n".join(parts))
+
+
+_STARTED = [time.perf_counter()]
+
+
+def start() -> None:
+    """Start the chapter's clock (its first code cell); :func:`ran_in` reads it at the end."""
+    _STARTED[0] = time.perf_counter()
+
+
+def machine() -> str:
+    """The machine a chapter ran on, in words: the GPU, or the CPU model and its thread count."""
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)} (GPU)"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return f"{cpu}, {torch.get_num_threads()} CPU thread(s) of {os.cpu_count()}"
+
+
+def ran_in() -> None:
+    """Glue ``ran_in`` (seconds since :func:`start`, whole) and ``ran_on`` (:func:`machine`) for the
+    chapter's "This chapter ran in N s on …" line; shows nothing."""
+    if _glue is not None:
+        _glue("ran_in", f"{time.perf_counter() - _STARTED[0]:.0f}", display=False)
+        _glue("ran_on", machine(), display=False)
+
+
+def figure(fig, out_dir, name: str) -> None:
+    """Save ``fig`` as ``name.png`` and ``name.pdf`` in ``out_dir`` and glue it as ``fig_<name>`` for a
+    captioned ``{glue:figure}`` in the chapter's Markdown (alt text, caption, full-size link); shows nothing."""
+    save(fig, out_dir, name)
+    if _glue is not None:
+        _glue(f"fig_{name}", fig, display=False)
+    plt.close(fig)
+
+
+def glue_markdown(name: str, text: str) -> None:
+    """Glue Markdown (a table) as ``name`` for ``{glue:md}`` in a tab or a narrow place; shows nothing."""
+    if _glue is not None:
+        _glue(name, Markdown(text), display=False)

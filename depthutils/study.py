@@ -187,22 +187,23 @@ class Study:
                 f"{m} {'unknown' if t is None else f'{t / 1e6:.1f}M'}" for m, t in tokens.items()))
         return "\n".join(lines)
 
-    def markdown(self, intervals: bool = True, reference: Path | None = None) -> str:
+    def markdown(self, intervals: bool = True, reference: Path | None = None, metrics=METRICS) -> str:
         """P2's Table 1 layout: one row per model, ``ED (ratio) [lo–hi]`` per metric × task, the bracket
         being the ratio's bootstrap interval over prompts; undefined is "—". With ``reference`` (P2's table,
         e.g. :data:`REFERENCE_CSV`), P2's published rows follow this run's, in the same columns ("·" for a
-        task P2 did not measure)."""
+        task P2 did not measure). ``metrics`` narrows the table to some of the metrics (one per table keeps
+        it within a page's width)."""
         rows = []
         for model in self.models:
             cells = [(*self.cell(model, t, m), self.cell_interval(model, t, m) if intervals else None)
-                     for m in METRICS for t in self.tasks]
+                     for m in metrics for t in self.tasks]
             rows.append((model, self.n_layers(model), cells))
         if reference is not None:
             rows += [(f"P2: {r['model']}", r["layers"],
                       [(int(r[f"{m}_{t}_ed"]), float(r[f"{m}_{t}_ratio"]), None) if t in P2_TASKS else (NOT_P2, None, None)
-                       for m in METRICS for t in self.tasks])
+                       for m in metrics for t in self.tasks])
                      for r in _reference_rows(reference)]
-        return _markdown(self.tasks, rows, self.level if intervals else None)
+        return _markdown(self.tasks, rows, self.level if intervals else None, metrics)
 
 
 def tokens_note(models) -> str:
@@ -268,7 +269,7 @@ def reference_table(path: Path = REFERENCE_CSV) -> str:
 def reference_spread(metric: str, path: Path = REFERENCE_CSV, family: str = "Qwen2.5-{}-Instruct") -> float:
     """P2's own "stable" across scale: the largest minus the smallest mean ``metric`` ratio (over P2's three
     tasks) of one model family across its sizes in Table 1 (default: Qwen2.5-Instruct, 1.5B to 32B, the one
-    plain Qwen2.5 family P2 gives at all four sizes). Chapter 6 grades the ladder's spread against it."""
+    plain Qwen2.5 family P2 gives at all four sizes). Chapter 9 grades the ladder's spread against it."""
     rows = [r for r in _reference_rows(path)
             if any(r["model"] == family.format(size) for size in ("1.5B", "7B", "14B", "32B"))]
     if len(rows) < 2:
@@ -287,11 +288,11 @@ def reference_facts(path: Path = REFERENCE_CSV) -> dict:
     return out
 
 
-def _markdown(tasks, rows, level: float | None = None) -> str:
+def _markdown(tasks, rows, level: float | None = None, metrics=METRICS) -> str:
     """A markdown table: ``rows`` of (model, L, [(ED, ratio, interval or None) per metric × task]);
     None is "—" + footnote; ``level`` names the intervals' level in a footnote."""
-    out = ["| model | L | " + " | ".join(f"{m} · {t}" for m in METRICS for t in tasks) + " |",
-           "|" + "---|" * (2 + len(METRICS) * len(tasks))]
+    out = ["| model | L | " + " | ".join(f"{m} · {t}" if len(metrics) > 1 else t for m in metrics for t in tasks) + " |",
+           "|" + "---|" * (2 + len(metrics) * len(tasks))]
     undefined = no_fit = False
     band = lambda iv: "" if iv is None else f" [{iv[0]:.2f}–{iv[1]:.2f}]"
     for name, L, cells in rows:

@@ -39,7 +39,7 @@ def test_every_chapter_runs_on_an_outside_model(outsider, tmp_path, chapter, spe
     assert "Verdict: " in text  # every chapter ends with its computed verdict
     assert "Prompts: " in text and "BOS prepended by depthutils" in text
     saved = list((tmp_path / "figures").glob("*.json"))
-    assert saved or chapter == "06", "the chapter saved no result"  # chapter 6 keeps its results in its cache
+    assert saved or chapter == "09", "the chapter saved no result"  # chapter 9 keeps its results in its cache
     for f in saved:
         meta = json.loads(f.read_text())["meta"]
         assert meta["bos"] == "prepended" and meta["context"] == spec[1]

@@ -10,6 +10,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,9 @@ HTML = ROOT / "_build" / "html"
 
 def test_chapters_are_found_by_number_and_name():
     assert find_chapter("2") == find_chapter("02") == find_chapter("future_effects") == find_chapter("02_future_effects")
+    # chapters are numbered in reading order; a stem with its older number still finds its chapter by name
+    assert find_chapter("06_depth_across_scale") == find_chapter("09") == find_chapter("depth_across_scale")
+    assert find_chapter("07_depth_score") == find_chapter("6")
     with pytest.raises(DepthError, match=r"Unknown chapter 'nine'; valid chapters are: 01 \(contributions\)"):
         find_chapter("nine")
 
@@ -127,6 +131,34 @@ def book_url():
     server.shutdown()
 
 
+def test_chapters_are_numbered_in_the_order_of_the_sidebar():
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    assert files == [f"chapters/{p.stem}" for p in chapters().values()]
+    for num, path in chapters().items():
+        title = nbformat.read(path, as_version=4).cells[0].source.splitlines()[0]
+        assert title.startswith(f"# {int(num)} · "), (path.name, title)
+
+
+def test_the_publishing_workflow_builds_with_readme_command_1():
+    """.github/workflows/book.yml cannot run here: parse it and check that it builds the book the README's way
+    and publishes _build/html to GitHub Pages."""
+    import re
+
+    import yaml
+
+    flow = yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml").read_text())
+    command_1 = re.search(r"# 1\. build the book.*\n(.+)\n", (ROOT / "README.md").read_text()).group(1).strip()
+    steps = flow["jobs"]["build"]["steps"]
+    assert any(step.get("run", "").strip() == command_1 for step in steps), command_1
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-pages-artifact"))
+    assert upload["with"]["path"].endswith("_build/html")
+    assert any(s.get("uses", "").startswith("actions/deploy-pages") for s in flow["jobs"]["deploy"]["steps"])
+    assert flow["permissions"]["pages"] == "write" and flow["permissions"]["id-token"] == "write"
+
+
 @pytest.fixture(scope="module")
 def browser():
     from selenium import webdriver
@@ -144,6 +176,7 @@ def browser():
         opts.add_argument(flag)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     b = webdriver.Chrome(options=opts, service=Service(driver))
+    b.set_window_size(1280, 1000)  # a reader's laptop
     yield b
     b.quit()
 
@@ -157,9 +190,51 @@ def test_chapter_page_in_a_browser(book_url, browser, stem):
     assert images, f"{stem}: no figures on the page"
     assert all(ok and width > 0 for ok, width, _ in images), f"{stem}: a figure did not load: {images}"
     text = browser.execute_script("return document.body.innerText")
-    for junk in ("Traceback (most recent call last)", "it/s]", "%|", "Warning:", "WARNING", "{glue", "glue:text"):
+    for junk in ("Traceback (most recent call last)", "it/s]", "%|", "Warning:", "WARNING", "{glue", "glue:text",
+                 "PosixPath(", "<Figure size", "ModelHandle("):
         assert junk not in text, f"{stem}: the page shows {junk!r}"
+    assert re.search(r"This chapter ran in \d+ s on \S", text), f"{stem}: no 'ran in N s' line"
+    # every figure: a caption, an alt text that says something, and a link to its full size
+    figures = browser.execute_script("""
+        return Array.from(document.querySelectorAll('main img')).map(i => {
+          const fig = i.closest('figure'), link = i.closest('a');
+          return {alt: i.alt || '', caption: fig && fig.querySelector('figcaption') ? fig.querySelector('figcaption').innerText : '',
+                  natural: i.naturalWidth, shown: i.clientWidth, href: link ? link.href : '', src: i.src};
+        });""")
+    for f in figures:
+        assert len(f["alt"]) >= 20 and not re.fullmatch(r"[0-9a-f]{16,}(\.png)?", f["alt"]), f"{stem}: alt text {f['alt']!r}"
+        assert len(f["caption"]) >= 40, f"{stem}: a figure without a caption ({f['src'][-40:]})"
+        if f["natural"] > f["shown"] + 1:  # shown smaller than drawn (or in a hidden tab): it opens full size
+            assert f["href"] == f["src"], f"{stem}: a reduced figure without a link to its full size"
+    # nothing runs past the page: outputs wrap, tables stay inside the text column (scrolling in their box)
+    overflow = browser.execute_script("""
+        const main = document.querySelector('main').getBoundingClientRect();
+        const bad = [];
+        document.querySelectorAll('main div.cell_output pre, main div.cell_input pre').forEach(p => {
+          if (p.offsetParent && p.scrollWidth > p.clientWidth + 1) bad.push('pre: ' + p.innerText.slice(0, 60)); });
+        document.querySelectorAll('main table').forEach(t => {
+          const r = t.getBoundingClientRect();
+          if (t.offsetParent && r.right > main.right + 1) bad.push('table: ' + t.innerText.slice(0, 60)); });
+        if (document.documentElement.scrollWidth > window.innerWidth + 1) bad.push('page');
+        return bad;""")
+    assert not overflow, f"{stem}: runs past the page: {overflow}"
     assert "Verdict: " in text and "Criterion:" in text, f"{stem}: no computed verdict on the page"
     assert "In this run" in text or "What this run shows" in text or "Reading this run" in text, stem
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, f"{stem}: console errors {errors}"
+
+
+def test_sidebar_order_and_the_intros_verdict_table(book_url, browser):
+    browser.get(f"{book_url}/intro.html")
+    titles = browser.execute_script(
+        "return Array.from(document.querySelectorAll('nav.bd-docs-nav a.reference.internal')).map(a => a.innerText.trim())")
+    numbers = [int(t.split(" ·")[0]) for t in titles if re.match(r"\d+ ·", t)]
+    assert numbers == list(range(1, len(chapters()) + 1)), titles
+    rows = browser.execute_script("""
+        const t = Array.from(document.querySelectorAll('main table')).find(t => t.innerText.includes('this build'));
+        return t ? Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText.trim())) : [];""")
+    assert len(rows) >= len(chapters()), rows
+    assert all(r[-1] in ("shown", "mixed", "not shown", "not tested") for r in rows), rows
+    links = browser.execute_script(
+        "return Array.from(document.querySelectorAll('main table a')).map(a => a.getAttribute('href'))")
+    assert {link.split("/")[-1].split(".")[0] for link in links} == {p.stem for p in chapters().values()}

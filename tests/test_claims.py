@@ -52,7 +52,7 @@ def test_not_tested_parts_are_never_counted():
     assert set(OUTCOMES) == {"shown", "mixed", "not shown", "not tested"}
 
 
-# ------------------------------------------------------------------------------ chapter 7: unsolved groups
+# ------------------------------------------------------------------------------ chapter 6: unsolved groups
 
 def _depth_scores(groups: dict, L: int = 8, n: int = 20) -> DepthScoreResult:
     """``groups = {task: [(level, mean normalised score, accuracy), ...]}``, n prompts per level with noise."""
@@ -124,7 +124,7 @@ def test_a_lens_that_never_crosses_is_not_counted():
     assert "at no layer (not counted)" in v.numbers and v.outcome != "not shown"
 
 
-# ------------------------------------------------------------------------------ chapter 8: the mapping
+# ------------------------------------------------------------------------------ chapter 7: the mapping
 
 def _mapping(best_of_row, Ls=8, Lt=16, n=10, depth=0.3, flat=0.0) -> MappingResult:
     """Held-out errors whose row minimum sits at ``best_of_row[s]``; ``flat`` adds per-prompt noise that can
@@ -175,7 +175,7 @@ def test_one_model_alone_is_not_tested():
     assert v.outcome == "not tested" and "one model" in v.numbers
 
 
-# ------------------------------------------------------------------------------ chapter 6: degenerate metrics
+# ------------------------------------------------------------------------------ chapter 9: degenerate metrics
 
 def _ed(L: int, kl_cross: int, n: int = 6) -> EffectiveDepthResult:
     cos = np.full((n, L), -0.1)  # never turns non-negative: ED_cos undefined

@@ -265,7 +265,7 @@ def test_shipped_weights_follow_their_spec(name):
 
 def test_controlled_rungs_saw_equal_tokens():
     """The four ladder rungs and the shared-layer model have ladder-8's recipe and saw the same
-    tokens: chapter 6's scale question and chapter 9 vary depth (or weight sharing) alone."""
+    tokens: chapter 9's scale question and chapter 8 vary depth (or weight sharing) alone."""
     controlled = ["ladder-4", "ladder-8", "ladder-12", "ladder-16", "ladder-8-shared"]
     recipe = lambda n: {k: registry.SPECS[n][k] for k in ("style", "steps", "lr", "warmup")}
     assert all(recipe(n) == recipe("ladder-8") for n in controlled)

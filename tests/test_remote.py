@@ -199,7 +199,7 @@ def test_a_remote_chapter_leaks_no_key(remote_env, tmp_path):
     run = subprocess.run([*readme_ndif_example(), "--out", str(out)],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
     assert run.returncode == 0, run.stderr[-2000:]
-    executed = out / "06_depth_across_scale.ipynb"
+    executed = out / "09_depth_across_scale.ipynb"
     assert executed.exists() and "remote = True" in executed.read_text()
     assert list((out / "cache").glob("*.npz")), "the run cached its results"
     places = [p for p in tmp_path.rglob("*") if p.is_file()]  # notebook, figures, cache entries

@@ -1,4 +1,4 @@
-"""Chapter 6's study: cached per model × task, table recomputed from the cached curves."""
+"""Chapter 9's study: cached per model × task, table recomputed from the cached curves."""
 from __future__ import annotations
 
 
@@ -55,7 +55,7 @@ def test_reference_table_is_p2s():
 
 
 def test_tokens_note_says_whether_the_ladder_varies_depth_alone(tiny_root):
-    """Chapter 6's prose glues this phrase: equal on the controlled ladder, unequal once a fine-tune
+    """Chapter 9's prose glues this phrase: equal on the controlled ladder, unequal once a fine-tune
     joins, unknown for a model without a card."""
     assert tokens_note(["ladder-4", "ladder-8", "ladder-12", "ladder-16"]) == "equal (14.3M each)"
     assert tokens_note(["ladder-8", "ladder-8-cot"]).startswith("unequal (ladder-8 14.3M, ladder-8-cot 17.6M")
@@ -63,7 +63,7 @@ def test_tokens_note_says_whether_the_ladder_varies_depth_alone(tiny_root):
 
 
 def test_reference_facts_are_the_band_of_p2s_table():
-    """Chapter 6 glues P2's band from the table instead of typing it: per-model medians over the tasks."""
+    """Chapter 9 glues P2's band from the table instead of typing it: per-model medians over the tasks."""
     import pandas as pd
 
     from depthutils.study import P2_TASKS, REFERENCE_CSV
