@@ -87,6 +87,13 @@ def progress(iterable, desc: str, total: int | None = None, enabled: bool = True
     return tqdm(iterable, desc=desc, total=total, disable=not (enabled and _bars_wanted()), leave=False)
 
 
+def bar(desc: str, enabled: bool = True):
+    """One status line (a tqdm bar without a total: its text and the elapsed time), shown like
+    :func:`progress`'s bars; update it with ``set_description_str``."""
+    return tqdm(desc=desc, total=None, bar_format="{desc} [{elapsed}]", disable=not (enabled and _bars_wanted()),
+                leave=False)
+
+
 def rel_norm(x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     """Per-token ``‖x‖ / ‖ref‖`` over the hidden axis, in float32."""
     return x.float().norm(dim=-1) / ref.float().norm(dim=-1)

@@ -8,9 +8,10 @@ import nnsight
 import numpy as np
 import torch
 
-from ._run import cosine, encode_all, progress, rel_norm
+from ._run import cosine, encode_all, rel_norm
 from .errors import check_finite
 from .models import check_residual
+from .remote import each
 from .results import Result, describe, half_sizes, halves, make_meta
 
 PARTS = ("attn", "mlp", "layer")
@@ -73,32 +74,41 @@ class ContributionsResult(Result):
                 f"{f['ratio']:.2f}). Layers whose update points against the residual (cos < 0): {neg or 'none'}.")
 
 
+def prompt_stats(model, enc) -> torch.Tensor:
+    """``[L, 6, T]``: the six statistics of :data:`KEYS` at every token of one prompt (one trace)."""
+    L, T = model.n_layers, enc.n_tokens
+    with model.no_grad(), model.trace(enc.input_ids):
+        stats = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
+        for l in range(L):
+            h = check_residual(model.layers_input(l), 1, T, f"layer {l} input")
+            a = check_residual(model.attentions_output(l), 1, T, f"attention {l} output")
+            m = check_residual(model.mlps_output(l), 1, T, f"MLP {l} output")
+            out = check_residual(model.layers_output(l), 1, T, f"layer {l} output")
+            d, ha = out - h, h + a
+            stats.append(torch.stack([rel_norm(a, h), cosine(a, h), rel_norm(m, ha), cosine(m, ha),
+                                      rel_norm(d, h), cosine(d, h)])[:, 0].save())
+    return torch.stack(list(stats))
+
+
 def contributions(model, prompts, *, max_tokens: int | None = None, progress_bar: bool = True) -> ContributionsResult:
     """Relative contribution and cosine of each layer's attention, MLP and whole layer.
 
-    One forward pass per prompt; every token of every prompt counts once. A prompt longer
+    One forward pass per prompt (on NDIF: all in one request); every token of every prompt counts once. A prompt longer
     than ``max_tokens`` (default: the model's context) is cut to its first tokens.
     """
     prompts, encs, fit = encode_all(model, prompts, max_tokens=max_tokens)
-    L = model.n_layers
+    return contributions_of(model, prompts, encs, fit,
+                            each(model, prompt_stats, encs, "contributions", enabled=progress_bar))
+
+
+def contributions_of(model, prompts, encs, fit, stats) -> ContributionsResult:
+    """The result from each prompt's ``[L, 6, T]`` statistics (:func:`prompt_stats`)."""
     per_prompt = {k: [] for k in KEYS}
-    tokens = []
-    for enc in progress(encs, "contributions", enabled=progress_bar):
-        T = enc.n_tokens
-        with model.no_grad(), model.trace(enc.input_ids):
-            stats = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
-            for l in range(L):
-                h = check_residual(model.layers_input(l), 1, T, f"layer {l} input")
-                a = check_residual(model.attentions_output(l), 1, T, f"attention {l} output")
-                m = check_residual(model.mlps_output(l), 1, T, f"MLP {l} output")
-                out = check_residual(model.layers_output(l), 1, T, f"layer {l} output")
-                d, ha = out - h, h + a
-                stats.append(torch.stack([rel_norm(a, h), cosine(a, h), rel_norm(m, ha), cosine(m, ha),
-                                          rel_norm(d, h), cosine(d, h)])[:, 0].save())
-        means = torch.stack(list(stats)).double().mean(-1)  # [L, 6]: this prompt's token means
+    for s in stats:
+        means = s.double().mean(-1)  # [L, 6]: this prompt's token means
         for k, key in enumerate(KEYS):
             per_prompt[key].append(means[:, k].cpu().numpy())
-        tokens.append(T)
+    tokens = [enc.n_tokens for enc in encs]
     arrays = {f"{k}_by_prompt": check_finite(f"contributions {k}", np.stack(v)) for k, v in per_prompt.items()}
     ds, n = describe(prompts)
     return ContributionsResult(meta=make_meta(model, dataset=ds, n=n, fit=fit, tokens=sum(tokens)),

@@ -22,9 +22,10 @@ import nnsight
 import numpy as np
 import torch
 
-from ._run import encode_all, progress
+from ._run import encode_all
 from .errors import DepthError
 from .models import check_residual
+from .remote import batches, each
 from .prompts import Prompt, encode
 from .results import Result, bootstrap, make_meta
 
@@ -162,12 +163,22 @@ def same_tokenizer(a, b) -> bool:
 
 def residuals(model, ids: torch.Tensor) -> torch.Tensor:
     """``[L, T, H]``: the output of every layer (``h_1 … h_L``) for one prompt, in float64."""
+    return _layer_outputs(model, ids).double()
+
+
+def _layer_outputs(model, ids: torch.Tensor) -> torch.Tensor:
+    """``[L, T, H]``: the output of every layer for one prompt, in the model's dtype (one trace)."""
     L, T = model.n_layers, ids.shape[1]
     with model.no_grad(), model.trace(ids):
         outs = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
         for l in range(L):
             outs.append(check_residual(model.layers_output(l), 1, T, f"layer {l} output")[0].save())
-    return torch.stack([o.double() for o in outs])
+    return torch.stack(list(outs))
+
+
+def _residual_bytes(model, enc) -> int:
+    """The size of one prompt's :func:`_layer_outputs` (what a request downloads for it)."""
+    return model.n_layers * enc.n_tokens * model.text_config.hidden_size * model.dtype.itemsize
 
 
 def _with_bias(x: torch.Tensor) -> torch.Tensor:
@@ -216,23 +227,32 @@ def cross_model_mapping(source, target, texts, *, held_out: float = 0.5, ridge: 
                          f"held_out={held_out}: pass more texts.")
     encs = [encs[i] for i in random.Random(seed).sample(range(len(encs)), len(encs))]
     Ls, Lt = source.n_layers, target.n_layers
-    xtx = xty = None
+    xtx = xty = W = None
     tokens = 0
-    for enc in progress(encs[:n_fit], "mapping: fit", enabled=progress_bar):
-        x = _with_bias(residuals(source, enc.input_ids)[:, 1:])  # [Ls, T-1, Hs+1]: BOS excluded
-        y = residuals(target, enc.input_ids)[:, 1:]                # [Lt, T-1, Ht]
-        y = y.permute(1, 0, 2).reshape(y.shape[1], -1)             # [T-1, Lt*Ht]
-        a, b = x.transpose(1, 2) @ x, x.transpose(1, 2) @ y
-        xtx, xty = (a, b) if xtx is None else (xtx + a, xty + b)
-        tokens += x.shape[1]
-    W = fit_maps(xtx, xty, ridge)  # [Ls, Hs+1, Lt*Ht]
     errors, counts = [], []
-    for enc in progress(encs[n_fit:], "mapping: score", enabled=progress_bar):
-        x = _with_bias(residuals(source, enc.input_ids)[:, 1:])
-        y = residuals(target, enc.input_ids)[:, 1:]                # [Lt, T', Ht]
-        pred = (x @ W).reshape(Ls, x.shape[1], Lt, -1).permute(0, 2, 1, 3)  # [Ls, Lt, T', Ht]
-        errors.append(((pred - y[None]).norm(dim=-1) / y[None].norm(dim=-1)).mean(-1).cpu().numpy())
-        counts.append(x.shape[1])
+    # residuals a request at a time (each under the size budget of depthutils.remote.REQUEST_BYTES): the
+    # fitting prompts come first, so the maps are solved before the first scoring prompt is reached
+    size = lambda enc: max(_residual_bytes(source, enc), _residual_bytes(target, enc))  # noqa: E731
+    done = 0
+    for group in batches(encs, size):
+        ids = [enc.input_ids for enc in group]
+        xs = each(source, _layer_outputs, ids, f"mapping: residuals of {source.name}", enabled=progress_bar)
+        ys = xs if target is source else each(target, _layer_outputs, ids, f"mapping: residuals of {target.name}",
+                                              enabled=progress_bar)
+        for x, y in zip(xs, ys):
+            x = _with_bias(x.double()[:, 1:])  # [Ls, T-1, Hs+1]: BOS excluded
+            y = y.double()[:, 1:]               # [Lt, T-1, Ht]
+            if done < n_fit:
+                flat = y.permute(1, 0, 2).reshape(y.shape[1], -1)  # [T-1, Lt*Ht]
+                a, b = x.transpose(1, 2) @ x, x.transpose(1, 2) @ flat
+                xtx, xty = (a, b) if xtx is None else (xtx + a, xty + b)
+                tokens += x.shape[1]
+            else:
+                W = fit_maps(xtx, xty, ridge) if W is None else W  # [Ls, Hs+1, Lt*Ht]
+                pred = (x @ W).reshape(Ls, x.shape[1], Lt, -1).permute(0, 2, 1, 3)  # [Ls, Lt, T', Ht]
+                errors.append(((pred - y[None]).norm(dim=-1) / y[None].norm(dim=-1)).mean(-1).cpu().numpy())
+                counts.append(x.shape[1])
+            done += 1
     count = sum(counts)
     meta = make_meta(source, dataset="+".join(sorted({p.source or "custom" for p in texts})), n=len(texts),
                      seed=seed, fit=fit, source=source.name, target=target.name, target_revision=target.revision,

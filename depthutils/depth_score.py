@@ -21,11 +21,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from . import data
-from ._run import encode_all, progress, resolve_max_tokens
+from . import data, stack
+from . import future_effects as fe
+from ._run import encode_all, resolve_max_tokens
 from .errors import DepthError, NothingFits
-from .future_effects import future_effects
 from .prompts import Encoded, Fit, Prompt
+from .remote import each
 from .results import Result, make_meta
 
 #: task family -> (levels, loader of ``n`` prompts of one level, positions rule). The rule is P1's:
@@ -67,15 +68,31 @@ def greedy_correct(model, prompt: Prompt, enc: Encoded, max_new_tokens: int = 48
     ``max_new_tokens`` tokens) starts with it or boxes it; otherwise it must start with the answer.
     Decodes through nnsight, so on NDIF too when the model is remote.
     """
-    context = enc.input_ids[:, :enc.answer_positions[0]]
+    context, n_new = _decoding(prompt, enc, max_new_tokens)
+    return _solved(model, prompt, context, model.greedy(context, n_new))
+
+
+def _decoding(prompt: Prompt, enc: Encoded, max_new_tokens: int) -> tuple:
+    """What :func:`greedy_correct` decodes: the context's ids and how many tokens to generate."""
+    n_new = max_new_tokens if prompt.meta.get("final") else len(enc.answer_positions)
+    return enc.input_ids[:, :enc.answer_positions[0]], n_new
+
+
+def _solved(model, prompt: Prompt, context, out) -> bool:
+    """Whether the generated ids ``out`` (context and continuation) solve ``prompt``."""
     final = prompt.meta.get("final")
-    n_new = max_new_tokens if final else len(enc.answer_positions)
-    out = model.greedy(context, n_new)
     text = model.tokenizer.decode(out[0, context.shape[1]:], skip_special_tokens=True)
     if final:
         alone = re.match(rf"\s*\$?{re.escape(final)}\$?(\s|[.,]|$)", text)  # "4." yes, "4x + 1" no
         return bool(alone) or f"\\boxed{{{final}}}" in text
     return text.strip().startswith(prompt.answer.strip())
+
+
+def _measure(model, item) -> tuple:
+    """One prompt of the depth score: its future-effect maxima (:func:`depthutils.future_effects.run`) and,
+    when asked, its greedy decoding; as :func:`depthutils.remote.each` items, all go to NDIF in one request."""
+    w, decoding = item
+    return fe.run(model, w), (model.greedy(*decoding) if decoding is not None else None)
 
 
 @dataclass
@@ -201,22 +218,32 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
     rows, scores, levels, names, correct = [], [], [], [], []
     skipped = 0
     items = [(t, lv, ps) for t, by_level in groups.items() for lv, ps in by_level.items()]
-    for t, lv, ps in progress(items, "depth score", enabled=progress_bar):
+    fast = stack.usable(model)  # future effects' own choice (method "auto")
+    plan = []  # per level: its prompts with their interventions and decoding
+    for t, lv, ps in items:
         try:
             kept, encs, fit = encode_all(model, ps, need_answer=True, max_tokens=max_tokens)
             skipped += fit.skipped
         except NothingFits:  # the level is reported with n = 0, not as a crash
             kept, encs = [], []
             skipped += len(ps)
-        Ds, s_level, ok_level = [], [], []
+        level = []
         for p, enc in zip(kept, encs):
             ts = [x for x in positions(enc, rules[t]) if 1 <= x < enc.n_tokens]
-            if not ts:
-                continue
-            D = future_effects(model, [p], positions=ts, max_tokens=max_tokens, progress_bar=False).layer_effect
+            if ts:
+                level.append((p, fe.work(model, enc, ts, fast=fast),
+                              _decoding(p, enc, max_new_tokens) if accuracy else None))
+        plan.append(level)
+    todo = [(w, decoding) for level in plan for _, w, decoding in level]
+    done = iter(each(model, _measure, todo, "depth score", enabled=progress_bar))
+    for (t, lv, _), level in zip(items, plan):
+        Ds, s_level, ok_level = [], [], []
+        for p, w, decoding in level:
+            maxima, out = next(done)
+            D = fe.fold(L, w, maxima)[0]
             Ds.append(D)
             s_level.append(score(D))
-            ok_level.append(greedy_correct(model, p, enc, max_new_tokens) if accuracy else None)
+            ok_level.append(_solved(model, p, decoding[0], out) if accuracy else None)
         D_max = np.fmax.reduce(Ds) if Ds else None
         sc = score(D_max) if D_max is not None else None
         defined = [s for s in s_level if s is not None]

@@ -6,17 +6,17 @@ over models × tasks is :mod:`depthutils.study`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from ._run import encode_all
-from .contributions import contributions
+from .contributions import contributions_of, prompt_stats
 from .curves import ed_cos, ed_kl, ed_overlap, ratio
 from .errors import DepthError
-from .logit_lens import logit_lens
+from .logit_lens import logit_lens_of, prompt_lens
+from .remote import each
 from .results import Result
 
 METRICS = ("cos", "kl", "overlap")
@@ -89,6 +89,11 @@ class EffectiveDepthResult(Result):
                    overlap_by_prompt=lens.overlap_by_prompt, prompt_tokens=lens.prompt_tokens).with_aggregates()
 
 
+def _both(model, item) -> tuple:
+    """One prompt's contributions and logit-lens statistics (two traces)."""
+    return prompt_stats(model, item[0]), prompt_lens(model, item)
+
+
 def effective_depth(model, prompts, *, k: int = 5, max_tokens: int | None = None, n: int | None = None,
                     progress_bar: bool = True) -> EffectiveDepthResult:
     """P2's three effective depths of ``model`` on ``prompts`` (contributions + logit lens).
@@ -98,7 +103,9 @@ def effective_depth(model, prompts, *, k: int = 5, max_tokens: int | None = None
     ``n`` prompts that fit. The result's ``meta["fit"]`` says how many were used and skipped.
     """
     prompts, _, fit = encode_all(model, prompts, max_tokens=max_tokens, limit=n, rule="skip")
-    c = contributions(model, prompts, max_tokens=max_tokens, progress_bar=progress_bar)
-    lens = logit_lens(model, prompts, k=k, max_tokens=max_tokens, progress_bar=progress_bar)
+    prompts, encs, cut = encode_all(model, prompts, max_tokens=max_tokens)  # as the two measurements read them
+    both = each(model, _both, [(e, k) for e in encs], "effective depth", enabled=progress_bar)  # NDIF: one request
+    c = contributions_of(model, prompts, encs, cut, [b[0] for b in both])
+    lens = logit_lens_of(model, prompts, encs, cut, k, [b[1] for b in both])
     meta = {**c.meta, "fit": fit.as_dict(), "params": {"k": k, "n": n}}
     return EffectiveDepthResult.from_prompts(c, lens, meta)

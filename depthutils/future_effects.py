@@ -24,14 +24,14 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
-import nnsight
 import numpy as np
 import torch
 
 from . import stack
-from ._run import encode_all, progress
+from ._run import encode_all
 from .errors import DepthError, check_finite
 from .models import check_residual
+from .remote import each
 from .results import Result, describe, half_sizes, halves, make_meta
 
 PARTS = ("layer", "attn", "mlp")
@@ -114,13 +114,29 @@ def _skip(x: torch.Tensor, rows: list[tuple[int, _Row]], value) -> torch.Tensor:
     return x2
 
 
-def _run_chunk(model, ids: torch.Tensor, chunk: list[_Row], part: str, local: bool):
-    """One batched forward: row 0 clean, row ``i+1`` is ``chunk[i]``. Returns [L] ratios and output diffs."""
+def _measured(chunk: list[_Row], T: int, mode: str) -> torch.Tensor:
+    """``[B, T]``: the positions each row measures (row 0, the clean run, measures none): ``p ≥ t``
+    (mode ``"future"``) or every non-BOS position (``"all"``)."""
+    first = torch.tensor([T] + [1 if mode == "all" else row.t for row in chunk])
+    return torch.arange(T)[None, :] >= first[:, None]
+
+
+def _row_maxima(ratios: torch.Tensor, out_diff: torch.Tensor, keep: torch.Tensor):
+    """Each row's maxima over the positions it measures: ``[L, B, T]`` ratios and ``[B, T]`` output
+    differences to ``[L, B]`` and ``[B]`` (-inf for row 0)."""
+    keep = keep.to(ratios.device)
+    return (ratios.float().masked_fill(~keep, -torch.inf).amax(-1),
+            out_diff.float().masked_fill(~keep, -torch.inf).amax(-1))
+
+
+def _run_chunk(model, ids: torch.Tensor, chunk: list[_Row], part: str, local: bool, keep: torch.Tensor):
+    """One batched forward: row 0 clean, row ``i+1`` is ``chunk[i]``. Returns each row's maxima over the
+    positions ``keep`` marks (:func:`_row_maxima`), reduced inside the trace: ``[L, B]`` and ``[B]``."""
     L, T, B = model.n_layers, ids.shape[1], len(chunk) + 1
     get = {"attn": model.attentions_output, "mlp": model.mlps_output}
     put = {"attn": model.set_attentions_output, "mlp": model.set_mlps_output}
     with model.no_grad(), model.trace(ids.expand(B, T)):
-        ratios = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
+        ratios = []  # reduced to each row's maxima inside the trace, which saves only those
         clean = []  # local: the clean contribution of each layer (row 0)
         for j in range(L):
             h = check_residual(model.layers_input(j), B, T, f"layer {j} input")
@@ -143,22 +159,24 @@ def _run_chunk(model, ids: torch.Tensor, chunk: list[_Row], part: str, local: bo
             if local:
                 clean.append((delta if part == "layer" else sub)[0])
             d0 = delta[0:1].float()
-            ratios.append(((delta.float() - d0).norm(dim=-1) / d0.norm(dim=-1)).save())
+            ratios.append((delta.float() - d0).norm(dim=-1) / d0.norm(dim=-1))
         if local:
             last = [(r + 1, row) for r, row in enumerate(chunk) if row.target == L]
             if last:
                 out = _skip(out, last, lambda r, row: out[r, 1:row.t] - clean[row.s][1:row.t])
                 model.set_layers_output(L - 1, out)
         probs = model.logits().float().softmax(-1)
-        out_diff = (probs - probs[0:1]).norm(dim=-1).save()
-    return torch.stack(ratios), out_diff  # [L, B, T], [B, T]
+        layer_max, out_max = _row_maxima(torch.stack(ratios), (probs - probs[0:1]).norm(dim=-1), keep)
+        layer_max, out_max = layer_max.save(), out_max.save()
+    return layer_max, out_max  # [L, B], [B]
 
 
 def _stack_chunk(st, chunk: list[_Row], part: str, first: int):
     """The fast path: all rows skip the same layer s; layers below s are reused from the clean run.
 
-    Same return format as :func:`_run_chunk` (row 0 stands for the clean run, with zeros); the
-    output distribution is only computed from position ``first`` on, where it is measured.
+    Returns ``[L, B+1, T]`` ratios and ``[B+1, T]`` output differences (row 0 stands for the clean
+    run, with zeros), for :func:`_row_maxima`; the output distribution is only computed from position
+    ``first`` on, where it is measured.
     """
     s, B, T, L = chunk[0].s, len(chunk), st.h(0).shape[1], st.L
     spans = [(r, row.t) for r, row in enumerate(chunk)]
@@ -180,6 +198,69 @@ def _stack_chunk(st, chunk: list[_Row], part: str, first: int):
     out_diff = torch.zeros(B + 1, T)
     out_diff[1:, first:] = (probs - st.clean_probs[:, first:]).norm(dim=-1)
     return ratios, out_diff
+
+
+@dataclass(frozen=True)
+class Work:
+    """One prompt's interventions: ``chunks`` of rows, each one forward (or, ``fast``, one stack run)."""
+    ids: torch.Tensor
+    chunks: list
+    part: str
+    mode: str
+    local: bool
+    fast: bool
+
+
+def work(model, enc, ts: Sequence[int], *, part: str = "layer", mode: str = "future", local: bool = False,
+         fast: bool = False, batch_size: int | None = None) -> Work:
+    """The interventions that measure one prompt at positions ``ts``."""
+    L = model.n_layers
+    rows = _rows(L, ts, local)
+    if fast:
+        chunks = [[r for r in rows if r.s == s] for s in range(L)]
+    else:
+        size = len(rows) if batch_size is None else batch_size - 1
+        chunks = [rows[start:start + size] for start in range(0, len(rows), size)]
+    return Work(enc.input_ids, chunks, part, mode, local, fast)
+
+
+def run(model, w: Work) -> list:
+    """Every chunk of ``w``: each row's maxima, ``([L, B], [B])`` per chunk (see :func:`_row_maxima`).
+    Batched chunks are nnsight traces, so :func:`depthutils.remote.each` can send them to NDIF."""
+    T = w.ids.shape[1]
+    st = stack.Stack(model, w.ids) if w.fast else None
+    out = []
+    for chunk in w.chunks:
+        keep = _measured(chunk, T, w.mode)
+        if w.fast:
+            with torch.no_grad():
+                first = 1 if w.mode == "all" else min(row.t for row in chunk)
+                out.append(_row_maxima(*_stack_chunk(st, chunk, w.part, first), keep))
+        else:
+            out.append(_run_chunk(model, w.ids, chunk, w.part, w.local, keep))
+    return out
+
+
+def fold(L: int, w: Work, maxima: list) -> tuple[np.ndarray, np.ndarray]:
+    """One prompt's ``layer_effect [L, L]`` (NaN where ``j ≤ s``) and ``output_effect [L]``: the maxima
+    of :func:`run` over its rows, checked finite."""
+    D, O = np.full((L, L), -np.inf), np.full(L, -np.inf)
+    for chunk, (layer_max, out_max) in zip(w.chunks, maxima):
+        layer_max, out_max = layer_max.double().cpu().numpy(), out_max.double().cpu().numpy()
+        for i, row in enumerate(chunk):
+            r, o = layer_max[:, i + 1], float(out_max[i + 1])
+            if row.target is None:
+                D[row.s, row.s + 1:] = np.maximum(D[row.s, row.s + 1:], r[row.s + 1:])
+                O[row.s] = max(O[row.s], o)
+            elif row.target < L:
+                D[row.s, row.target] = max(D[row.s, row.target], r[row.target])
+            else:
+                O[row.s] = max(O[row.s], o)
+    upper = np.triu(np.ones((L, L), bool), k=1)
+    check_finite("future-effects layer effect", D[upper])
+    check_finite("future-effects output effect", O)
+    D[~upper] = np.nan
+    return D, O
 
 
 def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
@@ -216,9 +297,8 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
         raise DepthError("batch_size must be at least 2 (the clean row plus one intervention).")
     prompts, encs, fit = encode_all(model, prompts, max_tokens=max_tokens)
     L = model.n_layers
-    upper = np.triu(np.ones((L, L), bool), k=1)
-    Ds, Os, used = [], [], []
-    for enc in progress(encs, f"future effects ({part}, {mode})", enabled=progress_bar):
+    works, used = [], []
+    for enc in encs:
         T = enc.n_tokens
         if mode == "all":
             ts = [T]
@@ -228,37 +308,11 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
             if bad:
                 raise DepthError(f"Position(s) {bad} are out of range for a prompt of {T} tokens; use 1 ≤ t < {T}.")
         used.append(ts)
-        if not ts:
-            continue
-        D, O = np.full((L, L), -np.inf), np.full(L, -np.inf)  # this prompt's maxima
-        rows = _rows(L, ts, local)
-        if fast:
-            st = stack.Stack(model, enc.input_ids)
-            chunks = [[r for r in rows if r.s == s] for s in range(L)]
-        else:
-            size = len(rows) if batch_size is None else batch_size - 1
-            chunks = [rows[start:start + size] for start in range(0, len(rows), size)]
-        for chunk in chunks:
-            with torch.no_grad():
-                first = 1 if mode == "all" else min(row.t for row in chunk)
-                ratios, out_diff = (_stack_chunk(st, chunk, part, first) if fast
-                                    else _run_chunk(model, enc.input_ids, chunk, part, local))
-            for i, row in enumerate(chunk):
-                first = 1 if mode == "all" else row.t
-                r = ratios[:, i + 1, first:].amax(dim=-1).double().cpu().numpy()  # [L]
-                o = float(out_diff[i + 1, first:].max())
-                if row.target is None:
-                    D[row.s, row.s + 1:] = np.maximum(D[row.s, row.s + 1:], r[row.s + 1:])
-                    O[row.s] = max(O[row.s], o)
-                elif row.target < L:
-                    D[row.s, row.target] = max(D[row.s, row.target], r[row.target])
-                else:
-                    O[row.s] = max(O[row.s], o)
-        check_finite("future-effects layer effect", D[upper])
-        check_finite("future-effects output effect", O)
-        D[~upper] = np.nan
-        Ds.append(D)
-        Os.append(O)
+        if ts:
+            works.append(work(model, enc, ts, part=part, mode=mode, local=local, fast=fast, batch_size=batch_size))
+    maxima = each(model, run, works, f"future effects ({part}, {mode})", enabled=progress_bar,
+                  nbytes=lambda w: 4 * (L + 1) * sum(len(c) + 1 for c in w.chunks))
+    Ds, Os = zip(*(fold(L, w, m) for w, m in zip(works, maxima))) if works else ((), ())
     if not Ds:
         raise DepthError("No prompt is long enough for P1's position sampling (needs ≥ 13 tokens); "
                          "pass positions=[...] or mode='all'.")

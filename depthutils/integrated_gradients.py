@@ -28,6 +28,7 @@ from . import stack
 from ._run import encode_all, progress
 from .errors import DepthError, check_finite
 from .models import check_residual
+from .remote import each
 from .prompts import as_prompt
 from .results import Result, context_depth, describe, make_meta
 
@@ -131,22 +132,19 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
     alphas, weights = quadrature(rule, steps)
     p = as_prompt(prompt, answer)
     (p,), (enc,), fit = encode_all(model, [p], need_answer=True, max_tokens=max_tokens)
-    get = {"layer": model.layers_output, "attn": model.attentions_output, "mlp": model.mlps_output}[part]
-    put = {"layer": model.set_layers_output, "attn": model.set_attentions_output, "mlp": model.set_mlps_output}[part]
     ids = enc.input_ids  # all of it: the baseline is the mean over every position
     pred, gold = torch.tensor(enc.predict_positions), torch.tensor(enc.answer_ids)
-    with model.no_grad(), model.trace(ids):
-        f_x = _target(model, pred, gold).save()
     if method not in ("auto", "stack", "batched"):
         raise DepthError(f"method must be 'auto', 'stack' or 'batched', got {method!r}.")
     fast = method == "stack" or (method == "auto" and stack.usable(model) and part == "layer")
     if fast and not (stack.usable(model) and part == "layer"):
         raise DepthError("method='stack' needs a local float32 model and part='layer'; use method='batched'.")
     if fast:
+        f_x = _f_of_x(model, (ids, pred, gold))
         A, f_b = _stack_ig(model, ids, pred, gold, alphas, weights, batch_size, progress_bar)
     else:
-        A, f_b = _batched_ig(model, ids, pred, gold, alphas, weights, batch_size, layers_per_pass, get, put, part,
-                             progress_bar)
+        f_x, A, f_b = _batched_ig(model, ids, pred, gold, alphas, weights, batch_size, layers_per_pass, part,
+                                  progress_bar)
     fx = float(f_x[0])
     gap = np.abs(A.sum(1) - (fx - f_b)) / np.maximum(np.abs(fx - f_b), 1e-12)
     check_finite("integrated-gradients attribution", A)
@@ -188,41 +186,80 @@ def _stack_ig(model, ids, pred, gold, alphas, weights, batch_size, progress_bar)
     return A, f_b
 
 
-def _batched_ig(model, ids, pred, gold, alphas, weights, batch_size, layers_per_pass, get, put, part, progress_bar):
-    """nnsight path: interpolation rows of several layers share one forward+backward."""
+def _f_of_x(model, item) -> torch.Tensor:
+    """``f`` on the clean prompt (one trace), ``[1]``."""
+    ids, pred, gold = item
+    with model.no_grad(), model.trace(ids):
+        f_x = _target(model, pred, gold).save()
+    return f_x
+
+
+def _sublayer(model, part: str):
+    """The read and the write of ``part``'s output (``(get, put)``)."""
+    return ({"layer": model.layers_output, "attn": model.attentions_output, "mlp": model.mlps_output}[part],
+            {"layer": model.set_layers_output, "attn": model.set_attentions_output,
+             "mlp": model.set_mlps_output}[part])
+
+
+def _batched_ig(model, ids, pred, gold, alphas, weights, batch_size, layers_per_pass, part, progress_bar):
+    """nnsight path: interpolation rows of several layers share one forward+backward; ``f(x)``, every
+    pass and (rules without an ``α = 0`` node) every ``f(b_l)`` go to NDIF in one request.
+    Returns ``f(x)``, the attribution ``[L, T]`` and ``f(b_l)`` ``[L]``."""
     L, T, steps = model.n_layers, ids.shape[1], len(alphas)
     A = np.zeros((L, T))
     f_b = np.zeros(L)
     group = L if layers_per_pass is None else layers_per_pass
-    chunks = [(ls, start) for ls in _groups(L, group) for start in range(0, steps, batch_size)]
-    for ls, start in progress(chunks, f"integrated gradients ({part})", enabled=progress_bar):
-        ks = slice(start, min(start + batch_size, steps))
-        # made here on the CPU; moved inside the trace to wherever the model runs (a GPU, or NDIF's)
-        alpha = torch.as_tensor(alphas[ks], dtype=torch.float32).view(-1, 1, 1)
-        w = torch.as_tensor(weights[ks], dtype=torch.float32).view(-1, 1)
-        K = alpha.shape[0]
-        B = len(ls) * K  # rows [i*K, (i+1)*K) interpolate layer ls[i]
-        zs, diffs, grads = [], [], []
-        with model.trace(ids.expand(B, T)):
-            for i, l in enumerate(ls):
-                out = check_residual(get(l), B, T, f"{part} {l} output")
-                x = out[i * K:i * K + 1].detach()  # these rows are still clean at layer l
-                b = x.mean(dim=1, keepdim=True)  # mean over positions (the sequence axis)
-                z = (b + alpha.to(x.device, x.dtype) * (x - b)).detach().requires_grad_(True)
-                put(l, torch.cat([out[:i * K], z, out[(i + 1) * K:]]))
-                zs.append(z)
-                diffs.append(x - b)
-            f = _target(model, pred, gold)
-            with f.sum().backward():
-                for z in reversed(zs):  # gradients arrive in reverse forward order
-                    grads.append(z.grad.save())
-            contrib = torch.stack([(w.to(g.device) * (g.float() * d.float()).sum(-1)).sum(0)
-                                   for g, d in zip(reversed(grads), diffs)]).save()
-            f0 = f[::K].detach().save()  # row k = 0 of every layer: f(b_l) when start == 0 and α_0 = 0
-        A[ls] += contrib.double().cpu().numpy()
-        if start == 0:
-            f_b[ls] = f0.double().cpu().numpy() if alphas[0] == 0 else _f_at_baseline(model, ids, pred, gold, ls, get, put)
-    return A, f_b
+    passes = [("pass", ls, start) for ls in _groups(L, group) for start in range(0, steps, batch_size)]
+    bases = [] if alphas[0] == 0 else [("base", ls, 0) for ls in _groups(L, group)]
+    items = [(what, ids, pred, gold, part, ls, alphas[start:start + batch_size], weights[start:start + batch_size])
+             for what, ls, start in [("f", [], 0)] + passes + bases]
+    f_x, *outs = each(model, _ig_trace, items, f"integrated gradients ({part})", enabled=progress_bar)
+    for (what, ls, start), out in zip(passes + bases, outs):
+        if what == "pass":
+            contrib, f0 = out
+            A[ls] += contrib.double().cpu().numpy()
+            if start == 0 and alphas[0] == 0:
+                f_b[ls] = f0.double().cpu().numpy()  # row k = 0 of every layer: f(b_l)
+        else:
+            f_b[ls] = out
+    return f_x, A, f_b
+
+
+def _ig_trace(model, item):
+    """One trace of the batched path. ``item = (what, ids, pred, gold, part, ls, alphas, weights)``: ``"f"``
+    gives ``f(x)``; ``"pass"`` interpolates the outputs of layers ``ls`` at ``alphas`` and returns their
+    weighted attribution ``[len(ls), T]`` and ``f`` at each layer's first row; ``"base"`` gives ``f(b_l)``
+    for each layer of ``ls``."""
+    what, ids, pred, gold, part, ls, alphas, weights = item
+    if what == "f":
+        return _f_of_x(model, (ids, pred, gold))
+    get, put = _sublayer(model, part)
+    if what == "base":
+        return _f_at_baseline(model, ids, pred, gold, ls, get, put)
+    T = ids.shape[1]
+    # made here on the CPU; moved inside the trace to wherever the model runs (a GPU, or NDIF's)
+    alpha = torch.as_tensor(alphas, dtype=torch.float32).view(-1, 1, 1)
+    w = torch.as_tensor(weights, dtype=torch.float32).view(-1, 1)
+    K = alpha.shape[0]
+    B = len(ls) * K  # rows [i*K, (i+1)*K) interpolate layer ls[i]
+    zs, diffs, grads = [], [], []
+    with model.trace(ids.expand(B, T)):
+        for i, l in enumerate(ls):
+            out = check_residual(get(l), B, T, f"{part} {l} output")
+            x = out[i * K:i * K + 1].detach()  # these rows are still clean at layer l
+            b = x.mean(dim=1, keepdim=True)  # mean over positions (the sequence axis)
+            z = (b + alpha.to(x.device, x.dtype) * (x - b)).detach().requires_grad_(True)
+            put(l, torch.cat([out[:i * K], z, out[(i + 1) * K:]]))
+            zs.append(z)
+            diffs.append(x - b)
+        f = _target(model, pred, gold)
+        with f.sum().backward():
+            for z in reversed(zs):  # gradients arrive in reverse forward order
+                grads.append(z.grad.save())
+        contrib = torch.stack([(w.to(g.device) * (g.float() * d.float()).sum(-1)).sum(0)
+                               for g, d in zip(reversed(grads), diffs)]).save()
+        f0 = f[::K].detach().save()  # row k = 0 of every layer: f(b_l) when α_0 = 0
+    return contrib, f0
 
 
 def _f_at_baseline(model, ids, pred, gold, ls, get, put) -> np.ndarray:

@@ -8,10 +8,11 @@ import nnsight
 import numpy as np
 import torch
 
-from ._run import encode_all, progress
+from ._run import encode_all
 from .curves import ed_kl, ed_overlap, ratio
 from .errors import check_finite
 from .models import check_residual
+from .remote import each
 from .results import Result, describe, make_meta
 
 
@@ -63,6 +64,22 @@ def lens_stats(log_q: torch.Tensor, log_final: torch.Tensor, top_final: torch.Te
     return kl, overlap
 
 
+def prompt_lens(model, item) -> torch.Tensor:
+    """``[L, 2, T]``: KL and top-``k`` overlap of every layer's lens at every token of one prompt (one trace);
+    ``item`` is the prompt's encoding and ``k``."""
+    enc, k = item
+    L, T = model.n_layers, enc.n_tokens
+    with model.no_grad(), model.trace(enc.input_ids):
+        per_layer = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
+        hs = [check_residual(model.layers_output(l), 1, T, f"layer {l} output") for l in range(L)]
+        log_final = model.logits().float().log_softmax(-1)
+        top_final = log_final.topk(k, dim=-1).indices
+        for l in range(L):
+            log_q = model.lens(hs[l]).float().log_softmax(-1)
+            per_layer.append(torch.stack(lens_stats(log_q, log_final, top_final, k))[:, 0].save())
+    return torch.stack(list(per_layer))
+
+
 def logit_lens(model, prompts, k: int = 5, *, max_tokens: int | None = None,
                progress_bar: bool = True) -> LogitLensResult:
     """KL divergence and top-``k`` overlap of every layer's logit-lens distribution with the output.
@@ -72,24 +89,16 @@ def logit_lens(model, prompts, k: int = 5, *, max_tokens: int | None = None,
     ``max_tokens`` (default: the model's context) is cut to its first tokens.
     """
     prompts, encs, fit = encode_all(model, prompts, max_tokens=max_tokens)
-    L = model.n_layers
-    kl, overlap, tokens = [], [], []
-    for enc in progress(encs, "logit lens", enabled=progress_bar):
-        T = enc.n_tokens
-        with model.no_grad(), model.trace(enc.input_ids):
-            per_layer = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
-            hs = [check_residual(model.layers_output(l), 1, T, f"layer {l} output") for l in range(L)]
-            log_final = model.logits().float().log_softmax(-1)
-            top_final = log_final.topk(k, dim=-1).indices
-            for l in range(L):
-                log_q = model.lens(hs[l]).float().log_softmax(-1)
-                per_layer.append(torch.stack(lens_stats(log_q, log_final, top_final, k))[:, 0].save())
-        means = torch.stack(list(per_layer)).double().mean(-1)  # [L, 2]: this prompt's token means
-        kl.append(means[:, 0].cpu().numpy())
-        overlap.append(means[:, 1].cpu().numpy())
-        tokens.append(T)
+    return logit_lens_of(model, prompts, encs, fit, k,
+                         each(model, prompt_lens, [(e, k) for e in encs], "logit lens", enabled=progress_bar))
+
+
+def logit_lens_of(model, prompts, encs, fit, k: int, stats) -> LogitLensResult:
+    """The result from each prompt's ``[L, 2, T]`` statistics (:func:`prompt_lens`)."""
+    means = [s.double().mean(-1).cpu().numpy() for s in stats]  # [L, 2] each: a prompt's token means
+    tokens = [enc.n_tokens for enc in encs]
     ds, n = describe(prompts)
     return LogitLensResult(meta=make_meta(model, dataset=ds, n=n, fit=fit, k=k, tokens=sum(tokens)),
-                           kl_by_prompt=check_finite("logit-lens KL", np.stack(kl)),
-                           overlap_by_prompt=check_finite("logit-lens overlap", np.stack(overlap)),
+                           kl_by_prompt=check_finite("logit-lens KL", np.stack([m[:, 0] for m in means])),
+                           overlap_by_prompt=check_finite("logit-lens overlap", np.stack([m[:, 1] for m in means])),
                            prompt_tokens=np.array(tokens), k=k).with_aggregates()

@@ -31,6 +31,7 @@ from nnsight.modeling import huggingface as nnsight_hf
 from .errors import DepthError
 from .ladder.registry import ALIASES, resolve_alias
 from .prompts import bos_mode
+from .remote import DEFAULT_TIMEOUT, Backend, ndif_reachable
 
 __all__ = ["Arch", "ARCHITECTURES", "ModelHandle", "load_model", "unwrap", "check_residual"]
 
@@ -151,7 +152,7 @@ class ModelHandle:
 
     def __init__(self, nn_model: Any, arch: Arch, tokenizer: Any, *, name: str, revision: str,
                  remote: bool = False, device: str = "cpu", dtype: torch.dtype = torch.float32,
-                 config: Any = None, prepend_bos: bool = True):
+                 config: Any = None, prepend_bos: bool = True, timeout: float = DEFAULT_TIMEOUT):
         self.nn = nn_model
         self.arch = arch
         self.tokenizer = tokenizer
@@ -164,6 +165,11 @@ class ModelHandle:
         #: the decoder's own config (Gemma 3's multimodal config wraps a text config)
         self.text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
         self.prepend_bos = prepend_bos  # see depthutils.prompts.encode
+        self.timeout = timeout  # remote: seconds one request may take, queue included
+        #: remote: the id of every NDIF job this handle sent (one per request)
+        self.jobs: list[str] = []
+        #: remote: inside :func:`depthutils.remote.each`'s session, whose traces run on the server as it is
+        self.in_session = False
         scale = getattr(self.text_config, arch.residual_scale, None) if arch.residual_scale else None
         self.residual_scale = float(scale) if scale is not None else 1.0
         self._layers = _get(nn_model, arch.layers)
@@ -254,9 +260,15 @@ class ModelHandle:
         """An nnsight trace over a batch of token ids ``[B, T]`` (no padding)."""
         if input_ids.ndim != 2:
             raise ShapeError(f"input_ids must be [batch, tokens], got {tuple(input_ids.shape)}")
-        if self.remote:
-            return self.nn.trace(input_ids, remote=True)
-        return self.nn.trace(input_ids.to(self.device))
+        if self.remote and not self.in_session:
+            return self.nn.trace(input_ids, backend=self.backend("trace"))
+        return self.nn.trace(input_ids if self.remote else input_ids.to(self.device))
+
+    def backend(self, what: str, bar: bool = True) -> Backend:
+        """The backend of one NDIF request for ``what`` (a measurement's name, for its status bar and
+        its error messages): see :mod:`depthutils.remote`."""
+        return Backend(self.nn.to_model_key(), name=self.name, what=what, timeout=self.timeout, jobs=self.jobs,
+                       bar_enabled=bar)
 
     def greedy(self, input_ids: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
         """Greedy decoding from token ids ``[1, T]`` through nnsight (on NDIF when remote):
@@ -264,7 +276,8 @@ class ModelHandle:
         if input_ids.ndim != 2 or input_ids.shape[0] != 1:
             raise ShapeError(f"input_ids must be [1, tokens], got {tuple(input_ids.shape)}")
         ids = input_ids if self.remote else input_ids.to(self.device)
-        with torch.no_grad(), self.nn.generate(ids, remote=self.remote, max_new_tokens=max_new_tokens,
+        backend = self.backend("greedy decoding") if self.remote and not self.in_session else None
+        with torch.no_grad(), self.nn.generate(ids, backend=backend, max_new_tokens=max_new_tokens,
                                                do_sample=False, attention_mask=torch.ones_like(ids),
                                                pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id
                                                ) as tracer:
@@ -377,20 +390,6 @@ def half_precision_works(dtype: torch.dtype) -> bool:
         return False
 
 
-def ndif_reachable(timeout: float = 5.0) -> bool:
-    """Whether NDIF's API host answers on its port."""
-    import socket
-    from urllib.parse import urlparse
-
-    url = urlparse(nnsight.CONFIG.API.HOST)
-    try:
-        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)),
-                                 timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
 def _tokenizer(source: str, local: bool, revision: str | None, trust_remote_code: bool):
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
@@ -402,7 +401,7 @@ def _tokenizer(source: str, local: bool, revision: str | None, trust_remote_code
 
 def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", remote: bool = False,
                revision: str | None = None, trust_remote_code: bool = False,
-               prepend_bos: bool = True) -> ModelHandle:
+               prepend_bos: bool = True, timeout: float = DEFAULT_TIMEOUT) -> ModelHandle:
     """Load a model for measurement.
 
     Args:
@@ -417,6 +416,9 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         prepend_bos: when the tokenizer adds no BOS (GPT-2, Pythia, Qwen2.5), prepend its BOS
             (or EOS) so that position 0, which no measurement intervenes on, is an attention
             sink and not the first real token (TransformerLens's convention). Results record it.
+        timeout: with ``remote=True``, the seconds one request to NDIF may take from sending to its
+            downloaded result, its time in NDIF's queue included (default 3600: a 70B model's queue);
+            past it the call stops with an error that says so.
     """
     from nnsight.modeling.transformers import TransformersModel
     from transformers import AutoConfig
@@ -429,6 +431,8 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         raise DepthError("load_model needs a model alias, local folder or hub id; got an empty value.")
     name = str(name_or_path)
     if remote:
+        if not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0):
+            raise DepthError(f"timeout must be a positive number of seconds, got {timeout!r}.")
         if not os.environ.get("NDIF_API_KEY"):
             raise DepthError("remote=True needs an NDIF API key in the environment variable NDIF_API_KEY.")
         if not ndif_reachable():
@@ -463,7 +467,7 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         rev = _local_revision(local) if local is not None else revision or "main"
         handle = ModelHandle(model, arch, tokenizer, name=name, revision=rev, remote=True,
                              device="remote", dtype=_pick_dtype(dtype, "cuda"), config=config,
-                             prepend_bos=prepend_bos)
+                             prepend_bos=prepend_bos, timeout=float(timeout))
         return handle
     dev = _pick_device(device)
     dt = _pick_dtype(dtype, dev)

@@ -32,6 +32,7 @@ from . import data, stack
 from ._run import encode_all, progress
 from .errors import DepthError, check_finite
 from .models import check_residual
+from .remote import each
 from .prompts import as_prompt
 from .results import Result, context_depth, describe, make_meta
 
@@ -61,24 +62,25 @@ class ErasureResult(Result):
                 "the positions that predict the answer matter.")
 
 
+def _prompt_sums(model, enc) -> torch.Tensor:
+    """``[L+1, H]``: the sum of ``h_l`` over the tokens of one prompt, in float64 (one trace)."""
+    L, T = model.n_layers, enc.n_tokens
+    with model.no_grad(), model.trace(enc.input_ids):
+        sums = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
+        for l in range(L):
+            sums.append(check_residual(model.layers_input(l), 1, T, f"layer {l} input")[0].double().sum(0).save())
+        sums.append(check_residual(model.layers_output(L - 1), 1, T, "last layer output")[0].double().sum(0).save())
+    return torch.stack(list(sums))
+
+
 def residual_means(model, prompts, *, max_tokens: int | None = None, progress_bar: bool = True) -> np.ndarray:
     """``ĥ_l``: the mean of ``h_l`` over every token of ``prompts``, for ``l = 0 … L`` → ``[L+1, H]``.
 
     A prompt longer than ``max_tokens`` (default: the model's context) is cut to its first tokens.
     """
     prompts, encs, _ = encode_all(model, prompts, max_tokens=max_tokens)
-    L = model.n_layers
-    total, count = None, 0
-    for enc in progress(encs, "residual means", enabled=progress_bar):
-        T = enc.n_tokens
-        with model.no_grad(), model.trace(enc.input_ids):
-            sums = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
-            for l in range(L):
-                sums.append(check_residual(model.layers_input(l), 1, T, f"layer {l} input")[0].double().sum(0).save())
-            sums.append(check_residual(model.layers_output(L - 1), 1, T, "last layer output")[0].double().sum(0).save())
-        s = torch.stack(sums)
-        total = s if total is None else total + s
-        count += T
+    sums = each(model, _prompt_sums, encs, "residual means", enabled=progress_bar)
+    total, count = torch.stack(sums).sum(0), sum(enc.n_tokens for enc in encs)
     return (total / count).float().cpu().numpy()
 
 
@@ -120,6 +122,25 @@ def _erase_suffixes(st, base: torch.Tensor, pred: torch.Tensor, effect: np.ndarr
             diff = (probs - clean[after]).norm(dim=-1).view(L + 1, k, -1)
             diff = diff.masked_fill(pred[after].view(1, 1, -1) < ts.view(1, k, 1), 0.0)  # answers before t
             effect[:, ts.numpy()] = diff.amax(dim=-1).double().cpu().numpy()
+
+
+def _erase_batch(model, item) -> torch.Tensor:
+    """One batched forward (row 0 clean): row ``r`` replaces ``h_l[ts[r-1]]`` by its baseline; returns each
+    row's largest ``‖p − p_clean‖₂`` over the answer-predicting positions ``pred``, ``[B]``."""
+    ids, pred, base, l, ts = item
+    L, B, T = model.n_layers, len(ts) + 1, ids.shape[1]
+    with model.no_grad(), model.trace(ids.expand(B, T)):
+        x = model.layers_input(l) if l < L else model.layers_output(L - 1)
+        x = check_residual(x, B, T, f"residual {l}").clone()
+        for r, t in enumerate(ts, start=1):
+            x[r, t] = _baseline_at(base, l, t).to(x.device, x.dtype)
+        if l < L:
+            model.set_layers_input(l, x)
+        else:
+            model.set_layers_output(L - 1, x)
+        probs = model.logits()[:, pred].float().softmax(-1)
+        diff = (probs - probs[0:1]).norm(dim=-1).amax(dim=-1).save()  # [B]
+    return diff
 
 
 def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *, batch_size: int | None = None,
@@ -165,31 +186,23 @@ def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *,
     suffix = fast and method != "stack-whole" and st.suffix_ok()
     if suffix:
         _erase_suffixes(st, base, pred, effect, progress_bar)
-    else:
+    elif fast:
         for l in progress(range(L + 1), "residual erasure", enabled=progress_bar):
             for start in range(1, T, size):
                 ts = list(range(start, min(start + size, T)))
-                B = len(ts) + 1
-                if fast:
-                    with torch.no_grad():
-                        x = st.h(l).expand(B - 1, -1, -1).clone()
-                        for r, t in enumerate(ts):
-                            x[r, t] = _baseline_at(base, l, t).to(x.dtype)
-                        probs = st.unembed(st.run(x, l)[:, pred]).float().softmax(-1)
-                        effect[l, ts] = (probs - st.clean_probs[:, pred]).norm(dim=-1).amax(dim=-1).double().cpu().numpy()
-                    continue
-                with model.no_grad(), model.trace(ids.expand(B, T)):
-                    x = model.layers_input(l) if l < L else model.layers_output(L - 1)
-                    x = check_residual(x, B, T, f"residual {l}").clone()
-                    for r, t in enumerate(ts, start=1):
+                with torch.no_grad():
+                    x = st.h(l).expand(len(ts), -1, -1).clone()
+                    for r, t in enumerate(ts):
                         x[r, t] = _baseline_at(base, l, t).to(x.dtype)
-                    if l < L:
-                        model.set_layers_input(l, x)
-                    else:
-                        model.set_layers_output(L - 1, x)
-                    probs = model.logits()[:, pred].float().softmax(-1)
-                    diff = (probs - probs[0:1]).norm(dim=-1).amax(dim=-1).save()  # [B]
-                effect[l, ts] = diff[1:].double().cpu().numpy()
+                    probs = st.unembed(st.run(x, l)[:, pred]).float().softmax(-1)
+                    effect[l, ts] = (probs - st.clean_probs[:, pred]).norm(dim=-1).amax(dim=-1).double().cpu().numpy()
+    else:
+        # every item holds the same baseline tensor, which a request therefore carries once
+        items = [(ids, pred, base, l, list(range(start, min(start + size, T))))
+                 for l in range(L + 1) for start in range(1, T, size)]
+        for (*_, l, ts), diff in zip(items, each(model, _erase_batch, items, "residual erasure",
+                                                     enabled=progress_bar)):
+            effect[l, ts] = diff[1:].double().cpu().numpy()
     check_finite("erasure effect", effect)
     meta = make_meta(model, dataset=describe([p])[0], n=1, fit=fit, prompt=p.context, answer=p.answer,
                      predict_positions=enc.predict_positions,

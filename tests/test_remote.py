@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nnsight
@@ -24,8 +26,10 @@ import torch
 from nnsight.intervention.backends.remote import RemoteBackend
 
 import depthutils as du
-from depthutils import data
+from depthutils import data, remote as du_remote
 from depthutils._run import encode_all
+from depthutils.effective_depth import study
+from depthutils.remote import RemoteFault
 
 from conftest import ATOL, ROOT
 
@@ -130,24 +134,82 @@ MEASUREMENTS = {
 }
 
 
+@pytest.fixture
+def requests(monkeypatch) -> list[str]:
+    """The id of every job the client sends from here on (nnsight's POST of a request)."""
+    sent, post = [], RemoteBackend._post
+
+    def spy(self, request, blob):
+        response = post(self, request, blob)
+        sent.append(response.id)
+        return response
+    monkeypatch.setattr(RemoteBackend, "_post", spy)
+    return sent
+
+
+#: requests per call: one nnsight session; the erasure's baseline (residual_means) is one more
+REQUESTS = {"erasure": 2}
+
+
 @pytest.mark.parametrize("name", list(MEASUREMENTS))
-def test_measurement_remote_equals_local(pair, texts, name):
+def test_measurement_remote_equals_local(pair, texts, name, requests):
     local, remote = pair
     got = MEASUREMENTS[name](remote, texts, {})
     assert got.meta["remote"] is True
+    assert len(requests) == REQUESTS.get(name, 1), requests  # every prompt, trace and decoding bundled
     assert_same(MEASUREMENTS[name](local, texts, SAME), got)
 
 
 @pytest.mark.parametrize("local_only", [False, True], ids=["total", "direct"])
 @pytest.mark.parametrize("mode", ["future", "all"])
 @pytest.mark.parametrize("part", ["layer", "attn", "mlp"])
-def test_future_effects_remote_equals_local(pair, texts, part, mode, local_only):
+def test_future_effects_remote_equals_local(pair, texts, part, mode, local_only, requests):
     local, remote = pair
     run = lambda m, kw: du.future_effects(m, texts[:1], part=part, mode=mode, local=local_only,  # noqa: E731
                                           progress_bar=False, **kw)
     got = run(remote, {})
+    assert len(requests) == 1, requests  # every chunk in one request
     assert np.nanmax(np.abs(got.layer_effect)) > 1e-3  # a real effect came back
     assert_same(run(local, SAME), got)
+
+
+def test_the_size_budget_splits_a_call_into_few_requests(pair, requests, monkeypatch):
+    """Residuals that exceed the request budget (REQUEST_BYTES) go in several sessions, each under it,
+    and give the same maps as one request."""
+    local, remote = pair
+    texts = data.gsm8k(4)
+    sizes = [remote.n_layers * e.n_tokens * remote.config.hidden_size * remote.dtype.itemsize
+             for e in encode_all(remote, texts)[1]]  # what a request downloads per prompt, as estimated
+    whole = du.cross_model_mapping(remote, remote, texts, progress_bar=False)
+    assert len(requests) == 1
+    monkeypatch.setattr(du_remote, "REQUEST_BYTES", max(sizes) * 2)  # at most two prompts per request
+    split = du.cross_model_mapping(remote, remote, texts, progress_bar=False)
+    assert len(requests) - 1 == len(du_remote.batches(list(sizes), lambda n: n)) >= 2, requests
+    assert_same(whole, split)
+    assert_same(du.cross_model_mapping(local, local, texts, progress_bar=False), split)
+
+
+def test_one_status_bar_and_clean_output(pair, texts, capfd, monkeypatch):
+    """With bars on, a remote call shows one bar with the job's states (and queue position) on stderr and
+    prints nothing else (nnsight's own line per status is replaced); with bars off (a chapter's kernel),
+    it prints nothing at all."""
+    remote = pair[1]
+    monkeypatch.setenv("DEPTHUTILS_PROGRESS", "1")
+    du.contributions(remote, texts)
+    out, err = capfd.readouterr()
+    assert out == ""
+    for state in ("NDIF · contributions · sending", "queued (position 1)", "running", "downloading the results"):
+        assert state in err, err
+    assert "\n" not in err.strip(), "one bar, updated in place"
+    monkeypatch.setenv("DEPTHUTILS_PROGRESS", "0")
+    du.contributions(remote, texts)
+    assert capfd.readouterr() == ("", "")
+
+
+def test_queue_position_is_read_from_ndif_messages():
+    assert du_remote._position("Added to Queue at position 3.") == 3
+    assert du_remote._position("Moved to position 12 in Queue.") == 12
+    assert du_remote._position("Your job has started running.") is None
 
 
 def test_logit_lens_never_ships_logits(pair, texts, monkeypatch):
@@ -173,7 +235,7 @@ def test_logit_lens_never_ships_logits(pair, texts, monkeypatch):
 
     monkeypatch.setattr(RemoteBackend, "finalize", spy)
     du.logit_lens(remote, texts[:1], progress_bar=False)
-    assert len(seen) == 1, "one remote request per prompt"
+    assert len(seen) == 1, "one remote request"
     n_bytes, shapes = seen[0]
     T = encode_all(local, texts[:1])[1][0].n_tokens
     V, L = local.config.vocab_size, local.n_layers
@@ -219,3 +281,119 @@ def test_up_says_in_one_line_why_it_cannot_start(tmp_path):
                        env={**os.environ, "NDIF_LAB": str(tmp_path)})
     assert r.returncode != 0 and r.stdout == ""
     assert r.stderr.strip() == f"up.sh: no server venv at {tmp_path}/venv; run tests/ndif/install.sh first"
+
+
+# ------------------------------------------------------------------------------------------------
+# faults on the remote path: each ends in one RemoteFault (a DepthError) that says what happened and
+# what to do, within a bounded wait. The test owns the server's processes: netns.py (the forwarder,
+# up.sh's launcher) cuts connections on SIGUSR1 and refuses the object store on SIGUSR2; down.sh stops
+# the whole stack, so that test runs last.
+
+#: no fault test waits longer than this for its call to fail (the handle's timeout, a safety net)
+FAULT_WAIT = 60
+
+
+def launcher_pid() -> int:
+    """netns.py's PID (up.sh records it as the launcher)."""
+    for line in (LAB / "state" / "pids").read_text().splitlines():
+        pid, _, name = line.split()
+        if name == "launcher":
+            return int(pid)
+    raise AssertionError("up.sh recorded no launcher")
+
+
+@pytest.fixture
+def on_state(monkeypatch):
+    """``on_state(state, action, job=1)``: call ``action()`` once, when the ``job``-th job sent from here on
+    reaches ``state`` (as the status bar names it: "running", "completed", ...)."""
+    def arm(state: str, action, job: int = 1):
+        jobs, fired, seen = [], [], du_remote.Backend.seen
+
+        def spy(self, response):
+            seen(self, response)
+            jobs.append(response.id) if response.id not in jobs else None
+            if self.state == state and len(jobs) == job and not fired:
+                fired.append(action())
+        monkeypatch.setattr(du_remote.Backend, "seen", spy)
+        return fired
+    return arm
+
+
+def signal_forwarder(sig) -> None:
+    os.kill(launcher_pid(), sig)
+    time.sleep(0.5)  # the forwarder handles it between two accepts; let it act before the client goes on
+
+
+def fails(call, pattern: str) -> str:
+    """The message of the RemoteFault ``call()`` raises (it must match ``pattern``), within FAULT_WAIT."""
+    t0 = time.monotonic()
+    with pytest.raises(RemoteFault, match=pattern) as caught:
+        call()
+    assert time.monotonic() - t0 < FAULT_WAIT
+    message = str(caught.value)
+    print(message)  # shown with pytest -s: the sentence a user reads
+    assert "\n" not in message and message.endswith(".")
+    return message
+
+
+def test_fault_the_api_answers_with_an_error(remote_env, tmp_path):
+    """A model the server does not serve (a folder it never deployed): the API's error, in one sentence."""
+    for f in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / f).write_bytes((ROOT / "data" / "models" / "ladder-4" / f).read_bytes())
+    m = du.load_model(str(tmp_path), remote=True, timeout=FAULT_WAIT)
+    fails(lambda: du.contributions(m, data.gsm8k(1), progress_bar=False),
+          rf"^NDIF answered job \w+ \(contributions on {tmp_path}\) with an error \(.+\); if NDIF does not serve "
+          r"this model, pick one that nnsight.ndif.status\(\) lists")
+
+
+def test_fault_a_job_exceeds_its_timeout(remote_env):
+    with pytest.raises(du.DepthError, match="timeout must be a positive number of seconds"):
+        du.load_model("ladder-4", remote=True, timeout=0)
+    m = du.load_model("ladder-4", remote=True, timeout=0.5)  # 4 prompts take the server over a second
+    fails(lambda: du.future_effects(m, data.gsm8k(4), progress_bar=False),
+          r"^NDIF job \w+ \(future effects \(layer, future\) on ladder-4\) did not finish within timeout=0.5 s \(it "
+          r"was (running|queued|dispatched).*\); pass a larger timeout to load_model\(\.\.\., remote=True, timeout=")
+
+
+@pytest.mark.skipif(os.environ.get("NDIF_ISOLATE", "1") != "1", reason="needs netns.py's forwarder (NDIF_ISOLATE=1)")
+def test_fault_the_connection_drops_and_no_partial_cache_entry(remote_env, tmp_path, on_state):
+    """Chapter 6's study, its second request cut mid-run: one sentence; the cache keeps the first task's
+    entry only, and the next run recomputes the lost one (and only that)."""
+    kw = dict(models=["ladder-4"], tasks=["gsm8k", "addition"], n=2, cache_dir=tmp_path, remote=True,
+              progress_bar=False)
+    fired = on_state("running", lambda: signal_forwarder(signal.SIGUSR1), job=2)
+    fails(lambda: study(**kw), r"^The connection to NDIF at http://127.0.0.1:8001 dropped while job \w+ \(effective "
+                               r"depth on ladder-4\) was running \(.+\); nothing of this call was kept")
+    assert fired
+    entries = sorted(p.name for p in tmp_path.glob("*.npz"))
+    assert len(entries) == 1 and entries[0].startswith("ed-ladder-4-gsm8k-"), entries
+    again = study(**kw)
+    assert again.hits == 1 and len(list(tmp_path.glob("*.npz"))) == 2
+    assert all(r is not None for r in again.results.values())
+
+
+@pytest.mark.skipif(os.environ.get("NDIF_ISOLATE", "1") != "1", reason="needs netns.py's forwarder (NDIF_ISOLATE=1)")
+def test_fault_the_object_store_is_unreachable(pair, on_state):
+    """The job completes, then its results cannot be downloaded from the object store."""
+    remote = pair[1]
+    fired = on_state("completed", lambda: signal_forwarder(signal.SIGUSR2))
+    try:
+        fails(lambda: du.cross_model_mapping(remote, remote, data.gsm8k(4), progress_bar=False),
+              r"^The results of NDIF job \w+ \(mapping: residuals of ladder-4 on ladder-4\) could not be downloaded "
+              r"from NDIF's object store at 127.0.0.1:9000 \(.+\); nothing of this call was kept")
+    finally:
+        if fired:
+            signal_forwarder(signal.SIGUSR2)  # the store is reachable again
+    assert fired
+    du.contributions(remote, data.gsm8k(1), progress_bar=False)  # and the server serves on
+
+
+def test_fault_the_server_goes_away_mid_trace(pair, on_state):
+    """The issue's case: the stack stopped (down.sh) while a call runs. Last in this module: it stops the server."""
+    remote = pair[1]
+    fired = on_state("running", lambda: subprocess.Popen(["bash", str(NDIF / "down.sh")], stdout=subprocess.DEVNULL,
+                                                         stderr=subprocess.DEVNULL))
+    fails(lambda: du.future_effects(remote, data.gsm8k(4), progress_bar=False),
+          r"^The NDIF server at http://127.0.0.1:8001 went away while job \w+ \(future effects \(layer, future\) on "
+          r"ladder-4\) was running \(.+\); nothing of this call was kept: run the call again once the server answers")
+    assert fired and fired[0].wait(timeout=120) == 0

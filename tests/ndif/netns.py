@@ -10,15 +10,42 @@ port inside. Nothing else the stack opens can be reached from the host, or from 
 
 Exits with the command's code if it fails; otherwise forwards until it is killed (down.sh).
 Standard library only, so any Python runs it.
+
+Faults on demand, for tests/test_remote.py (the stack keeps running through both):
+
+* ``SIGUSR1`` drops every forwarded connection now open: the network between client and server fails.
+* ``SIGUSR2`` toggles refusing new connections to every port after the first (the object store): the
+  client cannot reach the store its results are downloaded from.
 """
 import ctypes
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
 
 CLONE_NEWNET = 0x40000000
+LIVE: set = set()             # the sockets of every open forwarded connection
+LOCK = threading.Lock()
+REFUSED: set = set()          # ports whose new connections are refused (SIGUSR2)
+
+
+def drop(*_) -> None:
+    """SIGUSR1: cut every open forwarded connection."""
+    with LOCK:
+        live = list(LIVE)
+    for s in live:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def toggle_store(ports: list) -> None:
+    """SIGUSR2: refuse (or accept again) connections to every port after the first."""
+    for port in ports[1:]:
+        REFUSED.symmetric_difference_update({port})
 
 
 def pipe(src: socket.socket, dst: socket.socket) -> None:
@@ -33,22 +60,31 @@ def pipe(src: socket.socket, dst: socket.socket) -> None:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+        with LOCK:
+            LIVE.difference_update((src, dst))
 
 
 def forward(listener: socket.socket, port: int) -> None:
     while True:
         outer, _ = listener.accept()          # a host connection
+        if port in REFUSED:
+            outer.close()
+            continue
         try:
             inner = socket.create_connection(("127.0.0.1", port))  # made in this thread: inside the namespace
         except OSError:
             outer.close()
             continue
+        with LOCK:
+            LIVE.update((outer, inner))
         for a, b in ((outer, inner), (inner, outer)):
             threading.Thread(target=pipe, args=(a, b), daemon=True).start()
 
 
 def main() -> int:
     ports = [int(p) for p in sys.argv[1].split(",")]
+    signal.signal(signal.SIGUSR1, drop)
+    signal.signal(signal.SIGUSR2, lambda *_: toggle_store(ports))
     listeners = []
     for port in ports:
         s = socket.socket()

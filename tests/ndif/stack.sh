@@ -27,8 +27,12 @@ record() {  # add every process of ours not yet listed to $PIDFILE as "pid start
 }
 elapsed() { python3 -c "import time;print(f'{time.time()-$T0:.1f}s')"; }
 
-# 1. Redis (no persistence)
+# 1. Redis (no persistence). ndif sends a result inline on its pubsub up to min(soft, hard/2) of the pubsub
+# output-buffer limit (stock: 8 MB) and stages a larger one in the object store for the client to download;
+# 256 kB here, so that the tests' larger results (cross-model mapping's residuals) take the download path
+# that real NDIF results of a large model take
 setsid redis-server --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+  --client-output-buffer-limit "pubsub 1mb 256kb 60" \
   --dir "$NDIF_HOME" --daemonize no > "$LOG/redis.log" 2>&1 &
 echo "$! $(starttime $!) redis" >> "$PIDFILE"
 # 2. S3 stand-in for RustFS
