@@ -28,7 +28,7 @@ from nnsight.intervention.backends.remote import RemoteBackend
 import depthutils as du
 from depthutils import data, remote as du_remote
 from depthutils._run import encode_all
-from depthutils.effective_depth import study
+from depthutils.study import study
 from depthutils.remote import RemoteFault
 
 from conftest import ATOL, ROOT
@@ -357,7 +357,7 @@ def test_fault_a_job_exceeds_its_timeout(remote_env):
 
 @pytest.mark.skipif(os.environ.get("NDIF_ISOLATE", "1") != "1", reason="needs netns.py's forwarder (NDIF_ISOLATE=1)")
 def test_fault_the_connection_drops_and_no_partial_cache_entry(remote_env, tmp_path, on_state):
-    """Chapter 6's study, its second request cut mid-run: one sentence; the cache keeps the first task's
+    """Chapter 9's study, its second request cut mid-run: one sentence; the cache keeps the first task's
     entry only, and the next run recomputes the lost one (and only that)."""
     kw = dict(models=["ladder-4"], tasks=["gsm8k", "addition"], n=2, cache_dir=tmp_path, remote=True,
               progress_bar=False)
