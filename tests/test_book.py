@@ -191,7 +191,7 @@ def test_chapter_page_in_a_browser(book_url, browser, stem):
     assert all(ok and width > 0 for ok, width, _ in images), f"{stem}: a figure did not load: {images}"
     text = browser.execute_script("return document.body.innerText")
     for junk in ("Traceback (most recent call last)", "it/s]", "%|", "Warning:", "WARNING", "{glue", "glue:text",
-                 "PosixPath(", "<Figure size", "ModelHandle("):
+                 "PosixPath(", "<Figure size"):
         assert junk not in text, f"{stem}: the page shows {junk!r}"
     assert re.search(r"This chapter ran in \d+ s on \S", text), f"{stem}: no 'ran in N s' line"
     # every figure: a caption, an alt text that says something, and a link to its full size
