@@ -175,6 +175,16 @@ class ModelHandle:
         self._layers = _get(nn_model, arch.layers)
         self.n_layers = len(self._layers)
 
+    # -- the plain transformers model, for forward hooks outside nnsight -------------
+    @property
+    def hf(self) -> torch.nn.Module:
+        """The underlying ``transformers`` model (a plain ``torch.nn.Module``: register forward hooks on it)."""
+        return self.nn._module
+
+    def hf_layer(self, l: int) -> torch.nn.Module:
+        """Decoder layer ``l`` of :attr:`hf` as a plain module (``self.layer(l)`` is its nnsight envoy)."""
+        return _get(self.hf, self.arch.layers)[l]
+
     # -- nnterp-style accessors (nnsight envoys; read their .input/.output in a trace) --
     def layer(self, l: int) -> Any:
         return self._layers[l]

@@ -1,0 +1,166 @@
+"""The learners' checkers: every reference solution passes, and the classic wrong answers fail with a
+message that says what is wrong (issue 24: a do-nothing answer, a wrong-layer answer, an off-by-one answer).
+
+The wrong answers are the reference solutions with one thing changed, so each test fails only if the
+checker stops catching that mistake or stops naming it.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from depthutils import exercises, solutions
+from depthutils.book import chapters
+from depthutils.errors import DepthError
+
+IDS = list(exercises.EXERCISES)
+
+
+def shifted(id: str, **steps):
+    """The solution of ``id`` with some integer arguments moved by ``steps`` (``layer=1``: the next layer)."""
+    fn = exercises.solution(id)
+
+    def wrong(**kw):
+        return fn(**{k: v + steps.get(k, 0) if k in steps else v for k, v in kw.items()})
+    return wrong
+
+
+def zeros_like_solution(id: str):
+    fn = exercises.solution(id)
+
+    def nothing(**kw):
+        out = fn(**kw)
+        return torch.zeros_like(out) if isinstance(out, torch.Tensor) else 0.0 * np.asarray(out, float)
+    return nothing
+
+
+def fails(id: str, fn, *expected: str) -> str:
+    with pytest.raises(AssertionError) as err:
+        exercises.check(id, fn)
+    msg = str(err.value)
+    for phrase in expected:
+        assert phrase in msg, msg
+    return msg
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_every_solution_passes(id, capsys):
+    assert exercises.check(id, exercises.solution(id)) is True
+    assert "✔" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_do_nothing_fails(id):
+    fails(id, lambda **kw: None, "returned None")
+    if id != "effective_depth_kl":  # zero is a layer index there; its do-nothing is None (above)
+        fails(id, zeros_like_solution(id), "all zeros")
+
+
+def test_not_implemented_is_reported_not_raised(capsys):
+    def stub(lm, input_ids, layer):
+        raise NotImplementedError
+    assert exercises.check("layer_output", stub) is False
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------- wrong layer and off by one
+WRONG_LAYER = {  # id -> (wrong answer, phrases its message must contain)
+    "layer_output": (shifted("layer_output", layer=1), ["layer=4", "next layer"]),
+    "relative_contribution": (shifted("relative_contribution", layer=1), ["layer=3", "next layer"]),
+    "skip_effect": (shifted("skip_effect", layer=1), ["layer=3", "skipped the next layer"]),
+    "later_effect": (shifted("later_effect", later=1), ["later=5", "after `later`"]),
+    "lens_kl": (shifted("lens_kl", layer=1), ["layer=2", "next layer"]),
+    "erasure_effect": (shifted("erasure_effect", layer=1), ["layer=5", "output h_{l+1}"]),
+    "ig_riemann": (shifted("ig_riemann", layer=1), ["layer=3", "next layer"]),
+    "depth_score": (lambda D: solutions.depth_score(D) / (len(D) - 1), ["normalised score"]),
+    "map_error": (lambda X_fit, Y_fit, X_test, Y_test: solutions.map_error(X_test, Y_test, X_test, Y_test),
+                  ["held-out tokens"]),
+    "effective_depth_kl": (lambda kl: (lambda hits: int(hits[-1]) if hits.size else None)(
+        np.flatnonzero(np.asarray(kl) < 0.5 * np.max(kl))), ["last qualifying layer"]),
+}
+
+OFF_BY_ONE = {
+    "layer_output": (shifted("layer_output", layer=-1), ["layer=2", "layer's input"]),
+    "relative_contribution": (shifted("relative_contribution", layer=-1), ["layer=1", "previous layer"]),
+    "skip_effect": (shifted("skip_effect", position=1), ["position=13", "off by one"]),
+    "later_effect": (shifted("later_effect", position=-1), ["position=11", "off by one"]),
+    "lens_kl": (shifted("lens_kl", layer=-1), ["layer=0", "layer's input"]),
+    "erasure_effect": (shifted("erasure_effect", position=-1), ["position=4", "off by one"]),
+    "ig_riemann": (shifted("ig_riemann", layer=-1), ["layer=1", "layer's input"]),
+    "depth_score": (lambda D: (lambda r: float(((np.arange(len(r)) + 1) * r).sum() / r.sum()))(
+        np.array([np.nansum(D[s, s + 1:]) / (len(D) - 1 - s) for s in range(len(D) - 1)])), ["off by one"]),
+    "map_error": (lambda X_fit, Y_fit, X_test, Y_test: float(np.mean(
+        np.linalg.norm(X_test @ np.linalg.lstsq(X_fit, Y_fit, rcond=None)[0] - Y_test, axis=1)
+        / np.linalg.norm(Y_test, axis=1))), ["no bias"]),
+    "effective_depth_kl": (lambda kl: (lambda l: None if l is None else l + 1)(solutions.effective_depth_kl(kl)),
+                           ["off by one"]),
+}
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_wrong_layer_fails(id):
+    fn, phrases = WRONG_LAYER[id]
+    fails(id, fn, *phrases)
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_off_by_one_fails(id):
+    fn, phrases = OFF_BY_ONE[id]
+    fails(id, fn, *phrases)
+
+
+# ----------------------------------------------------------------------------- the named pitfalls
+def test_batch_row_zero_is_named():
+    """The pitfall of today's stack: output[0] of a decoder layer's tensor is batch row 0."""
+    fails("layer_output", lambda lm, input_ids, layer: solutions.layer_output(lm, input_ids, layer)[0],
+          "batch row 0", "dropped the batch axis")
+
+
+def test_kl_direction_and_final_norm_are_named():
+    def reversed_kl(lm, input_ids, layer):
+        with torch.no_grad(), lm.nn.trace(input_ids):
+            lens = lm.unembed(lm.final_norm(lm.layer(layer).output)).save()
+            final = lm.unembed.output.save()
+        log_q, log_p = lens.log_softmax(-1), final.log_softmax(-1)
+        return (log_p.exp() * (log_p - log_q)).sum(-1)
+    fails("lens_kl", reversed_kl, "other direction")
+
+
+def test_position_zero_is_named():
+    def from_bos(lm, input_ids, layer, position):
+        clean = solutions._output_probs(lm, input_ids)
+        skipped = solutions._output_probs(lm, input_ids, layer, lambda h_in, h_out: torch.cat(
+            [h_in[:, :position], h_out[:, position:]], dim=1))
+        return float((clean - skipped)[0, position:].norm(dim=-1).max())
+    fails("skip_effect", from_bos, "position 0", "BOS")
+
+
+def test_undefined_is_none_not_zero():
+    fails("effective_depth_kl", lambda kl: 0 if solutions.effective_depth_kl(kl) is None
+          else solutions.effective_depth_kl(kl), "None")
+
+
+def test_relative_to_the_output_is_named():
+    def by_output(lm, input_ids, layer):
+        h_in, h_out = solutions._residual_around(lm, input_ids, layer)
+        return (h_out - h_in).norm(dim=-1) / h_out.norm(dim=-1)
+    fails("relative_contribution", by_output, "h_{l+1}")
+
+
+# ------------------------------------------------------------------------------------- the table
+def test_every_exercise_is_complete():
+    stems = {p.stem for p in chapters().values()}
+    for id, ex in exercises.EXERCISES.items():
+        assert ex.chapter in stems, (id, ex.chapter)
+        assert 1 <= ex.difficulty <= 5 and 1 <= ex.importance <= 5 and ex.hints
+        assert ex.signature.startswith(id + "(")
+        assert callable(exercises.solution(id)) and "def " + id in exercises.source(id)
+    measurements = {"relative_contribution", "skip_effect", "lens_kl", "erasure_effect", "ig_riemann",
+                    "depth_score", "map_error"}  # P1's measurements: §1–§7 of the spec
+    assert measurements <= set(exercises.EXERCISES)
+
+
+def test_unknown_exercise_is_one_sentence():
+    with pytest.raises(DepthError, match="No exercise 'nope'; the exercises are: layer_output"):
+        exercises.check("nope", print)
