@@ -2,6 +2,7 @@
 
 One module per measurement, named as in the spec (``shared/spec/measurements.md``):
 
+* :func:`residual_stream` (the decomposition every measurement rests on);
 * :func:`contributions` (P1 Fig. 2), :func:`future_effects` (Fig. 3),
   :func:`logit_lens` (Fig. 4), :func:`residual_erasure` (Fig. 6b),
   :func:`integrated_gradients` (Fig. 6a), :func:`effective_depth` (P2);
@@ -34,9 +35,10 @@ from .logit_lens import logit_lens  # noqa: E402
 from .models import ModelHandle, load_model  # noqa: E402
 from .prompts import Prompt  # noqa: E402
 from .residual_erasure import residual_erasure, residual_means  # noqa: E402
+from .residual_stream import residual_stream  # noqa: E402
 from .results import Result  # noqa: E402
-from . import claims, study  # noqa: E402  every verdict (claims.py) and P2's study over models × tasks
+from . import claims, exercises, study  # noqa: E402  every verdict (claims.py) and P2's study over models × tasks
 
-__all__ = ["contributions", "future_effects", "logit_lens", "residual_erasure", "residual_means",
+__all__ = ["residual_stream", "contributions", "future_effects", "logit_lens", "residual_erasure", "residual_means",
            "integrated_gradients", "effective_depth", "depth_score", "cross_model_mapping", "load_model", "ModelHandle", "Prompt", "Result",
-           "DepthError", "data", "claims", "study"]
+           "DepthError", "data", "claims", "exercises", "study"]

@@ -29,6 +29,7 @@ from .future_effects import FutureEffectsResult
 from .integrated_gradients import IGResult
 from .logit_lens import LogitLensResult
 from .contributions import ContributionsResult
+from .residual_stream import ResidualStreamResult
 from .results import Result
 from .study import METRICS, Study, reference_spread
 
@@ -91,6 +92,17 @@ _QWEN3_32B = ("Qwen3-32B (P1's text)", "layers influence later ones independentl
                                        "35–50, and have low influence above 50 except the last one or two")
 
 CLAIMS: dict[str, Claim] = {c.key: c for c in [
+    Claim("residual_stream", "00", "P1", "§2, its notation (spec: “Check on every family”)",
+          "in our words: every layer adds its attention output and its MLP output to the residual stream, "
+          "h_{l+1} = h_l + a_l + m_l, so what a layer contributes can be read off its two sublayers",
+          "the largest relative error ‖h_{l+1} − (h_l + a_l + m_l)‖ / ‖h_{l+1}‖ over layers, tokens and prompts, "
+          "with a_l and m_l read as the family adapter reads what each sublayer adds",
+          Threshold(1e-4, "ours: float32 rounding through a few layers is ~1e-6 per layer (tests/conftest.py), "
+                          "so 1e-4 leaves a hundredfold margin; a bf16 model needs ~1e-2"),
+          Threshold(1e-2, "ours: a sublayer read wrongly (a raw output where a post-norm is added) leaves an "
+                          "error of order 1"),
+          fact="max_error",
+          paper_facts=(("models", "any pre-norm transformer (P1's Llama 3.1, Qwen 3, OLMo 2)"),)),
     Claim("contributions", "01", "P1", "abstract; Fig. 2",
           "“layers in the second half contribute much less than those in the first half, with a clear phase "
           "transition between the two halves”",
@@ -304,6 +316,16 @@ def paper_vs_run(verdict: Verdict, metas) -> str:
 
 
 # ------------------------------------------------------------------------------------ P1's claims
+
+def residual_stream(result: ResidualStreamResult) -> Verdict:
+    """Chapter 0: the residual stream's decomposition into what each sublayer adds."""
+    c, f = CLAIMS["residual_stream"], result.facts()
+    outcome, value, lo, hi = judge(c, result, c.fact)
+    return _verdict(c, outcome, f"largest relative error {interval_text(value, lo, hi, '.1e')}; with the raw module "
+                                f"outputs instead: {f['max_raw_error']:.1e}.",
+                    criterion=c.criterion(fmt=".0e"))
+
+
 
 def contributions(result: ContributionsResult) -> Verdict:
     """Chapter 1: the second half's relative contribution against the first half's (layer 0 apart)."""

@@ -18,7 +18,9 @@ way round, position 0, ...). The reference solutions are in :mod:`depthutils.sol
 from __future__ import annotations
 
 import functools
+import html
 import inspect
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -90,7 +92,7 @@ def _encoded(lm, prompt: Prompt, max_tokens: int | None = None) -> Encoded:
     return enc
 
 
-def _batch(lm, n: int = 2, tokens: int = 24) -> torch.Tensor:
+def batch(lm, n: int = 2, tokens: int = 24) -> torch.Tensor:
     """``[n, tokens]`` ids of ``n`` different public-domain passages (BOS first), cut to the same length."""
     ids = [_encoded(lm, p).input_ids[:, :tokens] for p in data.heldout_text(n, words=40)]
     T = min(i.shape[1] for i in ids)
@@ -264,7 +266,7 @@ EXERCISES: dict[str, Exercise] = {e.id: e for e in [
                "residual after it. Call `.save()` on what you want to keep after the trace.",
                "A decoder layer returns a tensor [B, T, d] on today's transformers, not a tuple: `output[0]` "
                "is batch row 0, and a batch of one hides the mistake."),
-        cases=lambda lm: [dict(input_ids=_batch(lm), layer=l) for l in (3, 0)],
+        cases=lambda lm: [dict(input_ids=batch(lm), layer=l) for l in (3, 0)],
         reference=lambda lm, case: _hidden(lm, case["input_ids"])[case["layer"] + 1],
         axes=("batch row", "position", "hidden unit"),
         shifts={"layer": {-1: _LAYER_INPUT, 1: _NEXT_LAYER}}),
@@ -277,7 +279,7 @@ EXERCISES: dict[str, Exercise] = {e.id: e for e in [
                "(`args[0]`) and a forward hook (`output`) on `lm.hf_layer(layer)`; with nnsight, "
                "`lm.layer(layer).input` and `.output` (read the input first).",
                "Norms over the hidden axis: `.norm(dim=-1)`, one per token."),
-        cases=lambda lm: [dict(input_ids=_batch(lm), layer=l) for l in (2, 6)],
+        cases=lambda lm: [dict(input_ids=batch(lm), layer=l) for l in (2, 6)],
         reference=lambda lm, case: _stats(lm, case)[:, case["layer"], 4],
         axes=("batch row", "position"), mistakes=_relative_mistakes,
         shifts={"layer": {-1: "you measured the previous layer", 1: _NEXT_LAYER}}),
@@ -324,7 +326,7 @@ EXERCISES: dict[str, Exercise] = {e.id: e for e in [
         hints=("In an nnsight trace, `lm.final_norm` and `lm.unembed` can be called on a tensor, "
                "and `lm.unembed.output` is the model's own logits.",
                "Work in log-probabilities (`log_softmax`): KL = Σ q_l (log q_l − log q_L). Note the direction."),
-        cases=lambda lm: [dict(input_ids=_batch(lm), layer=l) for l in (1, 5)],
+        cases=lambda lm: [dict(input_ids=batch(lm), layer=l) for l in (1, 5)],
         reference=lambda lm, case: torch.stack([prompt_lens(lm, (e, 5))[case["layer"], 0]
                                                 for e in _rows(case["input_ids"])]),
         axes=("batch row", "position"), mistakes=_lens_mistakes,
@@ -513,6 +515,10 @@ def show(id: str) -> Markdown:
 
 
 def task(id: str) -> Markdown:
-    """The exercise as Markdown: its rating, what to write and what it returns."""
+    """The exercise as Markdown: its rating, what to write and what it returns, and its hints (folded)."""
     ex = EXERCISES[id]
-    return Markdown(f"{ex.rating()}\n\nWrite `{ex.signature}`: {ex.returns}.")
+    code = lambda h: re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(h, quote=False))  # noqa: E731
+    hints = "".join(f"<li>{code(h)}</li>" for h in ex.hints)
+    return Markdown(f"{ex.rating()}\n\nWrite `{ex.signature}`: {ex.returns}. Then run the cell: "
+                    f"`exercises.check` calls your function on the book's embedded model and compares it with the "
+                    f"library.\n\n<details><summary>Hints</summary><ol>{hints}</ol></details>")

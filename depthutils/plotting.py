@@ -388,3 +388,32 @@ def depth_use(result):
     fig.suptitle(f"Does a shared-layer model use more of its depth? ({BAND_NOTE})", y=1.0)
     fig.tight_layout()
     return fig
+
+
+def residual_stream(result) -> plt.Figure:
+    """Chapter 0: (a) the decomposition error per layer (added parts, raw module outputs; log scale),
+    (b) the attention share on position 0 against even attention, (c) ‖h_l‖ at position 0 and elsewhere."""
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    tiny = 1e-12  # a log axis cannot show an exact 0
+    df = long_form(result, {"error": "h_l + a_l + m_l (what is added)", "raw_error": "h_l + raw module outputs"})
+    df["value"] = df["value"].clip(lower=tiny)
+    sns.lineplot(df, x="x", y="value", hue="what", estimator="max", errorbar=None, marker="o", ax=axes[0])
+    axes[0].set(yscale="log", xlabel="layer l", ylabel="max ‖h_{l+1} − (…)‖ / ‖h_{l+1}‖",
+                title="(a) h_{l+1} = h_l + a_l + m_l? (max over prompts)")
+    if np.isfinite(result.sink).any():
+        lines(axes[1], long_form(result, {"sink": "attention on position 0", "uniform": "even attention"}),
+              weighted=False)
+        axes[1].set(xlabel="layer l", ylabel="mean attention weight", title=f"(b) position 0's share ({BAND_NOTE})")
+    else:
+        axes[1].text(0.5, 0.5, "attention weights not measured\n(remote model)", ha="center", va="center")
+        axes[1].set(title="(b) position 0's share")
+    L1 = len(result.norm0)
+    axes[2].plot(np.arange(L1), result.norm0, "o-", label="position 0 (BOS)")
+    axes[2].plot(np.arange(L1), result.norm_rest, "o-", label="median of positions ≥ 1")
+    axes[2].set(yscale="log", xlabel="residual h_l (l = 0: embedding, L: last layer's output)", ylabel="‖h_l‖",
+                title="(c) residual norm, first prompt")
+    for ax in axes:
+        ax.legend(fontsize=8)
+    fig.suptitle(title(result, "The residual stream"), fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -48,7 +48,7 @@ def _residual_around(lm, input_ids, layer):
 
 
 def relative_contribution(lm, input_ids, layer):
-    """``‖Δ_l‖ / ‖h_l‖`` at every token, ``[B, T]``, where ``Δ_l = h_{l+1} − h_l`` (P1 Fig. 2, spec §1)."""
+    """``‖Δ_l‖ / ‖h_l‖`` at every token, ``[B, T]``, where ``Δ_l = h_{l+1} − h_l`` (P1 Fig. 2; chapter 1)."""
     h_in, h_out = _residual_around(lm, input_ids, layer)
     delta = h_out - h_in                                  # what the whole layer adds
     return delta.norm(dim=-1) / h_in.norm(dim=-1)         # norms over the hidden axis, one per token
@@ -120,7 +120,7 @@ def later_effect(lm, input_ids, layer, later, position):
 
 
 def lens_kl(lm, input_ids, layer):
-    """The logit lens at the output of ``layer``: ``KL(q_l ‖ q_L)`` at every token, ``[B, T]`` (spec §3),
+    """The logit lens at the output of ``layer``: ``KL(q_l ‖ q_L)`` at every token, ``[B, T]`` (chapter 3),
     with ``q_l = softmax(unembed(final_norm(h_{l+1})))`` and ``q_L`` the model's output. Read with nnsight."""
     with torch.no_grad(), lm.nn.trace(input_ids):
         h = lm.layer(layer).output                           # h_{l+1}, [B, T, d]
@@ -133,7 +133,7 @@ def lens_kl(lm, input_ids, layer):
 
 def erasure_effect(lm, input_ids, layer, position, means, predict_positions):
     """P1 Fig. 6b: replace ``h_layer[position]`` by the mean residual ``means[layer]`` and return
-    ``max over the predicting positions of ‖p − p'‖₂`` (spec §4). ``h_layer`` is the input of decoder layer
+    ``max over the predicting positions of ‖p − p'‖₂`` (chapter 4). ``h_layer`` is the input of decoder layer
     ``layer``; ``layer = L`` is the last layer's output."""
     L = lm.n_layers
     vector = torch.as_tensor(means[layer], dtype=torch.float32)
@@ -158,7 +158,7 @@ def erasure_effect(lm, input_ids, layer, position, means, predict_positions):
 
 def ig_riemann(lm, input_ids, layer, predict_positions, answer_ids, steps):
     """P1 Fig. 6a: integrated gradients of ``f = Σ_answer p(gold)`` with respect to the output of ``layer``,
-    summed over the hidden axis, ``[T]`` (spec §5): the left Riemann sum over ``k = 0 … steps-1`` of
+    summed over the hidden axis, ``[T]`` (chapter 5): the left Riemann sum over ``k = 0 … steps-1`` of
     ``∂f/∂x (b + (k/K)(x − b)) · (x − b) / K`` with ``b`` the mean of ``x`` over positions."""
     _, x = _residual_around(lm, input_ids, layer)      # x: the layer's output, [1, T, d]
     b = x.mean(dim=1, keepdim=True)                     # mean over positions (dim 1), not over the hidden axis
@@ -182,7 +182,7 @@ def ig_riemann(lm, input_ids, layer, predict_positions, answer_ids, steps):
 
 def depth_score(D):
     """P1's depth score of a future-effect matrix ``D [L, L]`` (only ``j > s`` counts):
-    ``r_s = Σ_{j>s} D[s, j] / (L−1−s)`` and ``Σ_s s·r_s / Σ_s r_s`` (spec §6)."""
+    ``r_s = Σ_{j>s} D[s, j] / (L−1−s)`` and ``Σ_s s·r_s / Σ_s r_s`` (chapter 6)."""
     D = np.asarray(D, dtype=float)
     L = D.shape[0]
     r = np.array([np.nansum(D[s, s + 1:]) / (L - 1 - s) for s in range(L - 1)])
@@ -191,7 +191,7 @@ def depth_score(D):
 
 def map_error(X_fit, Y_fit, X_test, Y_test):
     """P1's cross-model mapping error: fit ``y ≈ W x + c`` by least squares on the fitting tokens
-    (``[N, d_x]``, ``[N, d_y]``), return the token mean of ``‖ŷ − y‖ / ‖y‖`` on the held-out tokens (spec §7)."""
+    (``[N, d_x]``, ``[N, d_y]``), return the token mean of ``‖ŷ − y‖ / ‖y‖`` on the held-out tokens (chapter 7)."""
     def with_bias(X):
         return np.hstack([X, np.ones((X.shape[0], 1))])          # a column of ones: the bias c
 
@@ -203,7 +203,7 @@ def map_error(X_fit, Y_fit, X_test, Y_test):
 
 def effective_depth_kl(kl):
     """P2's ED_KL: the first layer ``l`` with ``KL_l < 0.5 · max KL``, or None when no layer qualifies
-    (undefined, not 0) (spec §8)."""
+    (undefined, not 0) (chapter 9)."""
     kl = np.asarray(kl, dtype=float)
     for l, value in enumerate(kl):
         if value < 0.5 * kl.max():

@@ -307,7 +307,7 @@ def _markdown(tasks, rows, level: float | None = None, metrics=METRICS) -> str:
                    "interval over the task's prompts (resample the prompts, recompute the curve and its ED); "
                    "where ED is undefined in some resamples, the interval is over the others.")
     if undefined:
-        out.append("\n¹ undefined: no layer meets the metric's condition (spec §8), so there is no "
+        out.append("\n¹ undefined: no layer meets the metric's condition (the definitions under Measure), so there is no "
                    "effective depth to report (not a 0).")
     if no_fit:
         out.append("\n² not measured: no prompt of this task fits the model's context (max_tokens), "
