@@ -462,12 +462,13 @@ def _diagnose(ex: Exercise, lm, case: dict, got, want) -> str:
             f"{got[idx]:.6g}, expected {want[idx]:.6g}.{note}")
 
 
-def check(id: str, fn: Callable, lm=None) -> bool:
+def check(id: str, fn: Callable, lm=None) -> None:
     """Run ``fn`` on exercise ``id``'s cases and compare it with the library.
 
-    Returns True when every case matches (within :data:`RTOL`/:data:`ATOL`); raises ``AssertionError``
+    Prints a tick when every case matches (within :data:`RTOL`/:data:`ATOL`); raises ``AssertionError``
     saying what differs otherwise. A function that still raises ``NotImplementedError`` is reported as
-    not attempted (False), so a notebook's exercise cell runs before it is solved.
+    not attempted (printed, not raised), so a notebook's exercise cell runs before it is solved. Returns
+    nothing, so a notebook cell shows only the printed line.
     ``lm``: the model to check on (default: the exercise's embedded model, loaded once).
     """
     if id not in EXERCISES:
@@ -483,7 +484,7 @@ def check(id: str, fn: Callable, lm=None) -> bool:
             got = fn(**public)
         except NotImplementedError:
             print(f"{id}: not implemented yet; write the body of your function, then run this cell again.")
-            return False
+            return
         want = _as_array(ex.reference(lm, case))
         got = _as_array(got)
         if not _close(got, want):
@@ -491,7 +492,6 @@ def check(id: str, fn: Callable, lm=None) -> bool:
             raise AssertionError(f"{id}, case {k + 1} of {len(cases)} ({shown or 'see EXERCISES'}): "
                                  f"{_diagnose(ex, lm, case, got, want)}")
     print(f"✔ {id}: all {len(cases)} cases match the library (rtol {RTOL:g}, atol {ATOL:g}).")
-    return True
 
 
 def solution(id: str) -> Callable:

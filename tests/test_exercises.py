@@ -46,7 +46,7 @@ def fails(id: str, fn, *expected: str) -> str:
 
 @pytest.mark.parametrize("id", IDS)
 def test_every_solution_passes(id, capsys):
-    assert exercises.check(id, exercises.solution(id)) is True
+    exercises.check(id, exercises.solution(id))
     assert "✔" in capsys.readouterr().out
 
 
@@ -60,7 +60,7 @@ def test_do_nothing_fails(id):
 def test_not_implemented_is_reported_not_raised(capsys):
     def stub(lm, input_ids, layer):
         raise NotImplementedError
-    assert exercises.check("layer_output", stub) is False
+    exercises.check("layer_output", stub)
     assert "not implemented yet" in capsys.readouterr().out
 
 
