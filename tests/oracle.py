@@ -220,3 +220,33 @@ def integrated_gradients(hf, family, ids, pred, gold, steps, gauss=False):
             (g,) = torch.autograd.grad(answer_target(logits, pred, gold), z)
             A[l] += (g * (x - b)).sum(-1).double() * weight
     return A.numpy()
+
+
+def residual_stream(hf, family, ids_list):
+    """The decomposition with the raw attention/MLP module outputs, position 0's attention share and the
+    residual norms, per prompt: eager attention with ``output_attentions`` (llama-like and post-norm families)."""
+    P = parts(hf, family)
+    L = len(P["layers"])
+    hf.set_attn_implementation("eager")
+    raw, sink, norms = [], [], None
+    for ids in ids_list:
+        a_raw, m_raw = [None] * L, [None] * L
+
+        def keep(store, i):
+            def f(mod, args, out):
+                store[i] = _hidden(out)
+            return f
+        hs = []
+        for i, layer in enumerate(P["layers"]):
+            hs.append(layer.self_attn.register_forward_hook(keep(a_raw, i)))
+            hs.append(layer.mlp.register_forward_hook(keep(m_raw, i)))
+        with hooks(*hs), torch.no_grad():
+            att = hf(ids, output_attentions=True).attentions
+            h, _, _, _ = record(hf, family, ids)
+        raw.append([float(((h[l + 1] - h[l] - a_raw[l][0] - m_raw[l][0]).norm(dim=-1) / h[l + 1].norm(dim=-1)).max())
+                    for l in range(L)])
+        sink.append([float(att[l][0, :, 1:, 0].mean()) for l in range(L)])
+        if norms is None:
+            norms = h.norm(dim=-1)  # [L+1, T] of the first prompt
+    return {"raw_error": torch.tensor(raw).amax(0), "sink": torch.tensor(sink).mean(0),
+            "norm0": norms[:, 0], "norm_rest": torch.quantile(norms[:, 1:].double(), 0.5, dim=1)}  # numpy's median
