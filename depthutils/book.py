@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import logging
 import os
 import shutil
@@ -154,6 +155,7 @@ def build_book(*, model: str | None = None, models: list[str] | None = None) -> 
             shutil.copytree(ROOT / name, stage / name)
         elif (ROOT / name).exists():
             shutil.copy(ROOT / name, stage / name)
+    _local_mathjax(stage / "_static" / "mathjax")
     t0 = time.time()
     for num, path in chapters().items():
         takes_list = "models" in parameters(path)
@@ -171,6 +173,17 @@ def build_book(*, model: str | None = None, models: list[str] | None = None) -> 
     _dedupe_thebe(html)
     print(f"book: built {html / 'index.html'} in {time.time() - t0:.0f}s")
     return html
+
+
+def _local_mathjax(dest: Path) -> None:
+    """Copy MathJax 3 (the pinned ``django-static-mathjax`` wheel, Apache-2.0) into the book's static files,
+    so the chapters' formulas render offline, where the CDN that Sphinx loads MathJax from is unreachable
+    (``_config.yml`` points ``mathjax_path`` at this copy)."""
+    spec = importlib.util.find_spec("mathjax")
+    if spec is None or not spec.submodule_search_locations:
+        raise DepthError("MathJax is not installed; run pip install -r requirements.txt (django-static-mathjax).")
+    es5 = Path(list(spec.submodule_search_locations)[0]) / "static" / "mathjax" / "es5"
+    shutil.copytree(es5, dest, dirs_exist_ok=True)
 
 
 def _dedupe_thebe(html: Path) -> None:

@@ -49,8 +49,8 @@ RTOL, ATOL = 1e-3, 1e-5
 
 @dataclass(frozen=True)
 class Exercise:
-    """One implement-it exercise: what to write, how hard and how important it is (1–5, ARENA's 🔴/🔵
-    ratings), hints, and how to check it.
+    """One implement-it exercise: what to write, how hard and how important it is (ARENA's
+    ratings, 1–5), hints, and how to check it.
 
     ``cases(lm)`` gives the argument sets the student's function is called with (keys starting with
     ``_`` are for the reference only); ``reference(lm, case)`` is the library's answer;
@@ -74,9 +74,9 @@ class Exercise:
     model: str = "default"
 
     def rating(self) -> str:
-        """``Difficulty: 🔴🔴⚪⚪⚪ · Importance: 🔵🔵🔵⚪⚪``."""
-        bar = lambda n, c: c * n + "⚪" * (5 - n)  # noqa: E731
-        return f"Difficulty: {bar(self.difficulty, '🔴')} · Importance: {bar(self.importance, '🔵')}"
+        """``Difficulty ●●○○○ (2/5) · Importance ●●●●○ (4/5)`` (ARENA's ratings, in characters every font has)."""
+        bar = lambda n: "●" * n + "○" * (5 - n) + f" ({n}/5)"  # noqa: E731
+        return f"**Difficulty** {bar(self.difficulty)} · **Importance** {bar(self.importance)}"
 
 
 # --------------------------------------------------------------------------- the inputs the checks use

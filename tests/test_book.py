@@ -218,6 +218,8 @@ def test_chapter_page_in_a_browser(book_url, browser, stem):
         document.querySelectorAll('main table').forEach(t => {
           const r = t.getBoundingClientRect();
           if (t.offsetParent && r.right > main.right + 1) bad.push('table: ' + t.innerText.slice(0, 60)); });
+        document.querySelectorAll('main mjx-container[display="true"]').forEach(m => {
+          if (m.scrollWidth > m.clientWidth + 1) bad.push('formula: ' + m.textContent.slice(0, 40)); });
         if (document.documentElement.scrollWidth > window.innerWidth + 1) bad.push('page');
         return bad;""")
     assert not overflow, f"{stem}: runs past the page: {overflow}"
@@ -241,3 +243,35 @@ def test_sidebar_order_and_the_intros_verdict_table(book_url, browser):
     links = browser.execute_script(
         "return Array.from(document.querySelectorAll('main table a')).map(a => a.getAttribute('href'))")
     assert {link.split("/")[-1].split(".")[0] for link in links} == {p.stem for p in chapters().values()}
+
+
+@pytest.mark.parametrize("stem", [p.stem for p in chapters().values()])
+def test_exercises_and_collapsed_solutions_in_a_browser(book_url, browser, stem):
+    """Every chapter: at least two exercises, each with a solution that is collapsed until clicked, and an
+    implement-it exercise whose checker ran (its tick is inside the solution)."""
+    browser.get(f"{book_url}/chapters/{stem}.html")
+    found = browser.execute_script("""
+        const ex = document.querySelectorAll('main .exercise');
+        const sol = Array.from(document.querySelectorAll('main .solution'));
+        return {exercises: ex.length, solutions: sol.length,
+                collapsed: sol.filter(s => s.classList.contains('dropdown') || s.closest('details')).length,
+                hidden: sol.filter(s => { const body = s.querySelector('section, .admonition-title ~ *');
+                                          return body && body.offsetParent === null; }).length,
+                text: sol.map(s => s.textContent).join(' ')};""")
+    assert found["exercises"] >= 2 and found["solutions"] >= 2, (stem, found["exercises"], found["solutions"])
+    assert found["collapsed"] == found["solutions"], f"{stem}: a solution is not collapsed"
+    assert found["hidden"] == found["solutions"], f"{stem}: a solution's body shows before it is opened"
+    assert "✔" in found["text"] and "match the library" in found["text"], f"{stem}: the solution's check did not run"
+
+
+def test_instructors_page_in_a_browser(book_url, browser):
+    browser.get(f"{book_url}/instructors.html")
+    rows = browser.execute_script("""
+        const t = Array.from(document.querySelectorAll('main table')).find(t => t.innerText.includes('run time'));
+        return t ? Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText.trim())) : [];""")
+    assert len(rows) == len(chapters()), rows
+    assert all(re.fullmatch(r"\d+", r[1]) for r in rows), rows  # every run time glued from the build
+    text = browser.execute_script("return document.body.innerText")
+    for part in ("A 90-minute session", "A three-session module", "Prerequisites", "common mistakes",
+                 "python -m depthutils book", "python -m pytest", "other models"):
+        assert part in text, part
