@@ -156,7 +156,7 @@ def test_unknown_dtype(tiny_root):
 def test_invalid_chapter():
     with pytest.raises(DepthError) as e:
         run_chapter("nine")
-    assert "valid chapters are: 01 (contributions)" in one_sentence(e.value)
+    assert "valid chapters are: 00 (residual_stream), 01 (contributions)" in one_sentence(e.value)
 
 
 def test_unreachable_ndif_with_a_fake_key_leaves_no_trace_of_it(tmp_path, monkeypatch):
