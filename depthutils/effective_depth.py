@@ -20,6 +20,8 @@ from .remote import each
 from .results import Result
 
 METRICS = ("cos", "kl", "overlap")
+#: metric -> (the curve it reads, its effective depth)
+CURVES = {"cos": ("mean_cos", ed_cos), "kl": ("kl", ed_kl), "overlap": ("overlap", ed_overlap)}
 
 
 @dataclass
@@ -55,10 +57,11 @@ class EffectiveDepthResult(Result):
         return self.interval(lambda r: r.ratio(metric), level=level, n_boot=n_boot, seed=seed)
 
     def ratio_draws(self, metric: str, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
-        """The ``metric`` ratio in each of ``n_boot`` prompt resamples (NaN where undefined)."""
+        """The ``metric`` ratio in each of ``n_boot`` prompt resamples (NaN where undefined): the ratio of
+        :meth:`resample`, from the one curve it needs (the same numbers, without the other two)."""
         rng = np.random.default_rng(seed)
-        n = self.n_prompts
-        draws = [self.resample(rng.integers(0, n, n)).ratio(metric) for _ in range(n_boot)]
+        n, (curve, ed) = self.n_prompts, CURVES[metric]
+        draws = [ratio(ed(self.aggregate(curve, rng.integers(0, n, n))), self.n_layers) for _ in range(n_boot)]
         return np.array([np.nan if d is None else d for d in draws])
 
     @property
