@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+import torch
 
 from ._run import encode_all
-from .contributions import contributions_of, prompt_stats
+from .contributions import contributions_of, read_stats
 from .curves import ed_cos, ed_kl, ed_overlap, ratio
 from .errors import DepthError
-from .logit_lens import logit_lens_of, prompt_lens
+from .logit_lens import logit_lens_of, read_lens
 from .remote import each
 from .results import Result
 
@@ -93,8 +94,12 @@ class EffectiveDepthResult(Result):
 
 
 def _both(model, item) -> tuple:
-    """One prompt's contributions and logit-lens statistics (two traces)."""
-    return prompt_stats(model, item[0]), prompt_lens(model, item)
+    """One prompt's contributions (``[L, 6, T]``) and logit-lens (``[L, 2, T]``) statistics, from one trace."""
+    enc, k = item
+    with model.no_grad(), model.trace(enc.input_ids):
+        stats, hs = read_stats(model, enc.n_tokens)
+        lens = read_lens(model, hs, k)
+    return torch.stack(list(stats)), torch.stack(list(lens))
 
 
 def effective_depth(model, prompts, *, k: int = 5, max_tokens: int | None = None, n: int | None = None,

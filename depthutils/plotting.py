@@ -10,6 +10,7 @@ gradients) has no interval over prompts and says so.
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -75,6 +76,15 @@ def lineplot(ax, df: pd.DataFrame, *, weighted: bool, hue: str | None = None, pa
         ax.fill_between(x, lo, hi, color=color, alpha=0.2)
 
 
+@functools.lru_cache(maxsize=64)
+def _resamples(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """``[n_boot, n]`` row indices: seaborn's bootstrap draws for ``n`` rows (a generator seeded anew per call)."""
+    rng = np.random.default_rng(seed)
+    idx = np.stack([rng.integers(0, n, n, dtype=np.intp) for _ in range(n_boot)])
+    idx.flags.writeable = False
+    return idx
+
+
 def weighted_band(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per ``x``: the 95% percentile bootstrap band of the ``tokens``-weighted mean of ``value``, as seaborn
     computes it with :data:`BAND` (rows sorted by ``x`` then ``value``, stably; ``n_boot`` resamples of each
@@ -93,8 +103,7 @@ def weighted_band(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     for i, (a, b) in enumerate(zip(starts, bounds)):
         n = b - a
         if n > 1:
-            rng = np.random.default_rng(BAND["seed"])
-            idx = np.stack([rng.integers(0, n, n, dtype=np.intp) for _ in range(n_boot)])
+            idx = _resamples(n, n_boot, BAND["seed"])
             vv, ww = v[a:b][idx], w[a:b][idx]
             boots = np.multiply(vv, ww).sum(axis=1) / ww.sum(axis=1)
             lo[i], hi[i] = np.nanpercentile(boots, [(100 - level) / 2, 100 - (100 - level) / 2])
