@@ -74,19 +74,27 @@ class ContributionsResult(Result):
                 f"{f['ratio']:.2f}). Layers whose update points against the residual (cos < 0): {neg or 'none'}.")
 
 
+def read_stats(model, T: int) -> tuple[list, list]:
+    """Inside a trace of one prompt of ``T`` tokens: each layer's ``[6, T]`` statistics of :data:`KEYS`
+    (a list made and saved inside the trace: a remote trace returns only saved names) and each layer's
+    output ``h_{l+1}`` ``[1, T, H]`` (for a measurement that shares the trace, such as the logit lens)."""
+    stats, outs = nnsight.save([]), []
+    for l in range(model.n_layers):
+        h = check_residual(model.layers_input(l), 1, T, f"layer {l} input")
+        a = check_residual(model.attentions_output(l), 1, T, f"attention {l} output")
+        m = check_residual(model.mlps_output(l), 1, T, f"MLP {l} output")
+        out = check_residual(model.layers_output(l), 1, T, f"layer {l} output")
+        d, ha = out - h, h + a
+        stats.append(torch.stack([rel_norm(a, h), cosine(a, h), rel_norm(m, ha), cosine(m, ha),
+                                  rel_norm(d, h), cosine(d, h)])[:, 0].save())
+        outs.append(out)
+    return stats, outs
+
+
 def prompt_stats(model, enc) -> torch.Tensor:
     """``[L, 6, T]``: the six statistics of :data:`KEYS` at every token of one prompt (one trace)."""
-    L, T = model.n_layers, enc.n_tokens
     with model.no_grad(), model.trace(enc.input_ids):
-        stats = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
-        for l in range(L):
-            h = check_residual(model.layers_input(l), 1, T, f"layer {l} input")
-            a = check_residual(model.attentions_output(l), 1, T, f"attention {l} output")
-            m = check_residual(model.mlps_output(l), 1, T, f"MLP {l} output")
-            out = check_residual(model.layers_output(l), 1, T, f"layer {l} output")
-            d, ha = out - h, h + a
-            stats.append(torch.stack([rel_norm(a, h), cosine(a, h), rel_norm(m, ha), cosine(m, ha),
-                                      rel_norm(d, h), cosine(d, h)])[:, 0].save())
+        stats, _ = read_stats(model, enc.n_tokens)
     return torch.stack(list(stats))
 
 

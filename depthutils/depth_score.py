@@ -88,11 +88,24 @@ def _solved(model, prompt: Prompt, context, out) -> bool:
     return text.strip().startswith(prompt.answer.strip())
 
 
-def _measure(model, item) -> tuple:
-    """One prompt of the depth score: its future-effect maxima (:func:`depthutils.future_effects.run`) and,
-    when asked, its greedy decoding; as :func:`depthutils.remote.each` items, all go to NDIF in one request."""
-    w, decoding = item
-    return fe.run(model, w), (model.greedy(*decoding) if decoding is not None else None)
+#: contexts per batched greedy decoding (:meth:`depthutils.models.ModelHandle.greedy_batch`)
+DECODE_BATCH = 32
+
+
+def _measure(model, item):
+    """One item of the depth score: a prompt's future-effect maxima (:func:`depthutils.future_effects.run`
+    of a :class:`~depthutils.future_effects.Work`) or one batch of greedy decodings (``(contexts, budgets)``);
+    as :func:`depthutils.remote.each` items, all go to NDIF in one request."""
+    return fe.run(model, item) if isinstance(item, fe.Work) else model.greedy_batch(*item)
+
+
+def _decoding_batches(decodings: list, size: int = DECODE_BATCH) -> tuple[list, list]:
+    """The decodings ``(context, n_new)`` grouped for :meth:`~depthutils.models.ModelHandle.greedy_batch`:
+    sorted by budget and context length (little padding, few wasted steps), at most ``size`` each.
+    Returns the batches ``(contexts, budgets)`` and, per batch, the indices of its decodings."""
+    order = sorted(range(len(decodings)), key=lambda i: (decodings[i][1], decodings[i][0].shape[1]))
+    groups = [order[k:k + size] for k in range(0, len(order), size)]
+    return [([decodings[i][0] for i in g], [decodings[i][1] for i in g]) for g in groups], groups
 
 
 @dataclass
@@ -231,19 +244,25 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
         for p, enc in zip(kept, encs):
             ts = [x for x in positions(enc, rules[t]) if 1 <= x < enc.n_tokens]
             if ts:
-                level.append((p, fe.work(model, enc, ts, fast=fast),
+                level.append((p, fe.work(model, enc, ts, fast=fast, output=False),
                               _decoding(p, enc, max_new_tokens) if accuracy else None))
         plan.append(level)
-    todo = [(w, decoding) for level in plan for _, w, decoding in level]
-    done = iter(each(model, _measure, todo, "depth score", enabled=progress_bar))
+    works = [w for level in plan for _, w, _ in level]
+    batches, groups_of = _decoding_batches([d for level in plan for _, _, d in level if d is not None])
+    done = each(model, _measure, works + batches, "depth score", enabled=progress_bar)
+    maxima = iter(done[:len(works)])
+    outs = [None] * sum(len(g) for g in groups_of)
+    for g, generated in zip(groups_of, done[len(works):]):
+        for i, out in zip(g, generated):
+            outs[i] = out
+    outs = iter(outs)
     for (t, lv, _), level in zip(items, plan):
         Ds, s_level, ok_level = [], [], []
         for p, w, decoding in level:
-            maxima, out = next(done)
-            D = fe.fold(L, w, maxima)[0]
+            D = fe.fold(L, w, next(maxima))[0]
             Ds.append(D)
             s_level.append(score(D))
-            ok_level.append(_solved(model, p, decoding[0], out) if accuracy else None)
+            ok_level.append(_solved(model, p, decoding[0], next(outs)) if accuracy else None)
         D_max = np.fmax.reduce(Ds) if Ds else None
         sc = score(D_max) if D_max is not None else None
         defined = [s for s in s_level if s is not None]

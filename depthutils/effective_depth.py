@@ -10,16 +10,19 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+import torch
 
 from ._run import encode_all
-from .contributions import contributions_of, prompt_stats
+from .contributions import contributions_of, read_stats
 from .curves import ed_cos, ed_kl, ed_overlap, ratio
 from .errors import DepthError
-from .logit_lens import logit_lens_of, prompt_lens
+from .logit_lens import logit_lens_of, read_lens
 from .remote import each
 from .results import Result
 
 METRICS = ("cos", "kl", "overlap")
+#: metric -> (the curve it reads, its effective depth)
+CURVES = {"cos": ("mean_cos", ed_cos), "kl": ("kl", ed_kl), "overlap": ("overlap", ed_overlap)}
 
 
 @dataclass
@@ -55,10 +58,11 @@ class EffectiveDepthResult(Result):
         return self.interval(lambda r: r.ratio(metric), level=level, n_boot=n_boot, seed=seed)
 
     def ratio_draws(self, metric: str, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
-        """The ``metric`` ratio in each of ``n_boot`` prompt resamples (NaN where undefined)."""
+        """The ``metric`` ratio in each of ``n_boot`` prompt resamples (NaN where undefined): the ratio of
+        :meth:`resample`, from the one curve it needs (the same numbers, without the other two)."""
         rng = np.random.default_rng(seed)
-        n = self.n_prompts
-        draws = [self.resample(rng.integers(0, n, n)).ratio(metric) for _ in range(n_boot)]
+        n, (curve, ed) = self.n_prompts, CURVES[metric]
+        draws = [ratio(ed(self.aggregate(curve, rng.integers(0, n, n))), self.n_layers) for _ in range(n_boot)]
         return np.array([np.nan if d is None else d for d in draws])
 
     @property
@@ -90,8 +94,12 @@ class EffectiveDepthResult(Result):
 
 
 def _both(model, item) -> tuple:
-    """One prompt's contributions and logit-lens statistics (two traces)."""
-    return prompt_stats(model, item[0]), prompt_lens(model, item)
+    """One prompt's contributions (``[L, 6, T]``) and logit-lens (``[L, 2, T]``) statistics, from one trace."""
+    enc, k = item
+    with model.no_grad(), model.trace(enc.input_ids):
+        stats, hs = read_stats(model, enc.n_tokens)
+        lens = read_lens(model, hs, k)
+    return torch.stack(list(stats)), torch.stack(list(lens))
 
 
 def effective_depth(model, prompts, *, k: int = 5, max_tokens: int | None = None, n: int | None = None,

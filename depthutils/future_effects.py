@@ -171,12 +171,12 @@ def _run_chunk(model, ids: torch.Tensor, chunk: list[_Row], part: str, local: bo
     return layer_max, out_max  # [L, B], [B]
 
 
-def _stack_chunk(st, chunk: list[_Row], part: str, first: int):
+def _stack_chunk(st, chunk: list[_Row], part: str, first: int, output: bool = True):
     """The fast path: all rows skip the same layer s; layers below s are reused from the clean run.
 
     Returns ``[L, B+1, T]`` ratios and ``[B+1, T]`` output differences (row 0 stands for the clean
     run, with zeros), for :func:`_row_maxima`; the output distribution is only computed from position
-    ``first`` on, where it is measured.
+    ``first`` on, where it is measured, and not at all without ``output`` (the differences stay 0).
     """
     s, B, T, L = chunk[0].s, len(chunk), st.h(0).shape[1], st.L
     spans = [(r, row.t) for r, row in enumerate(chunk)]
@@ -194,26 +194,30 @@ def _stack_chunk(st, chunk: list[_Row], part: str, first: int):
         d, d0 = o - x_in, st.deltas[j]
         ratios[j, 1:] = ((d.float() - d0.float()).norm(dim=-1) / d0.float().norm(dim=-1))
     h_L = st.run(out, s + 1, compare)
-    probs = st.unembed(h_L[:, first:]).float().softmax(-1)
     out_diff = torch.zeros(B + 1, T)
-    out_diff[1:, first:] = (probs - st.clean_probs[:, first:]).norm(dim=-1)
+    if output:
+        probs = st.unembed(h_L[:, first:]).float().softmax(-1)
+        out_diff[1:, first:] = (probs - st.clean_probs[:, first:]).norm(dim=-1)
     return ratios, out_diff
 
 
 @dataclass(frozen=True)
 class Work:
-    """One prompt's interventions: ``chunks`` of rows, each one forward (or, ``fast``, one stack run)."""
+    """One prompt's interventions: ``chunks`` of rows, each one forward (or, ``fast``, one stack run).
+    Without ``output`` only the layer effect is wanted (:func:`fold` leaves the output effect NaN)."""
     ids: torch.Tensor
     chunks: list
     part: str
     mode: str
     local: bool
     fast: bool
+    output: bool = True
 
 
 def work(model, enc, ts: Sequence[int], *, part: str = "layer", mode: str = "future", local: bool = False,
-         fast: bool = False, batch_size: int | None = None) -> Work:
-    """The interventions that measure one prompt at positions ``ts``."""
+         fast: bool = False, batch_size: int | None = None, output: bool = True) -> Work:
+    """The interventions that measure one prompt at positions ``ts``; ``output=False`` when only the
+    layer effect is wanted (the fast path then skips the unembedding, the costliest step of a short model)."""
     L = model.n_layers
     rows = _rows(L, ts, local)
     if fast:
@@ -221,7 +225,7 @@ def work(model, enc, ts: Sequence[int], *, part: str = "layer", mode: str = "fut
     else:
         size = len(rows) if batch_size is None else batch_size - 1
         chunks = [rows[start:start + size] for start in range(0, len(rows), size)]
-    return Work(enc.input_ids, chunks, part, mode, local, fast)
+    return Work(enc.input_ids, chunks, part, mode, local, fast, output)
 
 
 def run(model, w: Work) -> list:
@@ -235,15 +239,15 @@ def run(model, w: Work) -> list:
         if w.fast:
             with torch.no_grad():
                 first = 1 if w.mode == "all" else min(row.t for row in chunk)
-                out.append(_row_maxima(*_stack_chunk(st, chunk, w.part, first), keep))
+                out.append(_row_maxima(*_stack_chunk(st, chunk, w.part, first, w.output), keep))
         else:
             out.append(_run_chunk(model, w.ids, chunk, w.part, w.local, keep))
     return out
 
 
 def fold(L: int, w: Work, maxima: list) -> tuple[np.ndarray, np.ndarray]:
-    """One prompt's ``layer_effect [L, L]`` (NaN where ``j ≤ s``) and ``output_effect [L]``: the maxima
-    of :func:`run` over its rows, checked finite."""
+    """One prompt's ``layer_effect [L, L]`` (NaN where ``j ≤ s``) and ``output_effect [L]`` (NaN without
+    ``w.output``): the maxima of :func:`run` over its rows, checked finite."""
     D, O = np.full((L, L), -np.inf), np.full(L, -np.inf)
     for chunk, (layer_max, out_max) in zip(w.chunks, maxima):
         layer_max, out_max = layer_max.double().cpu().numpy(), out_max.double().cpu().numpy()
@@ -258,7 +262,10 @@ def fold(L: int, w: Work, maxima: list) -> tuple[np.ndarray, np.ndarray]:
                 O[row.s] = max(O[row.s], o)
     upper = np.triu(np.ones((L, L), bool), k=1)
     check_finite("future-effects layer effect", D[upper])
-    check_finite("future-effects output effect", O)
+    if w.output:
+        check_finite("future-effects output effect", O)
+    else:
+        O[:] = np.nan
     D[~upper] = np.nan
     return D, O
 

@@ -64,19 +64,27 @@ def lens_stats(log_q: torch.Tensor, log_final: torch.Tensor, top_final: torch.Te
     return kl, overlap
 
 
+def read_lens(model, hs: list, k: int) -> list:
+    """Inside a trace of one prompt, given every layer's output ``hs`` (read in the trace): each layer's
+    ``[2, T]`` KL and top-``k`` overlap (a list made and saved inside the trace: a remote trace returns
+    only saved names)."""
+    per_layer = nnsight.save([])
+    log_final = model.logits().float().log_softmax(-1)
+    top_final = log_final.topk(k, dim=-1).indices
+    for h in hs:
+        log_q = model.lens(h).float().log_softmax(-1)
+        per_layer.append(torch.stack(lens_stats(log_q, log_final, top_final, k))[:, 0].save())
+    return per_layer
+
+
 def prompt_lens(model, item) -> torch.Tensor:
     """``[L, 2, T]``: KL and top-``k`` overlap of every layer's lens at every token of one prompt (one trace);
     ``item`` is the prompt's encoding and ``k``."""
     enc, k = item
     L, T = model.n_layers, enc.n_tokens
     with model.no_grad(), model.trace(enc.input_ids):
-        per_layer = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
         hs = [check_residual(model.layers_output(l), 1, T, f"layer {l} output") for l in range(L)]
-        log_final = model.logits().float().log_softmax(-1)
-        top_final = log_final.topk(k, dim=-1).indices
-        for l in range(L):
-            log_q = model.lens(hs[l]).float().log_softmax(-1)
-            per_layer.append(torch.stack(lens_stats(log_q, log_final, top_final, k))[:, 0].save())
+        per_layer = read_lens(model, hs, k)
     return torch.stack(list(per_layer))
 
 

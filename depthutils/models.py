@@ -285,16 +285,56 @@ class ModelHandle:
         the prompt and its continuation, ``[1, T + new]``, on the CPU."""
         if input_ids.ndim != 2 or input_ids.shape[0] != 1:
             raise ShapeError(f"input_ids must be [1, tokens], got {tuple(input_ids.shape)}")
-        ids = input_ids if self.remote else input_ids.to(self.device)
+        return self.greedy_batch([input_ids], max_new_tokens)[0]
+
+    def greedy_batch(self, contexts: list, max_new_tokens) -> list:
+        """Greedy decoding of several contexts (token ids ``[1, T_i]`` each) in one nnsight ``generate``
+        (on NDIF when remote): each context with its own continuation, ``[1, T_i + new_i]``, on the CPU.
+
+        The contexts are left-padded into one batch with an attention mask (positions follow the mask),
+        so each row decodes as it would alone, up to floating-point rounding. ``max_new_tokens`` is one
+        number or one per context; a row stops after its own budget or at its first end-of-sequence
+        token, as a decoding of that context alone would.
+        """
+        for c in contexts:
+            if c.ndim != 2 or c.shape[0] != 1:
+                raise ShapeError(f"input_ids must be [1, tokens], got {tuple(c.shape)}")
+        budgets = [max_new_tokens] * len(contexts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
+        lengths = [c.shape[1] for c in contexts]
+        T = max(lengths)
+        pad = self.tokenizer.pad_token_id or self.tokenizer.eos_token_id
+        ids = torch.full((len(contexts), T), pad if pad is not None else 0, dtype=contexts[0].dtype)
+        mask = torch.zeros(len(contexts), T, dtype=torch.long)
+        for i, c in enumerate(contexts):
+            ids[i, T - c.shape[1]:], mask[i, T - c.shape[1]:] = c[0], 1
+        out = self._generate(ids, mask, max(budgets))
+        stop = self._eos_ids()
+        rows = []
+        for i, c in enumerate(contexts):
+            new = out[i, T:T + budgets[i]]
+            ends = [k for k, tok in enumerate(new.tolist()) if tok in stop]
+            rows.append(torch.cat([c[0].cpu(), new[:ends[0] + 1] if ends else new])[None, :])
+        return rows
+
+    def _generate(self, ids: torch.Tensor, mask: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+        """One nnsight ``generate`` over a (left-padded) batch ``[B, T]``: ``[B, T + new]`` on the CPU."""
+        if not self.remote:
+            ids, mask = ids.to(self.device), mask.to(self.device)
         backend = self.backend("greedy decoding") if self.remote and not self.in_session else None
         with torch.no_grad(), self.nn.generate(ids, backend=backend, max_new_tokens=max_new_tokens,
-                                               do_sample=False, attention_mask=torch.ones_like(ids),
+                                               do_sample=False, attention_mask=mask,
                                                pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id
                                                ) as tracer:
             out = tracer.result.save()
-        if out.ndim != 2 or out.shape[0] != 1 or out.shape[1] < input_ids.shape[1]:
-            raise ShapeError(f"generated ids must be [1, >= {input_ids.shape[1]}], got {tuple(out.shape)}")
+        if out.ndim != 2 or out.shape[0] != ids.shape[0] or out.shape[1] < ids.shape[1]:
+            raise ShapeError(f"generated ids must be [{ids.shape[0]}, >= {ids.shape[1]}], got {tuple(out.shape)}")
         return out.cpu()
+
+    def _eos_ids(self) -> set:
+        """The token ids that end a greedy decoding (the generation config's, else the model config's)."""
+        eos = getattr(getattr(self.nn._module, "generation_config", None), "eos_token_id", None)
+        eos = getattr(self.text_config, "eos_token_id", None) if eos is None else eos
+        return set() if eos is None else {eos} if isinstance(eos, int) else set(eos)
 
     def no_grad(self):
         """``torch.no_grad()`` locally; gradients are off by default inside traces otherwise."""

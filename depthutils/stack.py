@@ -18,6 +18,7 @@ a cache this way fall back to whole sequences.
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 
@@ -87,11 +88,15 @@ class Stack:
             for h in hooks:
                 h.remove()
         self.logits = logits  # [1, T, V]
-        self.clean_probs = logits.float().softmax(-1)
         self.deltas = [o - i for i, o in zip(self.inputs, self.outputs)]  # clean Δ_j, compared against often
         self.T = input_ids.shape[1]
         self._kv: list = [None] * self.L
         self._suffix_ok: bool | None = None
+
+    @functools.cached_property
+    def clean_probs(self) -> torch.Tensor:
+        """The clean output distribution ``[1, T, V]`` in float32 (made on first use)."""
+        return self.logits.float().softmax(-1)
 
     def _capture(self, i):
         def hook(mod, args, kwargs):

@@ -8,8 +8,10 @@ import torch
 import depthutils
 from depthutils import claims
 from depthutils.claims import OUTCOMES
-from depthutils.depth_score import DepthScoreResult, positions, score
-from depthutils.prompts import Encoded, Prompt
+from depthutils._run import encode_all
+from depthutils.depth_score import TASKS, DepthScoreResult, _decoding, _decoding_batches, positions, score
+from depthutils.future_effects import fold, run, work
+from depthutils.prompts import Encoded, Prompt, encode
 
 
 def upper(L, values):
@@ -81,3 +83,32 @@ def test_greedy_decoding_equals_transformers_generate(tiny):
     assert got.shape == (1, ids.shape[1] + 6) and torch.equal(got, want)
     with pytest.raises(depthutils.DepthError, match=r"\[1, tokens\]"):
         handle.greedy(ids[0], 6)
+
+
+def test_batched_greedy_decoding_equals_one_by_one():
+    """The depth score decodes its prompts in left-padded batches: the same ids as one prompt at a time,
+    on the book's default model, for contexts of different lengths and budgets (MATH's 48 tokens too)."""
+    handle = depthutils.load_model("default")
+    decodings = []
+    for task, level in (("addition", 2), ("addition", 5), ("multihop", 3), ("mquake", 4), ("math", 1)):
+        kept, encs, _ = encode_all(handle, TASKS[task][1](level, 3, 0), need_answer=True)
+        decodings += [_decoding(p, e, 48) for p, e in zip(kept, encs)]
+    batches, groups = _decoding_batches(decodings, size=8)
+    assert sorted(i for g in groups for i in g) == list(range(len(decodings)))
+    assert any(len(set(c.shape[1] for c in contexts)) > 1 for contexts, _ in batches)  # padding is exercised
+    for (contexts, budgets), g in zip(batches, groups):
+        for i, got in zip(g, handle.greedy_batch(contexts, budgets)):
+            assert torch.equal(got, handle.greedy(*decodings[i])), f"decoding {i} differs"
+
+
+def test_layer_effect_without_the_output_effect(tiny):
+    """The depth score asks future effects for the layer effect only (no unembedding): same ``D``."""
+    handle, _ = tiny("llama")
+    enc = encode(handle.tokenizer, Prompt.from_parts("5 + 7 + 5 + 3 + 1 = ", "21"))
+    ts = enc.answer_positions[:1]
+    for fast in (True, False):
+        full, bare = (work(handle, enc, ts, fast=fast, output=o) for o in (True, False))
+        D, O = fold(handle.n_layers, full, run(handle, full))
+        D2, O2 = fold(handle.n_layers, bare, run(handle, bare))
+        np.testing.assert_allclose(D2, D, rtol=0, atol=1e-6)
+        assert np.isfinite(O).all() and np.isnan(O2).all()

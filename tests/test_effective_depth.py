@@ -37,3 +37,17 @@ def test_effective_depth_on_a_model_uses_both_measurements(tiny, prompts):
     lens = depthutils.logit_lens(handle, prompts)
     np.testing.assert_allclose(r.mean_cos, (c.attn_cos + c.mlp_cos + c.layer_cos) / 3)
     assert r.ed_kl == ed_kl(lens.kl) and r.ed_overlap == ed_overlap(lens.overlap) == handle.n_layers - 1 or r.ed_overlap < handle.n_layers
+
+
+def test_ratio_draws_are_the_ratios_of_the_resamples():
+    """The study's bootstrap reads one curve per draw: the same numbers as resampling the whole result."""
+    rng = np.random.default_rng(1)
+    n, L = 7, 6
+    r = EffectiveDepthResult(meta={}, mean_cos_by_prompt=rng.normal(0, 0.2, (n, L)),
+                             kl_by_prompt=rng.gamma(1.0, 1.0, (n, L)), overlap_by_prompt=rng.uniform(0, 0.6, (n, L)),
+                             prompt_tokens=rng.integers(5, 50, n)).with_aggregates()
+    for metric in ("cos", "kl", "overlap"):
+        draws = np.random.default_rng(3)
+        want = [r.resample(draws.integers(0, n, n)).ratio(metric) for _ in range(200)]
+        want = np.array([np.nan if w is None else w for w in want])
+        np.testing.assert_array_equal(r.ratio_draws(metric, 200, seed=3), want)
