@@ -155,7 +155,6 @@ def build_book(*, model: str | None = None, models: list[str] | None = None) -> 
             shutil.copytree(ROOT / name, stage / name)
         elif (ROOT / name).exists():
             shutil.copy(ROOT / name, stage / name)
-    _local_mathjax(stage / "_static" / "mathjax")
     t0 = time.time()
     for num, path in chapters().items():
         takes_list = "models" in parameters(path)
@@ -171,14 +170,17 @@ def build_book(*, model: str | None = None, models: list[str] | None = None) -> 
         raise DepthError(f"jupyter-book build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     html = build_dir / "html"
     _dedupe_thebe(html)
+    _local_mathjax(html / "_static" / "mathjax")
     print(f"book: built {html / 'index.html'} in {time.time() - t0:.0f}s")
     return html
 
 
 def _local_mathjax(dest: Path) -> None:
-    """Copy MathJax 3 (the pinned ``django-static-mathjax`` wheel, Apache-2.0) into the book's static files,
-    so the chapters' formulas render offline, where the CDN that Sphinx loads MathJax from is unreachable
-    (``_config.yml`` points ``mathjax_path`` at this copy)."""
+    """Copy MathJax 3 (the pinned ``django-static-mathjax`` wheel, Apache-2.0) into the built book's
+    ``_static/mathjax``, so the chapters' formulas render offline, where the CDN that Sphinx loads MathJax from
+    is unreachable (``_config.yml`` points ``mathjax_path`` at this copy). After the build, not as a static
+    path: Jupyter Book adds every script of a static path to every page, and MathJax's other bundles then
+    clash with the one Sphinx loads."""
     spec = importlib.util.find_spec("mathjax")
     if spec is None or not spec.submodule_search_locations:
         raise DepthError("MathJax is not installed; run pip install -r requirements.txt (django-static-mathjax).")

@@ -18,7 +18,6 @@ a cache this way fall back to whole sequences.
 from __future__ import annotations
 
 import contextlib
-import functools
 
 import torch
 
@@ -88,15 +87,19 @@ class Stack:
             for h in hooks:
                 h.remove()
         self.logits = logits  # [1, T, V]
+        self._clean_probs = None
         self.deltas = [o - i for i, o in zip(self.inputs, self.outputs)]  # clean Δ_j, compared against often
         self.T = input_ids.shape[1]
         self._kv: list = [None] * self.L
         self._suffix_ok: bool | None = None
 
-    @functools.cached_property
+    @property
     def clean_probs(self) -> torch.Tensor:
-        """The clean output distribution ``[1, T, V]`` in float32 (made on first use)."""
-        return self.logits.float().softmax(-1)
+        """The clean output distribution ``[1, T, V]`` in float32 (made on first use). A plain property, not
+        ``functools.cached_property``: on Python 3.11 that holds an RLock, which cloudpickle cannot send to NDIF."""
+        if self._clean_probs is None:
+            self._clean_probs = self.logits.float().softmax(-1)
+        return self._clean_probs
 
     def _capture(self, i):
         def hook(mod, args, kwargs):

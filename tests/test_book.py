@@ -255,8 +255,7 @@ def test_exercises_and_collapsed_solutions_in_a_browser(book_url, browser, stem)
         const sol = Array.from(document.querySelectorAll('main .solution'));
         return {exercises: ex.length, solutions: sol.length,
                 collapsed: sol.filter(s => s.classList.contains('dropdown') || s.closest('details')).length,
-                hidden: sol.filter(s => { const body = s.querySelector('section, .admonition-title ~ *');
-                                          return body && body.offsetParent === null; }).length,
+                hidden: sol.filter(s => s.classList.contains('toggle-hidden')).length,
                 text: sol.map(s => s.textContent).join(' ')};""")
     assert found["exercises"] >= 2 and found["solutions"] >= 2, (stem, found["exercises"], found["solutions"])
     assert found["collapsed"] == found["solutions"], f"{stem}: a solution is not collapsed"
