@@ -25,7 +25,11 @@ def ed_kl(kl) -> int | None:
     return int(hits[0]) if hits.size else None
 
 
-def ed_overlap(overlap, threshold: float = 0.3) -> int | None:
+#: P2's overlap threshold: ED_overlap is the first layer whose top-5 overlap exceeds it
+OVERLAP_THRESHOLD = 0.3
+
+
+def ed_overlap(overlap, threshold: float = OVERLAP_THRESHOLD) -> int | None:
     """The first ``l`` with ``overlap_l > threshold`` (P2: 0.3); None if there is none."""
     hits = np.flatnonzero(np.asarray(overlap, dtype=float) > threshold)
     return int(hits[0]) if hits.size else None

@@ -52,8 +52,8 @@ class Exercise:
     """One implement-it exercise: what to write, how hard and how important it is (ARENA's
     ratings, 1–5), hints, and how to check it.
 
-    ``cases(lm)`` gives the argument sets the student's function is called with (keys starting with
-    ``_`` are for the reference only); ``reference(lm, case)`` is the library's answer;
+    ``cases(lm)`` gives the argument sets the student's function is called with (it receives those its
+    signature names; the others, such as ``_prompt``, are for the reference only); ``reference(lm, case)`` is the library's answer;
     ``mistakes(lm, case)`` what known mistakes return (message → answer); ``shifts`` names the
     arguments whose ±1 is a likely mistake (argument → what that mistake usually is).
     """
@@ -103,6 +103,12 @@ def _one(lm, tokens: int = 24) -> tuple[torch.Tensor, Prompt]:
     """One passage's ids ``[1, tokens]`` and its prompt (the library re-encodes it and cuts it the same way)."""
     p = data.heldout_text(1, words=40)[0]
     return _encoded(lm, p, tokens).input_ids, p
+
+
+def _answer(lm, prompt: Prompt) -> dict:
+    """A prompt with an answer as the exercises take it: ``input_ids``, ``predict_positions``, ``answer_ids``."""
+    enc = _encoded(lm, prompt)
+    return {"input_ids": enc.input_ids, "predict_positions": enc.predict_positions, "answer_ids": enc.answer_ids}
 
 
 def _rows(ids: torch.Tensor) -> list[Encoded]:
@@ -341,9 +347,7 @@ EXERCISES: dict[str, Exercise] = {e.id: e for e in [
                "A forward pre-hook on `lm.hf_layer(layer)` can return new arguments: `(edited, *args[1:])`. "
                "For layer = L, edit the last layer's output instead.",
                "The answer's distribution is read at the positions that *predict* the answer tokens."),
-        cases=lambda lm: [dict(input_ids=_encoded(lm, _erasure(lm.name)[0]).input_ids, layer=l, position=t,
-                               means=_erasure(lm.name)[1],
-                               predict_positions=_encoded(lm, _erasure(lm.name)[0]).predict_positions)
+        cases=lambda lm: [dict(_answer(lm, _erasure(lm.name)[0]), layer=l, position=t, means=_erasure(lm.name)[1])
                           for l, t in ((4, 5), (6, 16))],
         reference=lambda lm, case: float(_erasure(lm.name)[2][case["layer"], case["position"]]),
         shifts={"layer": {-1: "you erased h_{l−1}: the input of layer `layer` is h_l", 1: "you erased the layer's "
@@ -361,9 +365,7 @@ EXERCISES: dict[str, Exercise] = {e.id: e for e in [
                "point, made with `requires_grad_(True)`, and take `torch.autograd.grad(f, point)`.",
                "The baseline is the mean over positions (dim=1 of [1, T, d]), not over the hidden axis.",
                "Left Riemann sum: k = 0 … K−1, so the point at α = 1 (x itself) is not included."),
-        cases=lambda lm: [dict(input_ids=_encoded(lm, _ig(lm.name, 8)[0]).input_ids, layer=l,
-                               predict_positions=_encoded(lm, _ig(lm.name, 8)[0]).predict_positions,
-                               answer_ids=_encoded(lm, _ig(lm.name, 8)[0]).answer_ids, steps=8) for l in (2, 6)],
+        cases=lambda lm: [dict(_answer(lm, _ig(lm.name, 8)[0]), layer=l, steps=8) for l in (2, 6)],
         reference=lambda lm, case: _ig(lm.name, case["steps"])[1][case["layer"]],
         axes=("position",),
         shifts={"layer": {-1: _LAYER_INPUT, 1: _NEXT_LAYER}}),
@@ -476,10 +478,9 @@ def check(id: str, fn: Callable, lm=None) -> None:
     ex = EXERCISES[id]
     lm = lm if lm is not None else (_model(ex.model) if ex.model else None)
     cases = ex.cases(lm)
+    params = inspect.signature(solution(id)).parameters  # what the student's function takes
     for k, case in enumerate(cases):
-        public = {a: v for a, v in case.items() if not a.startswith("_")}
-        if "lm" in inspect.signature(solution(id)).parameters:
-            public = {"lm": lm, **public}
+        public = {a: lm if a == "lm" else case[a] for a in params}
         try:
             got = fn(**public)
         except NotImplementedError:

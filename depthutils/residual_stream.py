@@ -85,13 +85,14 @@ class ResidualStreamResult(Result):
 def eager_attention(model):
     """Local models: attention that returns its weights (``eager``) for the duration; remote: unchanged."""
     hf = None if model.remote else model.hf
-    old = getattr(getattr(hf, "config", None), "_attn_implementation", None)
-    if hf is not None and old != "eager":
+    old = hf.config._attn_implementation if hf is not None else None
+    switch = hf is not None and old != "eager"
+    if switch:
         hf.set_attn_implementation("eager")
     try:
         yield hf is not None
     finally:
-        if hf is not None and old not in (None, "eager"):
+        if switch:
             hf.set_attn_implementation(old)
 
 

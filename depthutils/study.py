@@ -14,6 +14,7 @@ import numpy as np
 from . import data
 from ._run import progress
 from .cache import cache_key, cached
+from .curves import OVERLAP_THRESHOLD
 from .effective_depth import METRICS, effective_depth
 from .errors import DepthError, NothingFits
 from .ladder import registry
@@ -280,8 +281,9 @@ def reference_spread(metric: str, path: Path = REFERENCE_CSV, family: str = "Qwe
 
 def reference_facts(path: Path = REFERENCE_CSV) -> dict:
     """The band of P2's published ratios, for the reading guide: for each metric, the smallest and the
-    largest per-model median ratio over P2's three tasks (``{metric}_lo``, ``{metric}_hi``)."""
-    rows, out = _reference_rows(path), {}
+    largest per-model median ratio over P2's three tasks (``{metric}_lo``, ``{metric}_hi``), and P2's overlap
+    threshold (``overlap_threshold``)."""
+    rows, out = _reference_rows(path), {"overlap_threshold": OVERLAP_THRESHOLD}
     for m in METRICS:
         medians = [float(np.median([float(r[f"{m}_{t}_ratio"]) for t in P2_TASKS])) for r in rows]
         out[f"{m}_lo"], out[f"{m}_hi"] = round(min(medians), 2), round(max(medians), 2)

@@ -22,7 +22,7 @@ def shifted(id: str, **steps):
     fn = exercises.solution(id)
 
     def wrong(**kw):
-        return fn(**{k: v + steps.get(k, 0) if k in steps else v for k, v in kw.items()})
+        return fn(**{k: v + steps[k] if k in steps else v for k, v in kw.items()})
     return wrong
 
 
