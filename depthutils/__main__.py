@@ -54,7 +54,8 @@ def cmd_bench(args) -> int:
     from .bench import bench
 
     bench(models=args.models.split(","), repeats=args.repeats, steps=args.steps, json_path=args.json,
-          threads=args.threads, device=args.device, dtype=args.dtype)
+          threads=args.threads, device=args.device, dtype=args.dtype, ig_models=args.ig_models.split(","),
+          only=args.only)
     return 0
 
 
@@ -85,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--threads", type=int, help="torch threads (default: every core)")
     bench.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
     bench.add_argument("--dtype", default="float32", help="float32 or bfloat16 (default: %(default)s)")
+    bench.add_argument("--ig-models", default="default,ladder-16",
+                       help="models of the integrated-gradients rule table (default: %(default)s)")
+    bench.add_argument("--only", choices=["all", "ig-rules"], default="all",
+                       help="run every table, or only the integrated-gradients rule table (default: %(default)s)")
     bench.set_defaults(func=cmd_bench)
     return parser
 

@@ -12,9 +12,11 @@ Counted per run: forward passes (calls of the last decoder layer), layer-passes
 positions counts B·T'/T), and the floor: the layer-passes the measurement needs
 at the least (spec §2, §4, §5).
 
-Integrated gradients also gets a rule table: P1's left Riemann sum and
-Gauss–Legendre with K = 8, 16, 32, 64 nodes, each timed and scored against a
-converged reference (Gauss–Legendre, K = 256) by ``max |A − A_conv| / max |A_conv|``.
+Integrated gradients also gets a rule table (:mod:`depthutils.bench_ig`): P1's
+left Riemann sum, Gauss–Legendre with K = 8, 16, 32, 64 nodes and the adaptive
+rule, each timed and scored against a converged reference by
+``max |A − A_conv| / max |A_conv|``, on the trained default model and ``ladder-16``
+(``ig_models``). ``only="ig-rules"`` runs that table alone.
 
 ``--device cuda --dtype bfloat16`` runs everything on a GPU where one is
 available (the fast stack path is float32-only; in bf16 the measurements take
@@ -23,19 +25,17 @@ their batched path).
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
-import queue
 import resource
 import statistics
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from .bench_ig import _rules_worker, ig_rule_table, print_rules
+from .benchkit import ARITH, _isolated, _setup, _timed
 from .models import _get, check_residual
 
-BENCH_MODEL_B = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=12, num_attention_heads=8)
 
 
 # ------------------------------------------------------------------ reference algorithms (batch-1 traces)
@@ -176,67 +176,11 @@ def floors(L: int, T_fe: list[int], n_t: list[int], T_er: int, steps: int) -> di
 
 # ------------------------------------------------------------------ one run, in its own process
 
-def _setup(model_spec, device="cpu", dtype="float32"):
-    """The model and the future-effects prompt: GSM8K's first problem, cut to the model's context."""
-    import depthutils as du
-    from . import data
-
-    path = str(_model_b()) if model_spec == "b" else model_spec
-    handle = du.load_model(path, device=device, dtype=dtype)
-    p = data.gsm8k(1)[0]
-    ids = handle.tokenizer(p.text)["input_ids"]
-    if len(ids) > handle.max_length:
-        p = du.Prompt(handle.tokenizer.decode(ids[1:handle.max_length // 2]), 0, "gsm8k")
-    return handle, [p]
-
-
-def _model_b() -> Path:
-    """A 12-layer, width-512 Llama (random init, seed 0) with the project's tokenizer; built once."""
-    import tempfile
-
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    from .ladder.registry import TOKENIZER_DIR
-
-    path = Path(tempfile.gettempdir()) / "depthutils-bench-llama-12x512"
-    if not (path / "config.json").exists():
-        tok = PreTrainedTokenizerFast.from_pretrained(TOKENIZER_DIR)
-        torch.manual_seed(0)
-        cfg = LlamaConfig(vocab_size=len(tok), max_position_embeddings=1024, bos_token_id=tok.bos_token_id,
-                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **BENCH_MODEL_B)
-        LlamaForCausalLM(cfg).save_pretrained(path)
-        tok.save_pretrained(path)
-    return path
-
-
 def _worker(args, queue):
     try:
         queue.put(_measure(*args))
     except BaseException as e:  # report to the parent instead of leaving it waiting
         queue.put({"error": f"{type(e).__name__}: {e}"})
-
-
-ARITH = ("5 + 7 + 5 + 3 + 1 + 7 = ", "28")
-
-
-def _sync(handle):
-    if torch.cuda.is_available() and str(handle.device).startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def _timed(handle, run, repeats, before=lambda: None):
-    """One warm-up call of ``run``, then ``repeats`` timed ones (``before`` runs ahead of each, untimed);
-    returns the times in seconds and the last result."""
-    out = run()
-    times = []
-    for _ in range(repeats):
-        before()
-        _sync(handle)
-        t0 = time.perf_counter()
-        out = run()
-        _sync(handle)
-        times.append(time.perf_counter() - t0)
-    return times, out
 
 
 def _measure(model_spec, measurement, algorithm, repeats, steps, threads, device="cpu", dtype="float32"):
@@ -270,63 +214,6 @@ def _measure(model_spec, measurement, algorithm, repeats, steps, threads, device
                "arrays": {k: np.asarray(v).tolist() for k, v in arrays.items() if k != "tokens"},
                "L": L, "T_fe": T_fe, "n_t": [len(p) for p in positions],
                "T_er": max(encode(handle.tokenizer, arith, need_answer=True).predict_positions) + 1}
-
-
-IG_RULES = (("riemann", 256), ("gauss", 8), ("gauss", 16), ("gauss", 32), ("gauss", 64))
-
-
-def _rules_worker(args, queue):
-    try:
-        queue.put(_ig_rules(*args))
-    except BaseException as e:
-        queue.put({"error": f"{type(e).__name__}: {e}"})
-
-
-def _ig_rules(model_spec, repeats, threads, device="cpu", dtype="float32"):
-    """Time P1's rule and Gauss–Legendre at a few K, and score each against Gauss–Legendre K = 256."""
-    import depthutils as du
-    from .integrated_gradients import rule_error
-
-    torch.set_num_threads(threads)
-    handle, _ = _setup(model_spec, device, dtype)
-    arith = du.Prompt.from_parts(*ARITH, "bench")
-    ig = lambda rule, k: du.integrated_gradients(handle, arith, steps=k, rule=rule, progress_bar=False)  # noqa: E731
-    converged = ig("gauss", 256)
-    rows = {}
-    for rule, k in IG_RULES:
-        times, res = _timed(handle, lambda: ig(rule, k), repeats)  # noqa: B023 (called here, in this iteration)
-        rows[f"{rule}-{k}"] = {"rule": rule, "K": k, "median_s": statistics.median(times),
-                               "error": rule_error(res, converged)}
-    return rows
-
-
-def ig_rule_table(rows: dict) -> dict:
-    """Adds each rule's speed-up over Riemann-256 and picks the smallest Gauss K at no larger error."""
-    ref = rows["riemann-256"]
-    for r in rows.values():
-        r["speedup_vs_riemann_256"] = ref["median_s"] / r["median_s"]
-    ok = [r for r in rows.values() if r["rule"] == "gauss" and r["error"] <= ref["error"]]
-    best = min(ok, key=lambda r: r["K"]) if ok else None
-    return {"rules": rows, "smallest_gauss_at_riemann_error": None if best is None else f"gauss-{best['K']}"}
-
-
-def _isolated(target, *args) -> dict:
-    """Run ``target(args, queue)`` in a fresh process and return what it puts on the queue."""
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    p = ctx.Process(target=target, args=(args, q))
-    p.start()
-    while True:
-        try:
-            out = q.get(timeout=5)
-            break
-        except queue.Empty:
-            if not p.is_alive():
-                raise RuntimeError(f"benchmark worker died with exit code {p.exitcode}") from None
-    p.join()
-    if "error" in out:
-        raise RuntimeError(f"benchmark worker failed: {out['error']}")
-    return out
 
 
 def _max_diff(a: dict, b: dict) -> float:
@@ -377,7 +264,8 @@ def _lens_memory(vocab, L, tokens):
 
 
 def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path: str | None = None,
-          threads: int | None = None, device: str = "cpu", dtype: str = "float32") -> dict:
+          threads: int | None = None, device: str = "cpu", dtype: str = "float32",
+          ig_models=("default", "ladder-16"), only: str = "all") -> dict:
     """Run every measurement with both algorithms on every model; print a table, optionally write JSON.
 
     Each row reports the median of ``repeats`` timed runs and their spread (fastest, slowest); the
@@ -389,7 +277,7 @@ def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path
     report = {"models": {}, "logit_lens_memory": None, "torch_threads": threads, "repeats": repeats, "steps": steps,
               "device": device, "dtype": dtype,
               "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else None}
-    for spec in models:
+    for spec in models if only == "all" else ():
         rows = {}
         for meas in ("future_effects", "residual_erasure", "integrated_gradients"):
             ref = _isolated(_worker, spec, meas, "reference", repeats, steps, threads, device, dtype)
@@ -407,13 +295,16 @@ def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path
             rows[meas]["ours_over_floor"] = ours["layer_passes"] / floor
             rows[meas]["max_abs_diff"] = _max_diff(ref["arrays"], ours["arrays"])
             _print_row(spec, meas, rows[meas])
-        rows["ig_rules"] = ig_rule_table(_isolated(_rules_worker, spec, repeats, threads, device, dtype))
-        _print_rules(spec, rows["ig_rules"])
         report["models"][spec] = rows
-    report["logit_lens_memory"] = logit_lens_memory()
-    for L, r in report["logit_lens_memory"].items():
-        print(f"logit lens, V=32768, T={r['T']}, L={L:>2}: peak RSS {r['peak_rss_mb']:.0f} MB "
-              f"(an L×T×V fp32 tensor would be {r['L_x_T_x_V_fp32_mb']:.0f} MB)")
+    for spec in ig_models:
+        table = ig_rule_table(_isolated(_rules_worker, spec, repeats, threads, device, dtype))
+        print_rules(spec, table)
+        report["models"].setdefault(spec, {})["ig_rules"] = table
+    if only == "all":
+        report["logit_lens_memory"] = logit_lens_memory()
+        for L, r in report["logit_lens_memory"].items():
+            print(f"logit lens, V=32768, T={r['T']}, L={L:>2}: peak RSS {r['peak_rss_mb']:.0f} MB "
+                  f"(an L×T×V fp32 tensor would be {r['L_x_T_x_V_fp32_mb']:.0f} MB)")
     if json_path:
         Path(json_path).write_text(json.dumps(report, indent=1))
     return report
@@ -426,11 +317,3 @@ def _print_row(spec, meas, r):
           f"ours {ours['median_s']:6.2f}s {ours['passes']:>4} passes {ours['layer_passes']:>7} lp | "
           f"floor {r['floor_layer_passes']:>8} lp (ours {r['ours_over_floor']:.2f}x it) | speedup {r['speedup']:5.2f}x "
           f"[{lo:.2f}–{hi:.2f}] (ref/floor {r['work_ratio_floor']:.2f}x) | max|Δ| {r['max_abs_diff']:.1e}", flush=True)
-
-
-def _print_rules(spec, table):
-    for name, r in table["rules"].items():
-        print(f"[{spec}] IG {name:<12} {r['median_s']:7.2f}s  {r['speedup_vs_riemann_256']:5.2f}x vs riemann-256  "
-              f"error {r['error']:.2e} (vs gauss-256)", flush=True)
-    print(f"[{spec}] IG smallest Gauss K at no larger error than riemann-256: "
-          f"{table['smallest_gauss_at_riemann_error']}", flush=True)

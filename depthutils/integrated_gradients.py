@@ -2,19 +2,20 @@
 
 ``f`` is the sum over answer tokens of ``p(gold token)`` (teacher-forced). For
 layer ``l`` the input ``x`` is the layer's output at every position and the
-baseline ``b`` is its mean over positions (this prompt only). The attribution
-is the left Riemann sum
+baseline ``b`` is its mean over positions (this prompt only). Along the path
+``z(α) = b + α(x − b)`` the integrand at position ``t`` is
+``g_t(α) = Σ_d ∂f/∂x(z(α))[t, d] · (x − b)[t, d]``, and ``Σ_t g_t(α) = df(z(α))/dα``,
+so ``Σ_t ∫_0^1 g_t = f(x) − f(b)`` (completeness). P1's attribution is the left Riemann sum
 
-    A[l, t] = (1/K) Σ_{k<K} Σ_d ∂f/∂x (b + (k/K)(x − b))[t, d] · (x − b)[t, d],
+    A[l, t] = (1/K) Σ_{k<K} g_t(k/K),
 
-run ``batch_size`` interpolation steps per forward+backward. Completeness:
-``Σ_t A[l, t] → f(x) − f(b)`` as K grows; the result reports the relative gap.
-
-``rule="gauss"`` replaces P1's left Riemann sum by Gauss–Legendre quadrature on
-``[0, 1]`` (nodes ``α_k``, weights ``w_k``): ``A = Σ_k w_k Σ_d ∂f/∂x(b + α_k(x − b))·(x − b)``.
-The path integral is smooth, so K Gauss nodes are far more accurate than K
-Riemann points (captum's default, ``method="gausslegendre"``). P1's rule stays
-the default so that the book's numbers stay P1's.
+run ``batch_size`` interpolation points per forward+backward. The rules live in
+:mod:`depthutils.quadrature`: ``rule="riemann"`` (P1's, the default, so the book's
+numbers stay P1's), ``rule="gauss"`` (Gauss–Legendre) and ``rule="adaptive"``
+(composite Simpson/Boole panels refined where the integrand has its steps, with
+``tol`` and ``budget``). Every result carries, per layer, an error estimate of its
+rule (the fixed rules: the same points at half resolution; the adaptive rule: its
+panels) and the completeness residual ``|Σ_t A − (f(x) − f(b))|``.
 """
 from __future__ import annotations
 
@@ -24,57 +25,70 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from . import quadrature as quad
 from . import stack
 from ._run import encode_all, progress
 from .errors import DepthError, check_finite
 from .models import check_residual
-from .remote import each
 from .prompts import as_prompt
+from .remote import each
 from .results import Result, context_depth, describe, make_meta
 
 PARTS = ("layer", "attn", "mlp")
-RULES = ("riemann", "gauss")
-
-
-def quadrature(rule: str, steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes ``α_k`` in ``[0, 1]`` and weights ``w_k`` (summing to 1) of ``steps``-point ``rule``:
-    P1's left Riemann sum (``α_k = k/K``, ``w_k = 1/K``) or Gauss–Legendre."""
-    if rule == "riemann":
-        return np.arange(steps) / steps, np.full(steps, 1.0 / steps)
-    if rule == "gauss":
-        x, w = np.polynomial.legendre.leggauss(steps)
-        return (x + 1) / 2, w / 2
-    raise DepthError(f"rule must be one of {RULES}, got {rule!r}.")
+RULES = quad.RULES
+quadrature = quad.quadrature  # nodes and weights of a fixed rule (kept here for older scripts)
 
 
 @dataclass
 class IGResult(Result):
-    """``attribution [L, T]``, ``tokens``, ``f_x`` (scalar), ``f_b [L]`` and ``completeness_gap [L]``.
+    """``attribution [L, T]``, ``tokens``, ``f_x`` (scalar), ``f_b [L]``, ``completeness_gap [L]`` and the
+    rule's error: ``error [L, T]`` (its estimate of ``|A − A_exact|`` per cell; NaN where the rule has none)
+    and ``residual [L]`` (``|Σ_t A[l, t] − (f(x) − f(b_l))|``), with ``evaluations`` (interpolation points,
+    summed over layers) and ``rounds`` (batched passes, NDIF requests on a remote model, ``f(x)`` aside).
 
-    ``completeness_gap[l] = |Σ_t A[l, t] − (f(x) − f(b_l))| / |f(x) − f(b_l)|``.
+    ``completeness_gap[l] = residual[l] / |f(x) − f(b_l)|``.
     """
 
     attribution: np.ndarray = None
     tokens: np.ndarray = None
     f_b: np.ndarray = None
     completeness_gap: np.ndarray = None
+    error: np.ndarray = None
+    residual: np.ndarray = None
     f_x: float = None
+    evaluations: int = None
+    rounds: int = None
     kind: ClassVar[str] = "integrated_gradients"
 
+    def error_bars(self) -> np.ndarray:
+        """Per layer, the error bound of any one cell (BOS column apart): the rule's largest estimate
+        ``max_t error[l, t]`` plus the completeness residual ``residual[l]``."""
+        return (self.error[:, 1:].max(1) if self.error.shape[1] > 1 else self.error.max(1)) + self.residual
+
     def facts(self) -> dict:
-        """f(x), the layer with the most |attribution|, the completeness gap and the deepest layer at
-        which a context position carries more than 10% of the largest |attribution| (BOS excluded)."""
+        """f(x), the layer with the most |attribution|, the completeness gap, the deepest layer at which a
+        context position carries more than 10% of the largest |attribution| (BOS excluded), and the rule's
+        cost and estimated error (a share of the largest |attribution|, BOS excluded)."""
         A = self.attribution[:, 1:]  # BOS apart, as in the figure's colour scale
         deep = context_depth(np.pad(A, ((0, 0), (1, 0))), min(self.meta["params"]["predict_positions"]))
         L = self.attribution.shape[0]
+        scale = float(np.abs(A).max()) if A.size else 0.0
+        err = float(self.error_bars().max()) / scale if scale > 0 else float("nan")
         return {"f_x": round(self.f_x, 3), "top_layer": int(np.abs(A).sum(1).argmax()),
                 "max_gap": round(float(self.completeness_gap.max()), 3), "deepest": deep,
-                "deepest_rel": None if deep is None else round((deep + 1) / L, 2)}
+                "deepest_rel": None if deep is None else round((deep + 1) / L, 2),
+                "rule": self.meta["params"]["rule"], "evaluations": int(self.evaluations),
+                "per_layer": round(self.evaluations / L, 1), "rounds": int(self.rounds),
+                "max_error": None if np.isnan(err) else float(f"{err:.2g}")}
 
     def findings(self) -> str:
         f = self.facts()
+        err = ("no error estimate (fewer than 2 points)" if f["max_error"] is None
+               else f"estimated error at most {f['max_error']:.1e} of the largest |attribution| in any cell")
         return (f"f(x) = {f['f_x']:.3f}; the largest total |attribution| sits at layer {f['top_layer']}. "
-                f"Completeness gap (|Σ_t A − (f(x) − f(b))| relative): max {f['max_gap']:.3f} over layers.")
+                f"Completeness gap (|Σ_t A − (f(x) − f(b))| relative): max {f['max_gap']:.3f} over layers. "
+                f"Rule {f['rule']}: {f['evaluations']} evaluations ({f['per_layer']} per layer, "
+                f"{f['rounds']} batched pass{'es' if f['rounds'] != 1 else ''}), {err}.")
 
 
 def rule_error(result: IGResult, reference: IGResult) -> float:
@@ -87,7 +101,7 @@ def rule_error(result: IGResult, reference: IGResult) -> float:
 def rule_comparison(riemann: IGResult, gauss: IGResult, reference: IGResult) -> dict:
     """How far P1's Riemann sum and a Gauss–Legendre rule each are from a converged ``reference`` on this
     run (:func:`rule_error`), which of the two is closer, and that said in one sentence."""
-    n = lambda r: r.meta["params"]["steps"]
+    n = lambda r: r.meta["params"]["steps"]  # noqa: E731
     err = {"riemann": round(rule_error(riemann, reference), 4), "gauss": round(rule_error(gauss, reference), 4)}
     closer = "gauss" if err["gauss"] < err["riemann"] else "riemann"
     names = {"riemann": f"Riemann with {n(riemann)} points", "gauss": f"Gauss–Legendre with {n(gauss)} nodes"}
@@ -104,19 +118,23 @@ def _target(model, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
     return probs[:, torch.arange(len(gold)), gold].sum(-1)
 
 
-def _groups(n: int, size: int) -> list[list[int]]:
-    return [list(range(i, min(i + size, n))) for i in range(0, n, size)]
-
-
 def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 256, part: str = "layer", *,
-                         rule: str = "riemann", batch_size: int = 16, layers_per_pass: int | None = None,
-                         method: str = "auto", max_tokens: int | None = None, progress_bar: bool = True) -> IGResult:
+                         rule: str = "riemann", tol: float = quad.TOL, budget: int = quad.BUDGET,
+                         max_rounds: int = quad.MAX_ROUNDS,
+                         batch_size: int = 16, layers_per_pass: int | None = None, method: str = "auto",
+                         max_tokens: int | None = None, progress_bar: bool = True) -> IGResult:
     """Attribution of the answer probability to every (layer, position) of ``part``'s output.
 
     Args:
-        steps: K, the number of interpolation points (P1: 256).
-        rule: ``"riemann"`` (P1's left Riemann sum) or ``"gauss"`` (Gauss–Legendre: the same accuracy
-            from far fewer points, see :func:`quadrature`).
+        steps: K, the number of interpolation points of a fixed rule (P1: 256); unused by ``"adaptive"``.
+        rule: ``"riemann"`` (P1's left Riemann sum), ``"gauss"`` (Gauss–Legendre; it also evaluates
+            ``α = 0`` once per layer, for ``f(b)``) or ``"adaptive"`` (see :func:`depthutils.quadrature.adaptive`).
+        tol: the adaptive rule stops when every layer's estimated error is below ``tol`` × the largest
+            |attribution| (default 1e-4) ...
+        budget: ... or when it has spent ``budget`` evaluations per layer on average (default 64, a quarter
+            of P1's K) ...
+        max_rounds: ... or after this many rounds (default 12), each one batched pass (one NDIF request on a
+            remote model).
         batch_size: interpolation points per forward+backward for one layer (P1: 16).
         layers_per_pass: how many layers share one forward+backward (their rows are independent);
             default all, lower it for large models to bound memory (``"batched"`` method).
@@ -127,63 +145,129 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
     """
     if part not in PARTS:
         raise DepthError(f"part must be one of {PARTS}, got {part!r}.")
+    if rule not in RULES:
+        raise DepthError(f"rule must be one of {RULES}, got {rule!r}.")
     if steps < 1 or batch_size < 1 or (layers_per_pass is not None and layers_per_pass < 1):
         raise DepthError("steps and batch_size must be positive whole numbers.")
-    alphas, weights = quadrature(rule, steps)
+    if method not in ("auto", "stack", "batched"):
+        raise DepthError(f"method must be 'auto', 'stack' or 'batched', got {method!r}.")
     p = as_prompt(prompt, answer)
     (p,), (enc,), fit = encode_all(model, [p], need_answer=True, max_tokens=max_tokens)
     ids = enc.input_ids  # all of it: the baseline is the mean over every position
     pred, gold = torch.tensor(enc.predict_positions), torch.tensor(enc.answer_ids)
-    if method not in ("auto", "stack", "batched"):
-        raise DepthError(f"method must be 'auto', 'stack' or 'batched', got {method!r}.")
     fast = method == "stack" or (method == "auto" and stack.usable(model) and part == "layer")
     if fast and not (stack.usable(model) and part == "layer"):
         raise DepthError("method='stack' needs a local float32 model and part='layer'; use method='batched'.")
-    if fast:
-        f_x = _f_of_x(model, (ids, pred, gold))
-        A, f_b = _stack_ig(model, ids, pred, gold, alphas, weights, batch_size, progress_bar)
+    path = Integrand(model, ids, pred, gold, part, fast, batch_size, layers_per_pass, progress_bar)
+    if rule == "adaptive":
+        q = quad.adaptive(path.evaluate, path.L, tol=tol, budget=budget, max_rounds=max_rounds, skip=1)
+        A, err, f_b, evals, rounds = q.integral, q.error, q.F0, int(q.evaluations.sum()), q.rounds
     else:
-        f_x, A, f_b = _batched_ig(model, ids, pred, gold, alphas, weights, batch_size, layers_per_pass, part,
-                                  progress_bar)
-    fx = float(f_x[0])
-    gap = np.abs(A.sum(1) - (fx - f_b)) / np.maximum(np.abs(fx - f_b), 1e-12)
+        A, err, f_b, evals = _fixed(path, rule, steps)
+        rounds = 1
+    fx = path.f_x
+    residual = np.abs(A.sum(1) - (fx - f_b))
+    gap = residual / np.maximum(np.abs(fx - f_b), 1e-12)
     check_finite("integrated-gradients attribution", A)
+    extra = dict(tol=tol, budget=budget, max_rounds=max_rounds, stopped=q.stopped) if rule == "adaptive" else {}
     meta = make_meta(model, dataset=describe([p])[0], n=1, fit=fit, prompt=p.context, answer=p.answer,
-                     predict_positions=enc.predict_positions, steps=steps, rule=rule,
+                     predict_positions=enc.predict_positions, steps=steps, rule=rule, **extra,
                      part=part, batch_size=batch_size, layers_per_pass=layers_per_pass,
                      method="stack" if fast else "batched")
-    return IGResult(meta=meta, attribution=A, tokens=np.array(enc.tokens), f_b=f_b, completeness_gap=gap, f_x=fx)
+    return IGResult(meta=meta, attribution=A, tokens=np.array(enc.tokens), f_b=f_b, completeness_gap=gap,
+                    error=err, residual=residual, f_x=fx, evaluations=evals, rounds=rounds)
 
 
-def _stack_ig(model, ids, pred, gold, alphas, weights, batch_size, progress_bar):
-    """Fast path: for layer l, only layers l+1 … L-1 run on the interpolated batch, and only on the
-    positions up to the last one that predicts an answer token (later ones cannot change ``f``, and
-    their attribution is 0); in the last layer only the answer-predicting positions are computed
-    whole (see :meth:`~depthutils.stack.Stack.run_to`)."""
-    st = stack.Stack(model, ids)
-    L, T, steps = st.L, ids.shape[1], len(alphas)
-    cut = st.suffix_ok()  # whether layers can be run on a window of positions
-    hi, first = (int(pred.max()) + 1, int(pred.min())) if cut else (T, 0)
-    A, f_b = np.zeros((L, T)), np.zeros(L)
-    chunks = [(l, start) for l in range(L) for start in range(0, steps, batch_size)]
-    gold_at = torch.arange(len(gold))
-    target = lambda z, l: st.unembed(st.run_to(z, l + 1, first)[:, pred - first]).float().softmax(-1)[  # noqa: E731
-        :, gold_at, gold].sum(-1)
-    for l, start in progress(chunks, "integrated gradients (layer)", enabled=progress_bar):
-        ks = slice(start, min(start + batch_size, steps))
-        x = st.outputs[l]
-        b = x.mean(dim=1, keepdim=True)  # mean over all positions (the sequence axis)
-        alpha = torch.as_tensor(alphas[ks], dtype=x.dtype, device=x.device).view(-1, 1, 1)
-        z = (b + alpha * (x[:, :hi] - b)).detach().requires_grad_(True)
-        with torch.enable_grad():
-            f = target(z, l)
-            (grad,) = torch.autograd.grad(f.sum(), z)
-        w = torch.as_tensor(weights[ks], dtype=torch.float64)
-        A[l, :hi] += (w[:, None] * (grad.float() * (x[:, :hi] - b).float()).sum(-1).double().cpu()).sum(0).numpy()
-        if start == 0:
-            with torch.no_grad():
-                f_b[l] = f[0].item() if alphas[0] == 0 else target(b.expand(1, hi, -1), l)[0].item()
-    return A, f_b
+def _fixed(path: "Integrand", rule: str, steps: int):
+    """A fixed rule in one batched pass: the attribution, its half-resolution error estimate, ``f(b_l)`` and
+    the number of evaluations. Rules without an ``α = 0`` node evaluate it as well, for ``f(b_l)``."""
+    nodes, w, half = quad.fixed_rule(rule, steps)
+    with_zero = nodes[0] != 0
+    alphas = np.concatenate([[0.0], nodes]) if with_zero else nodes
+    out = path.evaluate([alphas] * path.L)
+    g = np.stack([o[0] for o in out])  # [L, K(+1), T]
+    f_b = np.array([o[1][0] for o in out])
+    g = g[:, 1:] if with_zero else g
+    A = np.einsum("k,lkt->lt", w, g)
+    err = np.full_like(A, np.nan) if half is None else np.abs(A - np.einsum("k,lkt->lt", half, g))
+    return A, err, f_b, len(alphas) * path.L
+
+
+class Integrand:
+    """The integrand of every layer along its path: ``evaluate`` takes one array of α per layer and returns,
+    per layer, ``g(α) [K, T]`` and ``f(z(α)) [K]``, all of it in one batched pass (one NDIF request).
+    ``f_x`` is ``f`` on the clean prompt (in the first request on the batched path)."""
+
+    def __init__(self, model, ids, pred, gold, part, fast, batch_size, layers_per_pass, progress_bar):
+        self.model, self.ids, self.pred, self.gold, self.part = model, ids, pred, gold, part
+        self.fast, self.batch_size, self.bar = fast, batch_size, progress_bar
+        self.L, self.T = model.n_layers, ids.shape[1]
+        self.group = self.L if layers_per_pass is None else layers_per_pass
+        self.f_x = None
+        if fast:
+            self.f_x = float(_f_of_x(model, (ids, pred, gold))[0])
+            self.st = stack.Stack(model, ids)
+
+    def evaluate(self, alphas: list) -> list:
+        if self.fast:
+            return self._stack(alphas)
+        return self._batched(alphas)
+
+    def _stack(self, alphas):
+        """Fast path: for layer l, only layers l+1 … L-1 run on the interpolated batch, and only on the
+        positions up to the last one that predicts an answer token (later ones cannot change ``f``, and
+        their attribution is 0); in the last layer only the answer-predicting positions are computed
+        whole (see :meth:`~depthutils.stack.Stack.run_to`)."""
+        st, pred, gold = self.st, self.pred, self.gold
+        cut = st.suffix_ok()  # whether layers can be run on a window of positions
+        hi, first = (int(pred.max()) + 1, int(pred.min())) if cut else (self.T, 0)
+        gold_at = torch.arange(len(gold))
+        out = [(np.zeros((len(a), self.T)), np.zeros(len(a))) for a in alphas]
+        chunks = [(l, s) for l, a in enumerate(alphas) for s in range(0, len(a), self.batch_size)]
+        for l, s in progress(chunks, "integrated gradients (layer)", enabled=self.bar):
+            ks = slice(s, min(s + self.batch_size, len(alphas[l])))
+            x = st.outputs[l]
+            b = x.mean(dim=1, keepdim=True)  # mean over all positions (the sequence axis)
+            alpha = torch.as_tensor(alphas[l][ks], dtype=x.dtype, device=x.device).view(-1, 1, 1)
+            z = (b + alpha * (x[:, :hi] - b)).detach().requires_grad_(True)
+            with torch.enable_grad():
+                probs = st.unembed(st.run_to(z, l + 1, first)[:, pred - first]).float().softmax(-1)
+                f = probs[:, gold_at, gold].sum(-1)
+                (grad,) = torch.autograd.grad(f.sum(), z)
+            out[l][0][ks, :hi] = (grad.float() * (x[:, :hi] - b).float()).sum(-1).double().cpu().numpy()
+            out[l][1][ks] = f.detach().double().cpu().numpy()
+        return out
+
+    def _batched(self, alphas):
+        """nnsight path: interpolation rows of several layers share one forward+backward; the whole call
+        (and ``f(x)`` on the first one) goes to NDIF as one request."""
+        groups = [list(range(i, min(i + self.group, self.L))) for i in range(0, self.L, self.group)]
+        bs = self.batch_size
+        traces = []
+        for ls in groups:
+            n = max((len(alphas[l]) for l in ls), default=0)
+            for s in range(0, n, bs):
+                rows = [(l, np.asarray(alphas[l][s:s + bs])) for l in ls if len(alphas[l][s:s + bs])]
+                if rows:
+                    traces.append(rows)
+        first = self.f_x is None
+        common = (self.ids, self.pred, self.gold, self.part)
+        items = ([("f", *common, [])] if first else []) + [("pass", *common, rows) for rows in traces]
+        outs = each(self.model, _ig_trace, items, f"integrated gradients ({self.part})", enabled=self.bar)
+        if first:
+            self.f_x = float(outs.pop(0)[0])
+        out = [(np.zeros((len(a), self.T)), np.zeros(len(a))) for a in alphas]
+        filled = [0] * self.L
+        for rows, (g, f) in zip(traces, outs):
+            g, f = g.double().cpu().numpy(), f.double().cpu().numpy()
+            r = 0
+            for l, a in rows:
+                k = len(a)
+                out[l][0][filled[l]:filled[l] + k] = g[r:r + k]
+                out[l][1][filled[l]:filled[l] + k] = f[r:r + k]
+                filled[l] += k
+                r += k
+        return out
 
 
 def _f_of_x(model, item) -> torch.Tensor:
@@ -201,75 +285,35 @@ def _sublayer(model, part: str):
              "mlp": model.set_mlps_output}[part])
 
 
-def _batched_ig(model, ids, pred, gold, alphas, weights, batch_size, layers_per_pass, part, progress_bar):
-    """nnsight path: interpolation rows of several layers share one forward+backward; ``f(x)``, every
-    pass and (rules without an ``α = 0`` node) every ``f(b_l)`` go to NDIF in one request.
-    Returns ``f(x)``, the attribution ``[L, T]`` and ``f(b_l)`` ``[L]``."""
-    L, T, steps = model.n_layers, ids.shape[1], len(alphas)
-    A = np.zeros((L, T))
-    f_b = np.zeros(L)
-    group = L if layers_per_pass is None else layers_per_pass
-    passes = [("pass", ls, start) for ls in _groups(L, group) for start in range(0, steps, batch_size)]
-    bases = [] if alphas[0] == 0 else [("base", ls, 0) for ls in _groups(L, group)]
-    items = [(what, ids, pred, gold, part, ls, alphas[start:start + batch_size], weights[start:start + batch_size])
-             for what, ls, start in [("f", [], 0)] + passes + bases]
-    f_x, *outs = each(model, _ig_trace, items, f"integrated gradients ({part})", enabled=progress_bar)
-    for (what, ls, start), out in zip(passes + bases, outs):
-        if what == "pass":
-            contrib, f0 = out
-            A[ls] += contrib.double().cpu().numpy()
-            if start == 0 and alphas[0] == 0:
-                f_b[ls] = f0.double().cpu().numpy()  # row k = 0 of every layer: f(b_l)
-        else:
-            f_b[ls] = out
-    return f_x, A, f_b
-
-
 def _ig_trace(model, item):
-    """One trace of the batched path. ``item = (what, ids, pred, gold, part, ls, alphas, weights)``: ``"f"``
-    gives ``f(x)``; ``"pass"`` interpolates the outputs of layers ``ls`` at ``alphas`` and returns their
-    weighted attribution ``[len(ls), T]`` and ``f`` at each layer's first row; ``"base"`` gives ``f(b_l)``
-    for each layer of ``ls``."""
-    what, ids, pred, gold, part, ls, alphas, weights = item
+    """One trace of the batched path. ``item = (what, ids, pred, gold, part, rows)``: ``"f"`` gives ``f(x)``;
+    ``"pass"`` interpolates, for each ``(l, alphas)`` of ``rows`` (layers in forward order, each once), layer
+    ``l``'s output at ``alphas`` in consecutive batch rows, and returns ``g [B, T]`` and ``f [B]`` per row."""
+    what, ids, pred, gold, part, rows = item
     if what == "f":
         return _f_of_x(model, (ids, pred, gold))
     get, put = _sublayer(model, part)
-    if what == "base":
-        return _f_at_baseline(model, ids, pred, gold, ls, get, put)
     T = ids.shape[1]
+    B = sum(len(a) for _, a in rows)
     # made here on the CPU; moved inside the trace to wherever the model runs (a GPU, or NDIF's)
-    alpha = torch.as_tensor(alphas, dtype=torch.float32).view(-1, 1, 1)
-    w = torch.as_tensor(weights, dtype=torch.float32).view(-1, 1)
-    K = alpha.shape[0]
-    B = len(ls) * K  # rows [i*K, (i+1)*K) interpolate layer ls[i]
+    alpha_of = [torch.as_tensor(alphas, dtype=torch.float32).view(-1, 1, 1) for _, alphas in rows]
     zs, diffs, grads = [], [], []
     with model.trace(ids.expand(B, T)):
-        for i, l in enumerate(ls):
+        start = 0
+        for (l, alphas), alpha in zip(rows, alpha_of):
+            K = len(alphas)
             out = check_residual(get(l), B, T, f"{part} {l} output")
-            x = out[i * K:i * K + 1].detach()  # these rows are still clean at layer l
+            x = out[start:start + 1].detach()  # this layer's own rows are still clean at layer l
             b = x.mean(dim=1, keepdim=True)  # mean over positions (the sequence axis)
             z = (b + alpha.to(x.device, x.dtype) * (x - b)).detach().requires_grad_(True)
-            put(l, torch.cat([out[:i * K], z, out[(i + 1) * K:]]))
+            put(l, torch.cat([out[:start], z, out[start + K:]]))
             zs.append(z)
             diffs.append(x - b)
+            start += K
         f = _target(model, pred, gold)
         with f.sum().backward():
             for z in reversed(zs):  # gradients arrive in reverse forward order
                 grads.append(z.grad.save())
-        contrib = torch.stack([(w.to(g.device) * (g.float() * d.float()).sum(-1)).sum(0)
-                               for g, d in zip(reversed(grads), diffs)]).save()
-        f0 = f[::K].detach().save()  # row k = 0 of every layer: f(b_l) when α_0 = 0
-    return contrib, f0
-
-
-def _f_at_baseline(model, ids, pred, gold, ls, get, put) -> np.ndarray:
-    """``f(b_l)`` for each layer of ``ls`` (row i replaces layer ls[i]'s output by its mean over positions),
-    for rules without an ``α = 0`` node."""
-    B, T = len(ls), ids.shape[1]
-    with model.no_grad(), model.trace(ids.expand(B, T)):
-        for i, l in enumerate(ls):
-            out = check_residual(get(l), B, T, f"layer {l} output")
-            b = out[i:i + 1].mean(dim=1, keepdim=True).expand(1, T, -1)
-            put(l, torch.cat([out[:i], b, out[i + 1:]]))
-        f = _target(model, pred, gold).save()
-    return f.double().cpu().numpy()
+        g = torch.cat([(gr.float() * d.float()).sum(-1) for gr, d in zip(reversed(grads), diffs)]).save()
+        fs = f.detach().save()
+    return g, fs
