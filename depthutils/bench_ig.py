@@ -4,7 +4,7 @@ Gauss–Legendre with K = 8, 16, 32, 64 nodes and the adaptive rule at its defau
 Each rule is timed (one warm-up, then ``repeats`` runs; median, fastest and slowest, all prompts in one run)
 and scored against a converged reference per prompt (the adaptive rule at ``tol = 1e-10`` with up to 2048
 evaluations per layer and 24 rounds, checked against Gauss–Legendre with 256 nodes) by
-:func:`~depthutils.integrated_gradients.rule_error`, the largest over the prompts. The goal of issue 35:
+:func:`~depthutils.ig_rules.rule_error`, the largest over the prompts. The goal of issue 35:
 the adaptive rule at most Riemann-256's error, with at most a quarter of its evaluations, at least 2× faster.
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from .benchkit import ARITH, _setup, _timed
-from .integrated_gradients import integrated_gradients, rule_error
+from .ig_rules import rule_error
+from .integrated_gradients import integrated_gradients
 
 IG_RULES = (("riemann", 256), ("gauss", 8), ("gauss", 16), ("gauss", 32), ("gauss", 64), ("adaptive", None))
 #: chapter 5's two prompts and two more of the embedded models' tasks (the models know these answers)

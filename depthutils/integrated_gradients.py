@@ -19,6 +19,7 @@ panels) and the completeness residual ``|Σ_t A − (f(x) − f(b))|``.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -44,7 +45,8 @@ class IGResult(Result):
     """``attribution [L, T]``, ``tokens``, ``f_x`` (scalar), ``f_b [L]``, ``completeness_gap [L]`` and the
     rule's error: ``error [L, T]`` (its estimate of ``|A − A_exact|`` per cell; NaN where the rule has none)
     and ``residual [L]`` (``|Σ_t A[l, t] − (f(x) − f(b_l))|``), with ``evaluations`` (interpolation points,
-    summed over layers) and ``rounds`` (batched passes, NDIF requests on a remote model, ``f(x)`` aside).
+    summed over layers), ``rounds`` (batched passes, NDIF requests on a remote model, ``f(x)`` aside) and
+    ``seconds`` (wall time of the call).
 
     ``completeness_gap[l] = residual[l] / |f(x) − f(b_l)|``.
     """
@@ -58,6 +60,7 @@ class IGResult(Result):
     f_x: float = None
     evaluations: int = None
     rounds: int = None
+    seconds: float = None
     kind: ClassVar[str] = "integrated_gradients"
 
     def error_bars(self) -> np.ndarray:
@@ -89,27 +92,6 @@ class IGResult(Result):
                 f"Completeness gap (|Σ_t A − (f(x) − f(b))| relative): max {f['max_gap']:.3f} over layers. "
                 f"Rule {f['rule']}: {f['evaluations']} evaluations ({f['per_layer']} per layer, "
                 f"{f['rounds']} batched pass{'es' if f['rounds'] != 1 else ''}), {err}.")
-
-
-def rule_error(result: IGResult, reference: IGResult) -> float:
-    """``max |A − A_ref| / max |A_ref|``: how far an attribution is from a converged reference
-    (e.g. Gauss–Legendre with many nodes), BOS column excluded as in the figure."""
-    a, ref = result.attribution[:, 1:], reference.attribution[:, 1:]
-    return float(np.abs(a - ref).max() / np.abs(ref).max())
-
-
-def rule_comparison(riemann: IGResult, gauss: IGResult, reference: IGResult) -> dict:
-    """How far P1's Riemann sum and a Gauss–Legendre rule each are from a converged ``reference`` on this
-    run (:func:`rule_error`), which of the two is closer, and that said in one sentence."""
-    n = lambda r: r.meta["params"]["steps"]  # noqa: E731
-    err = {"riemann": round(rule_error(riemann, reference), 4), "gauss": round(rule_error(gauss, reference), 4)}
-    closer = "gauss" if err["gauss"] < err["riemann"] else "riemann"
-    names = {"riemann": f"Riemann with {n(riemann)} points", "gauss": f"Gauss–Legendre with {n(gauss)} nodes"}
-    other = "riemann" if closer == "gauss" else "gauss"
-    sentence = (f"Against Gauss–Legendre with {n(reference)} nodes, {names[closer]} is closer (error "
-                f"{err[closer]:.4f} of the largest attribution) than {names[other]} ({err[other]:.4f}).")
-    return {**err, "riemann_steps": n(riemann), "gauss_steps": n(gauss), "closer": names[closer],
-            "farther": names[other], "sentence": sentence}
 
 
 def _target(model, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
@@ -151,6 +133,7 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
         raise DepthError("steps and batch_size must be positive whole numbers.")
     if method not in ("auto", "stack", "batched"):
         raise DepthError(f"method must be 'auto', 'stack' or 'batched', got {method!r}.")
+    t0 = time.perf_counter()
     p = as_prompt(prompt, answer)
     (p,), (enc,), fit = encode_all(model, [p], need_answer=True, max_tokens=max_tokens)
     ids = enc.input_ids  # all of it: the baseline is the mean over every position
@@ -175,7 +158,8 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
                      part=part, batch_size=batch_size, layers_per_pass=layers_per_pass,
                      method="stack" if fast else "batched")
     return IGResult(meta=meta, attribution=A, tokens=np.array(enc.tokens), f_b=f_b, completeness_gap=gap,
-                    error=err, residual=residual, f_x=fx, evaluations=evals, rounds=rounds)
+                    error=err, residual=residual, f_x=fx, evaluations=evals, rounds=rounds,
+                    seconds=time.perf_counter() - t0)
 
 
 def _fixed(path: "Integrand", rule: str, steps: int):

@@ -236,11 +236,13 @@ def integrated_gradients(result):
     """P1 Fig. 6a: attribution per layer × token; diverging colours, BOS excluded from the scale."""
     A = result.attribution
     lim = float(np.abs(A[:, 1:]).max()) or 1.0
-    steps = result.meta.get("params", {}).get("steps")
+    p = result.meta.get("params", {})
+    rule = (f"adaptive rule, {result.evaluations / A.shape[0]:.0f} evaluations per layer" if p.get("rule") == "adaptive"
+            else f"{p.get('steps')} steps" + (" (Gauss–Legendre)" if p.get("rule") == "gauss" else ""))
     return _token_map(result, A, cmap=CMAPS["attribution"], label="attribution to the answer probability",
                       ylabel="layer output (layer l)", vmin=-lim, vmax=lim, center=0.0,
                       rel_row=lambda r: int(np.floor(r * A.shape[0])) - 1,
-                      what=f"Integrated gradients, {steps} steps (BOS column outside the colour scale)")
+                      what=f"Integrated gradients, {rule} (BOS column outside the colour scale)")
 
 
 # ------------------------------------------------------------------ chapter 9 (P2)

@@ -128,6 +128,8 @@ MEASUREMENTS = {
     "erasure": lambda m, ps, kw: du.residual_erasure(m, PROMPT, ANSWER, baseline=du.residual_means(m, ps), **kw),
     "ig_riemann": lambda m, ps, kw: du.integrated_gradients(m, PROMPT, ANSWER, steps=16, **kw),
     "ig_gauss": lambda m, ps, kw: du.integrated_gradients(m, PROMPT, ANSWER, steps=8, rule="gauss", **kw),
+    # one request per refinement round (f(x) rides in the first)
+    "ig_adaptive": lambda m, ps, kw: du.integrated_gradients(m, PROMPT, ANSWER, rule="adaptive", budget=24, **kw),
     # future effects at answer positions, and greedy decoding for the accuracy (nnsight generate on NDIF)
     "depth_score": lambda m, ps, kw: du.depth_score(m, ["addition", "multihop"], n=2, progress_bar=False),
     "cross_model_mapping": lambda m, ps, kw: du.cross_model_mapping(m, m, data.gsm8k(4), progress_bar=False),
@@ -156,7 +158,8 @@ def test_measurement_remote_equals_local(pair, texts, name, requests):
     local, remote = pair
     got = MEASUREMENTS[name](remote, texts, {})
     assert got.meta["remote"] is True
-    assert len(requests) == REQUESTS.get(name, 1), requests  # every prompt, trace and decoding bundled
+    want = got.rounds if name == "ig_adaptive" else REQUESTS.get(name, 1)
+    assert len(requests) == want, requests  # every prompt, trace and decoding bundled
     assert_same(MEASUREMENTS[name](local, texts, SAME), got)
 
 
