@@ -131,6 +131,12 @@ def test_bench_floors_and_rule_table():
     assert table["rules"]["gauss-16"]["speedup_vs_riemann_256"] == 8.0
     rows["gauss-16"]["error"] = rows["gauss-32"]["error"] = 1.0
     assert bench.ig_rule_table(rows)["smallest_gauss_at_riemann_error"] is None
+    rows["riemann-256"]["evaluations_per_layer"] = 256.0
+    rows["adaptive"] = dict(rule="adaptive", K=None, median_s=3.0, error=5e-4, evaluations_per_layer=64.0)
+    assert all(bench.ig_rule_table(rows)["adaptive_goal"].values())
+    for change in (dict(error=2e-3), dict(evaluations_per_layer=65.0), dict(median_s=4.5)):  # each goal can fail
+        goal = bench.ig_rule_table({**rows, "adaptive": {**rows["adaptive"], **change}})["adaptive_goal"]
+        assert sum(goal.values()) == 2, (change, goal)
 
 
 def test_counter_counts_rows_times_positions(tiny, prompts):

@@ -1,0 +1,27 @@
+"""The command line says what the book does: its help names the chapters that take a list of models."""
+from __future__ import annotations
+
+import re
+
+import nbformat
+
+from depthutils.__main__ import build_parser
+from depthutils.book import chapters
+
+
+def _takes_models(path) -> bool:
+    nb = nbformat.read(path, as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    return re.search(r"^models\s*=", cell.source, re.M) is not None
+
+
+def test_help_names_the_chapters_that_compare_several_models():
+    want = sorted(num for num, path in chapters().items() if _takes_models(path))
+    assert want, "no chapter takes a list of models: the test would mean nothing"
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for command in ("run", "book"):
+        text = sub.choices[command].format_help()
+        named = re.search(r"compare\s+several\s+\(([^)]*)\)", text)
+        assert named, text
+        assert sorted(re.findall(r"\d\d", named.group(1))) == want, (command, named.group(1), want)
