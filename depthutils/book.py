@@ -15,6 +15,9 @@ import sys
 import time
 from pathlib import Path
 
+from jupyter_core.paths import jupyter_runtime_dir
+from traitlets.config import Config
+
 from .data import check_n
 from .errors import DepthError
 
@@ -25,6 +28,18 @@ BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "referenc
 #: chapter parameters that count something and must be positive whole numbers
 COUNTS = {"n_examples", "baseline_n", "n_per_task", "aime_n", "steps", "batch_size"}
 KERNEL_ENV = {"DEPTHUTILS_PROGRESS": "0", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
+#: AF_UNIX socket paths may not exceed 107 bytes: the runtime folder plus "kernel-<uuid>-ipc-<port>"
+_IPC_ROOM = 107 - 60
+
+
+def kernel_config() -> Config:
+    """The chapters' kernels talk to papermill over Unix sockets (IPC), which are local to this machine:
+    over TCP, ipykernel warns on stderr of every run that its traffic is unencrypted. Where the runtime
+    folder's path is too long for a socket, they stay on TCP (and the warning)."""
+    config = Config()
+    if len(jupyter_runtime_dir()) <= _IPC_ROOM:
+        config.KernelManager.transport = "ipc"
+    return config
 
 
 def chapters() -> dict[str, Path]:
@@ -129,7 +144,7 @@ def run_chapter(chapter: str, *, model: str | None = None, models: list[str] | N
     t0 = time.time()
     try:
         papermill.execute_notebook(str(src), str(dest), parameters=params, kernel_name="python3",
-                                   progress_bar=False, cwd=str(out))
+                                   progress_bar=False, cwd=str(out), config=kernel_config())
     except papermill.PapermillExecutionError as e:
         raise DepthError(f"Chapter {src.stem} failed in cell {e.exec_count}: {e.ename}: {e.evalue} "
                          f"(the executed notebook is {dest}).") from None
@@ -218,7 +233,7 @@ def refresh_sources(only: str | None = None) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / src.name
             papermill.execute_notebook(str(src), str(out), kernel_name="python3", progress_bar=False,
-                                       cwd=str(CHAPTER_DIR))
+                                       cwd=str(CHAPTER_DIR), config=kernel_config())
             nb = nbformat.read(out, as_version=4)
         tidy(nb)
         nbformat.write(nb, src)

@@ -100,6 +100,7 @@ def test_run_chapter_with_another_local_model(tmp_path):
                            "-p", "n_examples", "2", "-p", "modes", '["future"]', "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "IPKernelApp" not in proc.stderr, proc.stderr[-2000:]  # no kernel warning in a reader's terminal
     nb = nbformat.read(tmp_path / "02_future_effects.ipynb", as_version=4)
     injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert injected and "remove-cell" in injected[0].metadata["tags"]
