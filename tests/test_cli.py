@@ -25,3 +25,18 @@ def test_help_names_the_chapters_that_compare_several_models():
         named = re.search(r"compare\s+several\s+\(([^)]*)\)", text)
         assert named, text
         assert sorted(re.findall(r"\d\d", named.group(1))) == want, (command, named.group(1), want)
+
+
+def test_no_page_promises_a_run_time():
+    """A run time is glued from the run ("This chapter ran in … s"), never promised in prose or a parameter
+    comment: a 135M model takes minutes where the embedded ladder takes seconds."""
+    from depthutils.book import ROOT
+
+    promise = re.compile(r"\b(under|within|in less than) (a|one|\d+) (minute|second|hour)s?\b", re.I)
+    pages = [*chapters().values(), ROOT / "intro.md", ROOT / "instructors.md"]
+    found = []
+    for path in pages:
+        text = path.read_text() if path.suffix == ".md" else "\n".join(
+            c.source for c in nbformat.read(path, as_version=4).cells)
+        found += [f"{path.name}: {m.group(0)}" for m in promise.finditer(text)]
+    assert not found, found
