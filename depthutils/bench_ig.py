@@ -2,8 +2,9 @@
 Gauss–Legendre with K = 8, 16, 32, 64 nodes and the adaptive rule at its defaults, on a few prompts.
 
 Each rule is timed (one warm-up, then ``repeats`` runs; median, fastest and slowest, all prompts in one run)
-and scored against a converged reference per prompt (the adaptive rule at ``tol = 1e-10`` with up to 2048
-evaluations per layer and 24 rounds, checked against Gauss–Legendre with 256 nodes) by
+and scored against a converged reference per prompt (the adaptive rule at ``tol = 1e-9`` with up to 1024
+evaluations per layer and 40 rounds; its own error bound is reported, and its distance from Gauss–Legendre
+with 256 nodes) by
 :func:`~depthutils.ig_rules.rule_error`, the largest over the prompts. The goal of issue 35:
 the adaptive rule at most Riemann-256's error, with at most a quarter of its evaluations, at least 2× faster.
 """
@@ -22,7 +23,7 @@ IG_RULES = (("riemann", 256), ("gauss", 8), ("gauss", 16), ("gauss", 32), ("gaus
 #: chapter 5's two prompts and two more of the embedded models' tasks (the models know these answers)
 IG_PROMPTS = (ARITH, ("The spouse of the performer of Crystal Wings is", " Freya Vance"),
               ("3 + 8 + 6 + 2 = ", "19"), ("The birth city of Felix Sorel is", " Aldmoor"))
-REFERENCE = dict(tol=1e-10, budget=2048, max_rounds=24)
+REFERENCE = dict(tol=1e-9, budget=1024, max_rounds=40)
 
 
 def _rules_worker(args, queue):
@@ -45,6 +46,7 @@ def _ig_rules(model_spec, repeats, threads, device="cpu", dtype="float32", promp
     check = _run(handle, "gauss", 256, prompts)
     L = handle.n_layers
     rows = {"reference": {"vs_gauss_256": max(rule_error(c, r) for c, r in zip(check, refs)),
+                          "bound": max(r.facts()["max_error"] for r in refs),
                           "evaluations_per_layer": float(np.mean([r.evaluations / L for r in refs])),
                           "stopped": [r.meta["params"]["stopped"] for r in refs]}}
     for rule, k in IG_RULES:
@@ -82,8 +84,8 @@ def ig_rule_table(rows: dict) -> dict:
 def print_rules(spec, table):
     ref = table.get("reference")
     if ref:
-        print(f"[{spec}] IG reference: adaptive, tol 1e-10, {ref['evaluations_per_layer']:.0f} evaluations per layer; "
-              f"vs gauss-256 {ref['vs_gauss_256']:.1e}", flush=True)
+        print(f"[{spec}] IG reference: adaptive, tol 1e-9, {ref['evaluations_per_layer']:.0f} evaluations per layer, "
+              f"its own error bound {ref['bound']:.1e}; vs gauss-256 {ref['vs_gauss_256']:.1e}", flush=True)
     for name, r in table["rules"].items():
         lo, hi = r.get("speedup_spread") or (float("nan"), float("nan"))
         print(f"[{spec}] IG {name:<12} {r['median_s']:7.2f}s [{r['min_s']:.2f}–{r['max_s']:.2f}]  "

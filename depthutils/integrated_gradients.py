@@ -115,7 +115,7 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
             |attribution| (default 1e-4) ...
         budget: ... or when it has spent ``budget`` evaluations per layer on average (default 64, a quarter
             of P1's K) ...
-        max_rounds: ... or after this many rounds (default 12), each one batched pass (one NDIF request on a
+        max_rounds: ... or after this many rounds (default 16), each one batched pass (one NDIF request on a
             remote model).
         batch_size: interpolation points per forward+backward for one layer (P1: 16).
         layers_per_pass: how many layers share one forward+backward (their rows are independent);

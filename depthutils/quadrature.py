@@ -14,8 +14,10 @@ as captum keeps ``approximation_methods.py`` apart from its attribution classes:
   composite Simpson on its halves (``S2``): the Richardson-corrected (Boole) value
   ``S2 + (S2 − S1)/15`` is the estimate and ``|S2 − S1|`` its error bound (see :func:`_panel_sums`).
   Each row's completeness residual ``|Σ_t I[t] − (F(1) − F(0))|`` (``F`` the antiderivative, which
-  integrated gradients knows: ``f`` along the path) is added to its error bound and its stopping test.
-  Every panel whose largest error (over the columns) is at least ``1/REFINE`` of the largest one is
+  integrated gradients knows: ``f`` along the path) is added to its error bound and its stopping test,
+  and charged to its panels by their width: a step that falls between a panel's points leaves its two
+  Simpson sums in agreement, and only the residual sees it. Every panel whose score (its largest error
+  over the columns plus its share of the residual) is at least ``1/REFINE`` of the largest one is
   halved (its 5 points are reused, 4 new ones per panel), until every row's bound is below ``tol``
   times the largest |integral|, or the shared budget of evaluations is spent, or ``max_rounds`` rounds
   have run. Each round asks for all its new points, of every row, in one call of ``evaluate``: one
@@ -33,13 +35,15 @@ from .errors import DepthError
 RULES = ("riemann", "gauss", "adaptive")
 #: the adaptive rule's defaults: error target (a share of the largest |attribution|), evaluations per layer
 #: on average (a quarter of P1's K = 256), starting panels, refinement rounds
-TOL, BUDGET, PANELS, MAX_ROUNDS = 1e-4, 64, 4, 12
-#: a round halves every panel whose error is at least the largest one's ``1/REFINE``
-REFINE = 8
-# PANELS and REFINE were chosen on the integrands of chapter 5's two prompts on the default model and on
-# ladder-16, sampled at 4097 points per layer: with 4 panels and 1/8, 64 evaluations per layer gave 0.03–0.7
-# of Riemann-256's error on all four; with issue 35's 8 panels and 1/4, up to 5.4 times it (ladder-16's
-# addition chain), and with 2 panels up to 280 times it (a step missed by the first grid).
+TOL, BUDGET, PANELS, MAX_ROUNDS = 1e-4, 64, 4, 16
+#: a round halves every panel whose score is at least the largest one's ``1/REFINE``
+REFINE = 4
+# These were chosen on the integrands of five prompt × model cases (chapter 5's two prompts on the default
+# model and on ladder-16, and "3 + 8 + 6 + 2 = " on ladder-16, whose layers 2 and 8 have a step of width
+# 0.02 that the first grid misses), sampled at 4097–8193 points per layer. With 4 panels, 1/4, the residual
+# charged to the panels and 16 rounds, 64 evaluations per layer gave 0.01–0.66 of Riemann-256's error in
+# all five; without the charge, up to 100 times it (the missed step: every panel looks converged, only the
+# completeness residual sees it); with 8 panels up to 5.4 times it, with 2 panels up to 280 times.
 
 
 def interpolatory_weights(nodes: np.ndarray) -> np.ndarray:
@@ -189,9 +193,8 @@ def adaptive(evaluate: Evaluate, rows: int, *, tol: float = TOL, budget: int = B
 
 
 def _estimate(values, Fs, edges, skip):
-    """Per row: the integral, the error vector, the completeness residual and each panel's refinement score,
-    its largest error over the columns. (Charging the residual to the panels by their width was tried: it
-    spreads the budget evenly and gave 2–15× larger errors on the trained default model.)"""
+    """Per row: the integral, the error vector, the completeness residual and each panel's refinement score:
+    its largest error over the columns plus the row's residual times its width."""
     integral, error, residual, scores = [], [], [], []
     for vals, F, panels in zip(values, Fs, edges):
         a = np.array([p[0] for p in panels])
@@ -203,5 +206,6 @@ def _estimate(values, Fs, edges, skip):
         integral.append(I)
         error.append(E)
         residual.append(res)
-        scores.append(err[:, skip:].max(1) if err[:, skip:].size else np.zeros(len(h)))
+        own = err[:, skip:].max(1) if err[:, skip:].size else np.zeros(len(h))
+        scores.append(own + res * h)  # the residual, charged to the panels by their width
     return np.stack(integral), np.stack(error), np.array(residual), scores
