@@ -20,7 +20,7 @@ def _lens_mistakes(lm, case):
         lens = lm.lens(h).save()
         final = lm.logits().save()
     log_q, log_p, log_raw = (x.float().log_softmax(-1) for x in (lens, final, raw))
-    return {"this is KL(q_L ‖ q_l), the other direction: the spec's KL puts the lens first, "
+    return {"this is KL(q_L ‖ q_l), the other direction: chapter 3's KL puts the lens first, "
             "Σ q_l (log q_l − log q_L)": (log_p.exp() * (log_p - log_q)).sum(-1),
             "this is the lens without the final norm: apply final_norm to h before the unembedding":
             (log_raw.exp() * (log_raw - log_p)).sum(-1)}
