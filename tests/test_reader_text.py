@@ -60,3 +60,14 @@ def test_jargon_is_explained_where_it_first_appears():
     assert "nnterp, a library" in markdown("00")
     assert "MQuAKE is a benchmark" in markdown("06")
     assert "spec:" not in claims.CLAIMS["residual_stream"].where
+
+
+def test_claim_texts_set_their_notation_as_math():
+    """Subscripts in the claims' texts (which the verdicts and the paper-vs-run tables print) are inside
+    $…$, so they render as math in a table instead of showing as raw TeX."""
+    raw = re.compile(r"[\wΔ‖]_\{|[A-Za-zΔ]_[A-Za-z0-9]\b")
+    for c in claims.CLAIMS.values():
+        for text in (c.sentence, c.statistic, c.short, c.shown.source, c.against.source):
+            outside = re.sub(r"\$[^$]*\$", "", text)
+            assert not raw.search(outside), (c.key, text)
+            assert text.count("$") % 2 == 0, (c.key, text)
