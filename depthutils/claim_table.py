@@ -86,7 +86,8 @@ _QWEN3_32B = ("Qwen3-32B (P1's text)", "layers influence later ones independentl
                                        "35–50, and have low influence above 50 except the last one or two")
 
 CLAIMS: dict[str, Claim] = {c.key: c for c in [
-    Claim("residual_stream", "00", "P1", "§2, its notation (and the project's measurement specification: “Check on every family”)",
+    Claim("residual_stream", "00", "P1",
+          "§2, its notation (and the project's measurement specification: “Check on every family”)",
           "in our words: every layer adds its attention output and its MLP output to the residual stream, "
           "$h_{l+1} = h_l + a_l + m_l$, so what a layer contributes can be read off its two sublayers",
           "the largest relative error $\\lVert h_{l+1} - (h_l + a_l + m_l)\\rVert / \\lVert h_{l+1}\\rVert$ over "

@@ -148,7 +148,8 @@ def depth_score(result: DepthScoreResult, floor: float = ACCURACY_FLOOR) -> Verd
                               "this is decided first, so a rise inside one layer supports the claim even when its "
                               "interval lies above 0, because P1's claim is that harder problems do not use more "
                               f"depth. Otherwise the family counts against the claim if the interval lies wholly "
-                              f"above 0 ({c.against.source}), and is mixed otherwise (an interval that reaches both 0 and past one layer). Families are combined, "
+                              f"above 0 ({c.against.source}), and is mixed otherwise (an interval that reaches both 0 "
+                              "and past one layer). Families are combined, "
                               f"and a family below {100 * floor:.0f}% accuracy at any level is not counted.")
 
 

@@ -71,3 +71,7 @@ def test_claim_texts_set_their_notation_as_math():
             outside = re.sub(r"\$[^$]*\$", "", text)
             assert not raw.search(outside), (c.key, text)
             assert text.count("$") % 2 == 0, (c.key, text)
+
+
+def test_chapter_6_states_the_grading_order_in_its_prose():
+    assert "inside one layer over the levels supports the claim (this is decided first" in markdown("06")
