@@ -38,8 +38,11 @@ class Verdict:
         if self.outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, got {self.outcome!r}")
 
-    def markdown(self) -> str:
-        lines = [f"**Verdict: {self.outcome}.**", "", f"- *Claim:* {self.claim}", f"- *Criterion:* {self.criterion}",
+    def markdown(self, title: str = "") -> str:
+        """The verdict as Markdown; ``title`` names it where a chapter shows several (chapter 9's three
+        questions), so their headings differ."""
+        head = f"**Verdict: {self.outcome}** (on {title})." if title else f"**Verdict: {self.outcome}.**"
+        lines = [head, "", f"- *Claim:* {self.claim}", f"- *Criterion:* {self.criterion}",
                  f"- *This run:* {self.numbers}"]
         lines += [f"- *Note:* {n}" for n in self.notes]
         return "\n".join(lines)

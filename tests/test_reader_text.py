@@ -75,3 +75,13 @@ def test_claim_texts_set_their_notation_as_math():
 
 def test_chapter_6_states_the_grading_order_in_its_prose():
     assert "inside one layer over the levels supports the claim (this is decided first" in markdown("06")
+
+
+def test_several_verdicts_on_one_page_have_different_headings():
+    """Chapter 9 shows three verdicts; main headed each "Verdict: mixed." alike."""
+    from depthutils import report
+    from depthutils.grading import not_tested
+    vs = {k: not_tested(k, "this run has one model.") for k in ("scale", "cot", "difficulty")}
+    heads = [line for line in report.verdict(vs).data.splitlines() if line.startswith("**Verdict")]
+    assert len(heads) == 3 and len(set(heads)) == 3, heads
+    assert report.verdict(vs["scale"]).data.startswith("**Verdict: not tested.**")
