@@ -89,24 +89,24 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
     Claim("residual_stream", "00", "P1",
           "§2, its notation (and the project's measurement specification: “Check on every family”)",
           "in our words: every layer adds its attention output and its MLP output to the residual stream, "
-          "$h_{l+1} = h_l + a_l + m_l$, so what a layer contributes can be read off its two sublayers",
-          "the largest relative error $\\lVert h_{l+1} - (h_l + a_l + m_l)\\rVert / \\lVert h_{l+1}\\rVert$ over "
-          "layers, tokens and prompts, with $a_l$ and $m_l$ read as the family adapter reads what each sublayer adds",
+          "hₗ₊₁ = hₗ + aₗ + mₗ, so what a layer contributes can be read off its two sublayers",
+          "the largest relative error ‖hₗ₊₁ − (hₗ + aₗ + mₗ)‖ / ‖hₗ₊₁‖ over "
+          "layers, tokens and prompts, with aₗ and mₗ read as the family adapter reads what each sublayer adds",
           Threshold(1e-4, "ours: float32 rounding through a few layers is ~1e-6 per layer (tests/conftest.py), "
                           "so 1e-4 leaves a hundredfold margin; a bf16 model needs ~1e-2"),
           Threshold(1e-2, "ours: a sublayer read wrongly (a raw output where a post-norm is added) leaves an "
                           "error of order 1"),
-          fact="max_error", short="largest relative error of $h_{l+1} = h_l + a_l + m_l$",
+          fact="max_error", short="largest relative error of hₗ₊₁ = hₗ + aₗ + mₗ",
           paper_value="— (P1 states the identity; it reports no measured error)",
           paper_facts=(("models", "any pre-norm transformer (P1's Llama 3.1, Qwen 3, OLMo 2)"),)),
     Claim("contributions", "01", "P1", "abstract; Fig. 2",
           "“layers in the second half contribute much less than those in the first half, with a clear phase "
           "transition between the two halves”",
-          "the mean whole-layer $\\lVert\\Delta_l\\rVert / \\lVert h_l\\rVert$ of the second half of the layers over "
+          "the mean whole-layer ‖Δₗ‖ / ‖hₗ‖ of the second half of the layers over "
           "that of the first half (layer 0, which writes onto the bare embedding, apart)",
           Threshold(0.5, "ours: “much less” read as at most half"),
           Threshold(1.0, "ours: above 1 the second half contributes more than the first"),
-          fact="ratio", short="second-half over first-half mean $\\lVert\\Delta_l\\rVert / \\lVert h_l\\rVert$",
+          fact="ratio", short="second-half over first-half mean ‖Δₗ‖ / ‖hₗ‖",
           paper_value="below 1, “much less”: no number in the text (read off Fig. 2)",
           paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems"), _QWEN3_32B,
                        ("last layers", "P1 notes that the last layer or two sharpen the output"))),
