@@ -176,13 +176,14 @@ def test_exercises_are_numbered_per_chapter(capsys):
 
 
 def test_the_pages_title_each_exercise_with_its_number():
-    """Each chapter's page titles its exercises N.1 (predict) and N.2 (implement it), unnumbered by the
-    extension (whose numbers run across the book), and N.2 is the number the checker knows."""
+    """Each chapter's page titles every exercise N.1, N.2, … in order (N.1 predict, N.2 implement it),
+    unnumbered by the extension (whose numbers run across the book), and N.2 is the number the checker knows."""
     by_chapter = {ex.chapter: ex.number for ex in exercises.EXERCISES.values()}
     for path in chapters().values():
         nb = json.loads(path.read_text(encoding="utf-8"))
         text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-        titles = re.findall(r"```\{exercise(?:-start)?\} (\d+\.\d+) · [^\n]+\n:label: [^\n]+\n:nonumber:\n", text)
         n = int(path.stem[:2])
-        assert titles[:2] == [f"{n}.1", f"{n}.2"], (path.name, titles)
+        every = re.findall(r"```\{exercise(?:-start)?\}[^\n]*\n", text)
+        titles = re.findall(r"```\{exercise(?:-start)?\} (\d+\.\d+) · [^\n]+\n:label: [^\n]+\n:nonumber:\n", text)
+        assert titles == [f"{n}.{k + 1}" for k in range(len(every))], (path.name, every, titles)  # all, in order
         assert by_chapter[path.stem] == f"{n}.2"
