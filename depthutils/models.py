@@ -482,7 +482,8 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
 
     if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
         raise DepthError("load_model needs a model alias, local folder or hub id; got an empty value.")
-    name = str(name_or_path)
+    # an embedded alias ("default") is named by its folder ("ladder-8"): that name is what a reader is shown
+    name = ALIASES.get(str(name_or_path), str(name_or_path))
     if remote:
         if not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0):
             raise DepthError(f"timeout must be a positive number of seconds, got {timeout!r}.")

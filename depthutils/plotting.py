@@ -453,8 +453,8 @@ def residual_stream(result) -> plt.Figure:
     df = long_form(result, {"error": "h_l + a_l + m_l (what is added)", "raw_error": "h_l + raw module outputs"})
     df["value"] = df["value"].clip(lower=tiny)
     sns.lineplot(df, x="x", y="value", hue="what", estimator="max", errorbar=None, marker="o", ax=axes[0])
-    axes[0].set(yscale="log", xlabel="layer l", ylabel="max ‖h_{l+1} − (…)‖ / ‖h_{l+1}‖",
-                title="(a) h_{l+1} = h_l + a_l + m_l? (max over prompts)")
+    axes[0].set(yscale="log", xlabel="layer l", ylabel=r"max $\Vert h_{l+1} - (\ldots)\Vert \,/\, \Vert h_{l+1}\Vert$",
+                title=r"(a) $h_{l+1} = h_l + a_l + m_l$? (max over prompts)")  # mathtext, not raw TeX
     if np.isfinite(result.sink).any():
         lines(axes[1], long_form(result, {"sink": "attention on position 0", "uniform": "even attention"}),
               weighted=False)

@@ -54,6 +54,10 @@ def paper(v: Verdict, *results) -> Markdown:
     return Markdown(paper_vs_run(v, metas))
 
 
+#: how a chapter's several verdicts are named in their headings (chapter 9: P2's three questions)
+QUESTIONS = {"scale": "model size", "cot": "long chain-of-thought training", "difficulty": "task difficulty"}
+
+
 def verdict(v: Verdict | dict[str, Verdict], prefix: str = "verdict") -> Markdown:
     """Glue the outcome as ``{prefix}`` and return the verdict as Markdown for the chapter's last cell.
 
@@ -64,7 +68,7 @@ def verdict(v: Verdict | dict[str, Verdict], prefix: str = "verdict") -> Markdow
     for name, one in named.items():
         if _glue is not None:
             _glue(f"{prefix}_{name}" if name else prefix, one.outcome, display=False)
-        parts.append(one.markdown())
+        parts.append(one.markdown(QUESTIONS.get(name, name) if len(named) > 1 else ""))
     return Markdown("\n\n".join(parts))
 
 

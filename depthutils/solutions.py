@@ -1,7 +1,7 @@
 """Reference solutions of the book's implement-it exercises (see :mod:`depthutils.exercises`).
 
 Written to be read by a student, not to be fast: one forward pass per intervention, every
-tensor's shape asserted, and the spec's formula in the docstring. Some read the model with
+tensor's shape asserted, and the formula the chapter defines in the docstring. Some read the model with
 nnsight (``lm.nn.trace`` and the accessors ``lm.layer(l)``, ``lm.final_norm``, ``lm.unembed``),
 others with plain PyTorch forward hooks on the ``transformers`` model (``lm.hf``,
 ``lm.hf_layer(l)``), so that both ways are shown. They are written for the book's

@@ -315,3 +315,24 @@ def _markdown(tasks, rows, level: float | None = None, metrics=METRICS) -> str:
         out.append("\n² not measured: no prompt of this task fits the model's context (max_tokens), "
                    "and a task prompt is never cut (its answer would be lost).")
     return "\n".join(out)
+
+
+#: P2's long-CoT models in Table 1 and the base each was distilled from, by size (Qwen2.5-Math at 1.5B and 7B)
+REFERENCE_COT = {"1.5B": ("DS-R1-Qwen-1.5B", "Qwen2.5-Math-1.5B"), "7B": ("DS-R1-Qwen-7B", "Qwen2.5-Math-7B"),
+                 "14B": ("DS-R1-Qwen-14B", "Qwen2.5-14B"), "32B": ("DS-R1-Qwen-32B", "Qwen2.5-32B")}
+
+
+def reference_gains(metric: str, path: Path = REFERENCE_CSV, family: str = "Qwen2.5-{}-Instruct") -> dict:
+    """P2's own values, from Table 1, of the three statistics chapter 9 grades, for ``metric``:
+    ``scale_spread`` (:func:`reference_spread`), ``cot_gain`` (per size of :data:`REFERENCE_COT`, the
+    long-CoT model's mean ratio over P2's tasks minus its base's; sizes missing from the table are left
+    out) and ``hard_gain`` (over ``family``'s sizes, the mean AIME24 ratio minus the mean HellaSwag and
+    GSM8K ratio), rounded to 3 decimals."""
+    rows = {r["model"]: r for r in _reference_rows(path)}
+    mean = lambda r, tasks: float(np.mean([float(r[f"{metric}_{t}_ratio"]) for t in tasks]))  # noqa: E731
+    cot = {size: round(mean(rows[c], P2_TASKS) - mean(rows[b], P2_TASKS), 3)
+           for size, (c, b) in REFERENCE_COT.items() if c in rows and b in rows}
+    ladder = [rows[family.format(s)] for s in ("1.5B", "7B", "14B", "32B") if family.format(s) in rows]
+    hard = (round(float(np.mean([mean(r, ["aime24"]) for r in ladder])
+                        - np.mean([mean(r, ["hellaswag", "gsm8k"]) for r in ladder])), 3) if ladder else None)
+    return {"scale_spread": reference_spread(metric, path, family), "cot_gain": cot, "hard_gain": hard}

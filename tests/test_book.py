@@ -55,6 +55,7 @@ def _run_numbers(text: str) -> list[str]:
         if para.lstrip().startswith(PAPER_MARKERS):
             continue
         para = re.sub(r"\{glue(:\w+)?\}`[^`]*`", "", para)
+        para = re.sub(r"```\{exercise(-start)?\} \d+\.\d+ ·", "", para)  # an exercise's number in its chapter
         para = re.sub(r"\$\$.*?\$\$|\$[^$]*\$", "", para, flags=re.S)  # a definition's constants (P2's 0.3)
         para = re.sub(r"(Llama|Qwen|Qwen2|Qwen3|OLMo|Gemma|Mistral|Phi|GPT)[- ]?[0-9.]+\w*", "", para)
         para = re.sub(r"`[^`]*`", "", para)  # code: parameter values and commands
@@ -78,6 +79,7 @@ def test_the_number_check_can_fail():
     assert _run_numbers("In this run the ratio is {glue:text}`fe_ratio` (`n_examples = 2.5`).") == []
     assert _run_numbers("**What P1 saw.** A drop from 0.9 to 0.2.") == []
     assert _run_numbers("A 95% bootstrap interval; 95% of prompts were cut.") == ["95%"]
+    assert _run_numbers("```{exercise} 3.1 · Predict, then run\nAt 0.5 of the depth.") == ["0.5"]
     assert _run_numbers("$$\\mathrm{overlap}_l > 0.3$$ and on this run 0.42 of it.") == ["0.42"]
 
 

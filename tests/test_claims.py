@@ -40,8 +40,9 @@ def test_the_rule_can_fail_and_says_not_tested_when_it_cannot_speak():
     assert grade(None, None, None, 0.5, 1.0) == "not tested"
     assert grade(float("nan"), None, None, 0.5, 1.0) == "not tested"
     assert grade(0.6, None, None, 0.5, 1.0) == "mixed"  # no interval: the point decides
-    # against before shown: a rise outside the noise fails even when it is small
+    # where both tests hold (a tolerance above the against threshold), the default decides against first
     assert grade(0.01, 0.005, 0.02, 0.03, 0.0) == "not shown"
+    assert grade(0.01, 0.005, 0.02, 0.03, 0.0, shown_first=True) == "shown"
 
 
 def test_not_tested_parts_are_never_counted():
@@ -75,14 +76,35 @@ def test_a_group_the_model_never_solves_is_not_counted_for_the_claim():
     assert any("math is not informative" in n for n in v.notes) and any("cannot test" in n for n in v.notes)
 
 
-def test_a_rise_outside_the_noise_counts_against_the_claim():
-    rising = [(lv, 0.26 + 0.012 * i, 1.0) for i, lv in enumerate((2, 3, 4, 5, 6))]
-    v = claims.depth_score(_depth_scores({"addition": rising}))
-    assert v.outcome == "not shown"  # the old rule counted +0.012 [+0.009, +0.015] for the claim
+def test_a_rise_inside_one_layer_supports_the_claim_and_a_larger_one_counts_against_it():
+    """Issue 34: P1 claims harder problems do not use more depth, so a slope inside one layer over the
+    levels supports it even when its interval lies above 0; a rise past one layer outside the noise does not."""
+    small = [(lv, 0.26 + 0.012 * i, 1.0) for i, lv in enumerate((2, 3, 4, 5, 6))]  # one layer: 1/(7·4) ≈ 0.036
+    v = claims.depth_score(_depth_scores({"addition": small}))
+    assert v.outcome == "shown", v.numbers  # main graded +0.012 [+0.009, +0.015] "not shown"
+    assert "decided first" in v.criterion and "a rise inside one layer supports the claim" in v.criterion
+    rising = [(lv, 0.20 + 0.06 * i, 1.0) for i, lv in enumerate((2, 3, 4, 5, 6))]
+    assert claims.depth_score(_depth_scores({"addition": rising})).outcome == "not shown"
     flat = [(lv, 0.30, 0.9) for lv in (1, 2, 3)]
     assert claims.depth_score(_depth_scores({"multihop": flat})).outcome == "shown"
     both = claims.depth_score(_depth_scores({"addition": rising, "multihop": flat, "math": [(1, .3, 0.), (2, .3, 0.)]}))
     assert both.outcome == "mixed" and "math: " in both.numbers and "(not counted)" in both.numbers
+
+
+@pytest.mark.parametrize("lo, hi, outcome", [
+    (0.005, 0.015, "shown"),       # inside one layer and wholly above 0: the tolerance is decided first
+    (-0.010, 0.030, "shown"),      # inside one layer, reaching below 0
+    (-0.050, -0.010, "shown"),     # a fall
+    (0.000, 1 / 28, "shown"),      # at the tolerance exactly
+    (0.020, 0.050, "not shown"),   # above 0, past one layer
+    (0.040, 0.060, "not shown"),   # wholly past one layer
+    (0.000, 0.040, "mixed"),       # touches 0 and passes one layer: not wholly above 0
+    (-0.010, 0.040, "mixed"),      # reaches below 0 and past one layer
+])
+def test_chapter_6_grading_order_on_each_side_of_each_threshold(lo, hi, outcome):
+    delta = 1 / 28  # one layer over the levels: L = 8, five levels
+    c = CLAIMS["depth_score"]
+    assert grade((lo + hi) / 2, lo, hi, delta, c.against.value, shown_first=True) == outcome
 
 
 # ------------------------------------------------------------------------------ chapter 2: structural zeros
@@ -201,3 +223,49 @@ def test_a_degenerate_metric_is_named_and_not_counted():
 def test_p2s_own_spread_is_the_scale_tolerance():
     assert 0.05 < reference_spread("kl") < 0.15
     assert all(reference_spread(m) >= 0 for m in ("cos", "kl", "overlap"))
+
+
+# ------------------------------------------------------------------------------ paper vs this run (issue 34)
+
+def test_the_paper_vs_run_table_puts_the_same_statistic_side_by_side():
+    """The row named by the graded statistic holds the paper's value of it and this run's value with its
+    interval; the claim row holds the outcome, not a fragment of the numbers (main showed their first
+    fragment: in chapter 2, the second half's mean, which is not the graded ratio)."""
+    v = claims.future_effects(_future([1.2] * 4 + [1.0, 1.0, 1.0, 0.0]))
+    f = _future([1.2] * 4 + [1.0, 1.0, 1.0, 0.0]).facts()
+    table = claims.paper_vs_run(v, [{"model": "ladder-8", "n_layers": 8, "n": 6, "dataset": "gsm8k"}])
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
+    c = CLAIMS["future_effects"]
+    stat = rows[c.short].split(" | ")
+    assert stat[1] == c.paper_says() and "read off Fig. 3" in stat[1]
+    assert stat[2].rstrip(" |") == v.value and v.value.startswith(f"{f['later_ratio']:.2f} [")
+    assert rows["claim"].split(" | ")[2].rstrip(" |") == f"**{v.outcome}**"
+
+
+def test_every_claim_names_its_statistic_and_the_papers_value_of_it():
+    for c in CLAIMS.values():
+        said = c.paper_says()
+        assert c.short and said, c.key
+        if c.paper == "P1":  # read off a figure, or said to have no number, never a number we cannot source
+            assert "read off Fig." in said or "no number" in said or said.startswith("—"), (c.key, said)
+        else:
+            assert "P2's Table 1" in said, (c.key, said)
+
+
+def test_p2s_values_are_computed_from_its_table():
+    """Independently of :mod:`depthutils.study`: P2's Table 1 read with the csv module."""
+    import csv
+
+    from depthutils.study import REFERENCE_CSV, reference_gains
+    rows = {r["model"]: r for r in csv.DictReader(REFERENCE_CSV.open())}
+    tasks = ("hellaswag", "gsm8k", "aime24")
+    mean = lambda name, m, ts=tasks: sum(float(rows[name][f"{m}_{t}_ratio"]) for t in ts) / len(ts)  # noqa: E731
+    for m in ("cos", "kl", "overlap"):
+        g = reference_gains(m)
+        assert g["cot_gain"]["1.5B"] == pytest.approx(mean("DS-R1-Qwen-1.5B", m) - mean("Qwen2.5-Math-1.5B", m), abs=1e-3)
+        assert g["cot_gain"]["32B"] == pytest.approx(mean("DS-R1-Qwen-32B", m) - mean("Qwen2.5-32B", m), abs=1e-3)
+        inst = [f"Qwen2.5-{s}-Instruct" for s in ("1.5B", "7B", "14B", "32B")]
+        hard = sum(mean(n, m, ("aime24",)) for n in inst) / 4 - sum(mean(n, m, ("hellaswag", "gsm8k")) for n in inst) / 4
+        assert g["hard_gain"] == pytest.approx(hard, abs=1e-3)
+        means = [mean(n, m) for n in inst]
+        assert g["scale_spread"] == pytest.approx(max(means) - min(means), abs=1e-3)

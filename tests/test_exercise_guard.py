@@ -1,0 +1,189 @@
+"""A check leaves the model as it found it, whatever the student's code did, and the errors students meet
+most come back as one sentence saying what to change (issue 34, points 9 and 10).
+
+Each crashing attempt below is followed by the reference solution's own check, which must pass, and by a
+comparison of everything a student's code can change on the model with what it was before.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+from torch.nn.modules import module as torch_module
+
+from depthutils import exercises
+from depthutils.book import chapters
+from depthutils.errors import DepthError
+
+
+
+def fingerprint(lm) -> dict:
+    """Everything a student's code can leave changed on ``lm``, in comparable form."""
+    hf = lm.hf
+    hooks = {name: tuple(len(getattr(m, h, {})) for h in ("_forward_hooks", "_forward_pre_hooks",
+                                                          "_backward_hooks", "_backward_pre_hooks"))
+             for name, m in hf.named_modules()}
+    return {"grad": torch.is_grad_enabled(), "hooks": hooks,
+            "global": (len(torch_module._global_forward_hooks), len(torch_module._global_forward_pre_hooks)),
+            "forward": {name: type(m.__dict__.get("forward")).__name__ for name, m in hf.named_modules()},
+            "training": any(m.training for m in hf.modules()),
+            "requires_grad": tuple(p.requires_grad for p in hf.parameters()),
+            "weights": float(sum(p.detach().double().abs().sum() for p in hf.parameters())),
+            "attn": hf.config._attn_implementation, "name": lm.name}
+
+
+def hook_left(lm, input_ids, layer):
+    lm.hf_layer(layer).register_forward_hook(lambda m, a, o: o * 0)
+    raise RuntimeError("a student's bug")
+
+
+def pre_hook_left(lm, input_ids, layer):
+    lm.hf_layer(0).register_forward_pre_hook(lambda m, args: (args[0] * 0, *args[1:]))
+    raise RuntimeError("a student's bug")
+
+
+def global_hook_left(lm, input_ids, layer):
+    torch.nn.modules.module.register_module_forward_hook(lambda m, a, o: None)
+    raise RuntimeError("a student's bug")
+
+
+def crash_in_trace(lm, input_ids, layer):
+    with lm.nn.trace(input_ids):
+        lm.layer(layer).output[:] = 0
+        lm.layer(layer).output[99999].save()  # an index error inside the trace
+    raise RuntimeError("not reached")
+
+
+def grad_off(lm, input_ids, layer):
+    torch.set_grad_enabled(False)
+    raise RuntimeError("a student's bug")
+
+
+def eager(lm, input_ids, layer):
+    lm.hf.set_attn_implementation("eager")
+    raise RuntimeError("a student's bug")
+
+
+def forward_replaced(lm, input_ids, layer):
+    mod = lm.hf_layer(layer).mlp
+    mod.forward = lambda *a, **k: 0
+    raise RuntimeError("a student's bug")
+
+
+def weights_edited(lm, input_ids, layer):
+    with torch.no_grad():
+        lm.hf_layer(layer).mlp.down_proj.weight.zero_()
+    raise RuntimeError("a student's bug")
+
+
+def training_and_grads(lm, input_ids, layer):
+    lm.hf.train()
+    for p in lm.hf.parameters():
+        p.requires_grad_(False)
+    lm.name = "renamed"
+    raise RuntimeError("a student's bug")
+
+
+CRASHES = [hook_left, pre_hook_left, global_hook_left, crash_in_trace, grad_off, eager, forward_replaced,
+           weights_edited, training_and_grads]
+
+
+@pytest.mark.parametrize("attempt", CRASHES, ids=lambda f: f.__name__)
+def test_a_crashed_attempt_leaves_the_model_as_it_was(attempt, capsys):
+    lm = exercises._model("default")
+    before = fingerprint(lm)
+    with pytest.raises(Exception):
+        exercises.check("layer_output", attempt)
+    assert fingerprint(lm) == before
+    exercises.check("layer_output", exercises.solution("layer_output"))
+    assert "✔" in capsys.readouterr().out
+
+
+def test_gradients_switched_off_do_not_break_the_next_ig_check(capsys):
+    """Integrated gradients needs gradients: a student's attempt that switched them off and crashed must
+    not make the reference solution fail its check."""
+    def attempt(lm, input_ids, layer, predict_positions, answer_ids, steps):
+        torch.set_grad_enabled(False)
+        lm.hf_layer(layer).register_forward_hook(lambda m, a, o: o + 1)
+        raise RuntimeError("a student's bug")
+    with pytest.raises(RuntimeError):
+        exercises.check("ig_riemann", attempt)
+    assert torch.is_grad_enabled()
+    exercises.check("ig_riemann", exercises.solution("ig_riemann"))
+    assert "✔" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------- errors said in one sentence
+def one_sentence(err) -> str:
+    msg = str(err.value)
+    assert "\n" not in msg and "Traceback" not in msg and len(msg) < 400, msg
+    assert err.value.__cause__ is None and (err.value.__context__ is None or err.value.__suppress_context__), \
+        "the library's traceback is hidden"
+    return msg
+
+
+def test_out_of_order_read_says_what_to_change():
+    def out_of_order(lm, input_ids, layer):
+        with lm.nn.trace(input_ids):
+            lm.layer(layer + 1).output.save()
+            out = lm.layer(layer).output.save()
+        return out
+    with pytest.raises(DepthError) as err:
+        exercises.check("layer_output", out_of_order)
+    msg = one_sentence(err)
+    assert "in the order the model runs them" in msg and "layer_output" in msg
+
+
+def test_value_used_without_save_says_what_to_change():
+    def no_save(lm, input_ids, layer):
+        with lm.nn.trace(input_ids):
+            out = lm.layer(layer).output
+        return out
+    with pytest.raises(DepthError) as err:
+        exercises.check("layer_output", no_save)
+    assert ".save()" in one_sentence(err)
+
+
+@pytest.mark.parametrize("fn, phrase", [
+    (lambda lm, ids, layer: None, "rename `ids` to `input_ids`"),
+    (lambda lm, input_ids: None, "add `layer`"),
+    (lambda lm, input_ids, layer, extra: None, "remove (or give a default to) `extra`"),
+])
+def test_renamed_parameter_says_what_to_change(fn, phrase):
+    with pytest.raises(DepthError) as err:
+        exercises.check("layer_output", fn)
+    msg = one_sentence(err)
+    assert phrase in msg and "input_ids" in msg, msg
+
+
+def test_a_type_error_inside_the_students_code_is_not_misnamed():
+    """Only a signature that does not accept the arguments is reported as a parameter problem."""
+    def body_bug(lm, input_ids, layer):
+        return len(3)
+    with pytest.raises(TypeError, match="has no len"):
+        exercises.check("layer_output", body_bug)
+
+
+def test_exercises_are_numbered_per_chapter(capsys):
+    numbers = {ex.id: ex.number for ex in exercises.EXERCISES.values()}
+    for ex in exercises.EXERCISES.values():
+        assert ex.number == f"{int(ex.chapter[:2])}.2", (ex.id, ex.number)
+    assert len(set(numbers.values())) == len(numbers)
+    exercises.check("9.2", exercises.solution("9.2"))
+    assert "✔ effective_depth_kl" in capsys.readouterr().out
+
+
+def test_the_pages_title_each_exercise_with_its_number():
+    """Each chapter's page titles every exercise N.1, N.2, … in order (N.1 predict, N.2 implement it),
+    unnumbered by the extension (whose numbers run across the book), and N.2 is the number the checker knows."""
+    by_chapter = {ex.chapter: ex.number for ex in exercises.EXERCISES.values()}
+    for path in chapters().values():
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+        n = int(path.stem[:2])
+        every = re.findall(r"```\{exercise(?:-start)?\}[^\n]*\n", text)
+        titles = re.findall(r"```\{exercise(?:-start)?\} (\d+\.\d+) · [^\n]+\n:label: [^\n]+\n:nonumber:\n", text)
+        assert titles == [f"{n}.{k + 1}" for k in range(len(every))], (path.name, every, titles)  # all, in order
+        assert by_chapter[path.stem] == f"{n}.2"

@@ -1,0 +1,93 @@
+"""What a reader is told (issue 34, points 4 and 5): the model's name, not an alias; the papers cited
+with links; chapter 9 counting layers as chapter 3 does; chapter 5's criterion naming its own measure;
+jargon explained where it first appears."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from depthutils import claims
+from depthutils.book import chapters
+from depthutils.models import load_model
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def markdown(stem: str) -> str:
+    nb = json.loads(chapters()[stem[:2]].read_text(encoding="utf-8"))
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+def test_an_embedded_alias_is_shown_by_its_models_name():
+    lm = load_model("default")
+    assert lm.name == "ladder-8" and "default" not in repr(lm)
+    assert load_model("shared").name == "ladder-8-shared"
+
+
+def test_every_paper_is_cited_with_a_link():
+    bib = (ROOT / "references.bib").read_text()
+    entries = re.findall(r"@\w+\{(\w+),(.*?)\n\}", bib, flags=re.S)
+    assert {k for k, _ in entries} == {"csordas2025depth", "hu2025effective"}
+    for key, body in entries:
+        assert re.search(r"url\s*=\s*\{https://arxiv\.org/abs/\d{4}\.\d{5}\}", body), key
+    intro = (ROOT / "intro.md").read_text()
+    assert "https://arxiv.org/abs/2505.13898" in intro and "https://arxiv.org/abs/2512.14064" in intro
+
+
+def test_chapter_9_counts_layers_as_chapter_3():
+    """Index 0 of the lens curves is the output of layer 0 (chapter 3), not 'before any layer'."""
+    text = markdown("09")
+    assert "before any layer" not in text and "the output of the first layer" in text
+
+
+class _Prompt:
+    def __init__(self, rel):
+        self.rel = rel
+
+    def facts(self):
+        return {"deepest_rel": self.rel}
+
+
+def test_chapters_4_and_5_state_their_own_measure_in_the_criterion():
+    erasure = claims.context({"arithmetic": _Prompt(0.5)}, "erasing the residual").criterion
+    ig = claims.context({"arithmetic": _Prompt(0.5)}, "the |attribution|").criterion
+    assert "erasing the residual" in erasure and "attribution" not in erasure
+    assert "integrated-gradients attribution" in ig and "erasing" not in ig and "intervening" not in ig
+
+
+def test_jargon_is_explained_where_it_first_appears():
+    assert "nnterp, a library" in markdown("00")
+    assert "MQuAKE is a benchmark" in markdown("06")
+    assert "spec:" not in claims.CLAIMS["residual_stream"].where
+
+
+def test_claim_texts_write_their_notation_so_a_table_shows_it():
+    """The claims' texts appear in Markdown outputs (verdicts, the paper-vs-run tables), which the book
+    renders as GFM, without math: their notation is Unicode (hₗ₊₁, ‖Δₗ‖), never raw TeX (h_{l+1}, $…$)."""
+    raw = re.compile(r"[\wΔ‖]_\{|[A-Za-zΔ]_[A-Za-z0-9]\b|\$|\\[a-zA-Z]+")
+    for c in claims.CLAIMS.values():
+        for text in (c.sentence, c.statistic, c.short, c.shown.source, c.against.source, c.paper_says()):
+            assert not raw.search(text), (c.key, text)
+
+
+def test_chapter_6_states_the_grading_order_in_its_prose():
+    assert "inside one layer over the levels supports the claim (this is decided first" in markdown("06")
+
+
+def test_several_verdicts_on_one_page_have_different_headings():
+    """Chapter 9 shows three verdicts; main headed each "Verdict: mixed." alike."""
+    from depthutils import report
+    from depthutils.grading import not_tested
+    vs = {k: not_tested(k, "this run has one model.") for k in ("scale", "cot", "difficulty")}
+    heads = [line for line in report.verdict(vs).data.splitlines() if line.startswith("**Verdict")]
+    assert len(heads) == 3 and len(set(heads)) == 3, heads
+    assert report.verdict(vs["scale"]).data.startswith("**Verdict: not tested.**")
+
+
+def test_the_intros_table_sets_its_notation_as_math():
+    intro = (ROOT / "intro.md").read_text()
+    for line in intro.splitlines():
+        if line.startswith("|"):
+            outside = re.sub(r"\$[^$]*\$|`[^`]*`", "", line)
+            assert not re.search(r"_\{|[A-Za-zΔ]_[a-z0-9]\b", outside), line
