@@ -26,6 +26,7 @@ checked against measured peaks by ``python -m depthutils plan --check`` (:mod:`d
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from .errors import DepthError
@@ -59,6 +60,7 @@ class Shape:
     gated: bool = True
     experts: int = 1          # MoE: experts per layer (weights held) …
     experts_active: int = 1   # … and per token (FLOPs)
+    stored_dtype: str | None = None  # the checkpoint's dtype (config "dtype" / "torch_dtype")
 
     @classmethod
     def from_config(cls, cfg: dict, name: str = "") -> "Shape":
@@ -81,7 +83,8 @@ class Shape:
                    tied=bool(cfg.get("tie_word_embeddings", mt in ("gpt2",))),
                    context=get("max_position_embeddings", "n_positions", "seq_length"), gated=gated,
                    experts=get("num_local_experts", "num_experts", default=1),
-                   experts_active=get("num_experts_per_tok", default=1))
+                   experts_active=get("num_experts_per_tok", default=1),
+                   stored_dtype=str(get("dtype", "torch_dtype", default="")).replace("torch.", "") or None)
 
     # ---------------------------------------------------------------- parameters
     @property
@@ -99,6 +102,12 @@ class Shape:
         return self.attn_params + self.experts * self.mlp_params + 2 * self.hidden
 
     @property
+    def kv_share(self) -> float:
+        """The share of a layer's weights a call stopped once it has its keys and values multiplies
+        (its q, k and v projections)."""
+        return (self.heads + 2 * self.kv_heads) * self.head_dim * self.hidden / self.active_layer_params
+
+    @property
     def active_layer_params(self) -> int:
         """Weights one token multiplies in a layer (the active experts of an MoE layer)."""
         return self.attn_params + self.experts_active * self.mlp_params + 2 * self.hidden
@@ -109,6 +118,13 @@ class Shape:
 
     def weight_bytes(self, dtype: str) -> int:
         return self.params * BYTES[dtype]
+
+    def resident_bytes(self, dtype: str, device: str = "cpu") -> int:
+        """The weights a run keeps in memory. On a CPU, a checkpoint already in ``dtype`` is memory-mapped
+        (safetensors), so an untied input embedding stays on disk but for the rows of the tokens read;
+        converted weights (e.g. a bf16 checkpoint run in fp32), tied ones, and a GPU's copy are all resident."""
+        mapped = device == "cpu" and not self.tied and self.stored_dtype == dtype
+        return (self.params - (self.vocab * self.hidden if mapped else 0)) * BYTES[dtype]
 
     def kv_bytes_per_token(self, dtype: str) -> int:
         """Keys and values of every layer for one position of one row (the KV cache of generation)."""
@@ -149,6 +165,10 @@ class Cost:
     flops_bwd: float = 0.0
     layer_calls: int = 0
     unembed_calls: int = 0
+    calls: Counter = field(default_factory=Counter)          # tokens per layer call -> number of such calls
+    grad_calls: Counter = field(default_factory=Counter)     # the same, for calls that also run backward
+    unembed_sizes: Counter = field(default_factory=Counter)  # tokens per unembedding call -> calls
+    grad_unembed: Counter = field(default_factory=Counter)   # the same, for calls that also run backward
     saved: float = 0.0        # bytes held through the call
     work: float = 0.0         # bytes of its largest step
     requests: int = 0
@@ -167,6 +187,9 @@ class Cost:
                     **{k: add(k) for k in ("layer_tokens", "layer_passes", "grad_tokens", "unembed_tokens",
                                            "flops_fwd", "flops_bwd", "layer_calls", "unembed_calls", "requests", "download")},
                     saved=max(self.saved, other.saved), work=max(self.work, other.work),
+                    calls=self.calls + other.calls, grad_calls=self.grad_calls + other.grad_calls,
+                    unembed_sizes=self.unembed_sizes + other.unembed_sizes,
+                    grad_unembed=self.grad_unembed + other.grad_unembed,
                     batch_size=min((b for b in (self.batch_size, other.batch_size) if b), default=None),
                     notes=self.notes + [n for n in other.notes if n not in self.notes])
 
@@ -177,16 +200,22 @@ class Acc:
     def __init__(self, shape: Shape, what: str, T: int):
         self.s, self.T, self.c = shape, T, Cost(what)
 
-    def layers(self, n_layers: int, rows: int, positions: int, context: float | None = None, grad: bool = False):
-        """``n_layers`` layer calls on ``rows`` rows of ``positions`` positions each."""
+    def layers(self, n_layers: int, rows: int, positions: int, context: float | None = None, grad: bool = False,
+               share: float = 1.0):
+        """``n_layers`` layer calls on ``rows`` rows of ``positions`` positions each; ``share`` < 1 for a call
+        stopped part-way (it counts as a call for layer-passes, and for ``share`` of a call's time and FLOPs)."""
         tok = n_layers * rows * positions
         ctx = context if context is not None else positions / 2
-        f = tok * self.s.layer_flops(ctx)
+        f = tok * self.s.layer_flops(ctx) * share
         self.c.layer_tokens += tok
         self.c.layer_passes += tok / self.T
         self.c.flops_fwd += f
         self.c.layer_calls += n_layers
+        if n_layers and rows * positions:
+            self.c.calls[rows * positions] += n_layers * share
         if grad:
+            if n_layers and rows * positions:
+                self.c.grad_calls[rows * positions] += n_layers * share
             self.c.grad_tokens += tok
             self.c.flops_bwd += f  # gradients of the inputs only: the weights need none
 
@@ -194,6 +223,9 @@ class Acc:
         f = rows * positions * self.s.unembed_flops
         self.c.unembed_tokens += rows * positions
         self.c.unembed_calls += 1
+        self.c.unembed_sizes[rows * positions] += 1
+        if grad:
+            self.c.grad_unembed[rows * positions] += 1
         self.c.flops_fwd += f
         self.c.flops_bwd += f if grad else 0.0
 

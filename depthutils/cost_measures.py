@@ -127,8 +127,9 @@ def integrated_gradients(s: Shape, T: int, n_pred: int, dtype: str, fast: bool, 
             for start in range(0, steps, batch):
                 r = min(batch, steps - start)
                 a.layers(max(L - 2 - l, 0), r, hi, grad=True)
-                if l < L - 1:
-                    a.layers(1, r, n_pred, context=hi, grad=True)  # the last layer on the answer positions
+                if l < L - 1:  # the last layer: keys and values of the earlier positions, then the answer's
+                    a.layers(1, r, hi - n_pred, grad=True, share=s.kv_share)
+                    a.layers(1, r, n_pred, context=hi, grad=True)
                 a.unembed(r, n_pred, grad=True)
                 work = max(work, s.saved_bytes(r, hi, L - 1 - l, dtype) + 3 * r * hi * s.hidden * BYTES[dtype]
                            + s.act_bytes(r, hi, dtype) + 2 * s.logit_bytes(r, n_pred))

@@ -199,12 +199,12 @@ def make_plan(chapter: str, model: str | None = None, models: list[str] | None =
     cals = {i.name: calibration(i.shape, dtype, threads) for i in infos} if device == "cpu" and not remote else {}
     base = max((c["base_rss_bytes"] for c in cals.values()), default=0.0)
     together = num in ("07", "08")  # these chapters hold every model at once
-    weights = [i.shape.weight_bytes(dtype) for i in infos]
+    weights = [i.shape.resident_bytes(dtype, "cpu" if device == "cpu" and not remote else "gpu") for i in infos]
     held = sum(weights) if together else max(weights)
 
     def evaluate(batch, lpp):
         calls = chapter_costs(num, infos, p, dtype, fast, remote, batch, lpp)
-        peak = max(base + (held if together else info.shape.weight_bytes(dtype)) + c.peak for info, c in calls)
+        peak = max(base + (held if together else weights[infos.index(info)]) + c.peak for info, c in calls)
         return calls, peak
 
     L = max(i.shape.layers for i in infos)

@@ -19,14 +19,14 @@ import torch
 from . import cost_measures as cm
 from .bench import Counter, _isolated
 from .cost import Shape
-from .plan_time import calibration, cpu_seconds
+from .plan_time import calibration, cpu_seconds, peak_rss_now
 
 WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8,
                 vocab_size=128256)
 #: the short runs: future effects on one GSM8K prompt cut to this many tokens, P1's arithmetic prompt
 #: for erasure and IG (IG at this many steps, in P1's batches of 16), one addition prompt per level
 CHECK_TOKENS, CHECK_STEPS = 40, 32
-MEASUREMENTS = ("load", "contributions", "logit_lens", "future_effects", "residual_erasure", "integrated_gradients",
+MEASUREMENTS = ("contributions", "logit_lens", "future_effects", "residual_erasure", "integrated_gradients",
                 "depth_score")
 TOLERANCE = 0.25
 
@@ -56,6 +56,13 @@ def model_8b_width(layers: int, dtype: str) -> Path:
     return path
 
 
+def _build_worker(args, queue):
+    try:
+        queue.put({"path": str(model_8b_width(*args))})
+    except BaseException as e:
+        queue.put({"error": f"{type(e).__name__}: {e}"})
+
+
 def _worker(args, queue):
     try:
         queue.put(_run(*args))
@@ -64,8 +71,6 @@ def _worker(args, queue):
 
 
 def _run(path: str, measurement: str, dtype: str, threads: int) -> dict:
-    import resource
-
     import depthutils as du
     from . import data
     from .bench import ARITH
@@ -73,10 +78,8 @@ def _run(path: str, measurement: str, dtype: str, threads: int) -> dict:
 
     torch.set_num_threads(threads)
     handle = du.load_model(path, device="cpu", dtype=dtype)
-    rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # noqa: E731
+    rss = peak_rss_now
     out = {"load_rss": rss()}
-    if measurement == "load":
-        return {**out, "seconds": 0.0, "layer_passes": 0.0, "peak_rss": rss(), "lengths": {}}
     gsm = data.gsm8k(1)
     arith = du.Prompt.from_parts(*ARITH, "check")
     add = data.project_task("addition", 1, operands=3)
@@ -90,6 +93,7 @@ def _run(path: str, measurement: str, dtype: str, threads: int) -> dict:
         "integrated_gradients": lambda: du.integrated_gradients(handle, arith, steps=CHECK_STEPS, progress_bar=False),
         "depth_score": lambda: du.depth_score(handle, groups={"addition": {3: add}}, progress_bar=False),
     }[measurement]
+    du.contributions(handle, [du.Prompt.from_parts("5 + 7 = ", "12")], progress_bar=False)  # page the weights in
     counter = Counter(handle)
     t0 = time.perf_counter()
     run()
@@ -107,9 +111,6 @@ def _run(path: str, measurement: str, dtype: str, threads: int) -> dict:
 def predict(shape: Shape, measurement: str, dtype: str, lengths: dict):
     """The plan's cost of what :func:`_run` ran."""
     fast = dtype == "float32"
-    if measurement == "load":
-        from .cost import Cost
-        return Cost("load")
     if measurement in ("contributions", "logit_lens"):
         return cm.forward_only(shape, [lengths["gsm"]], dtype, False, measurement, lens=measurement == "logit_lens")
     if measurement == "future_effects":
@@ -137,18 +138,18 @@ def check(models=None, json_path: str | None = None, quick: bool = False, thread
           f"{'s/lp pred':>11}{'s/lp meas':>11}{'err':>7}{'lp pred':>9}{'lp meas':>9}", flush=True)
     for spec, dtype in models:
         from .plan_models import model_info
-        path = str(model_8b_width(spec, dtype)) if isinstance(spec, int) else spec
+        path = _isolated(_build_worker, spec, dtype)["path"] if isinstance(spec, int) else spec
         name = f"8B-width {spec} layers" if isinstance(spec, int) else spec
         shape = model_info(path).shape
         cal = calibration(shape, dtype, threads)
         for meas in MEASUREMENTS:
             got = _isolated(_worker, path, meas, dtype, threads)
             c = predict(shape, meas, dtype, got["lengths"])
-            rss = cal["base_rss_bytes"] + shape.weight_bytes(dtype) + c.peak
+            rss = cal["base_rss_bytes"] + shape.resident_bytes(dtype) + c.peak
             sec = cpu_seconds(c, shape, dtype, cal)
             row = dict(model=name, dtype=dtype, measurement=meas, rss_pred=rss, rss_meas=got["peak_rss"],
                        load_rss=got["load_rss"], seconds_pred=sec, seconds_meas=got["seconds"],
-                       lp_pred=c.layer_passes, lp_meas=got["layer_passes"])
+                       lp_pred=c.layer_passes, lp_meas=got["layer_passes"], lengths=got["lengths"], path=path)
             row["rss_err"] = rss / got["peak_rss"] - 1
             if c.layer_passes:
                 row["s_per_lp_pred"], row["s_per_lp_meas"] = sec / c.layer_passes, got["seconds"] / got["layer_passes"]

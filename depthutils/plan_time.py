@@ -1,9 +1,9 @@
 """Seconds from a :class:`~depthutils.cost.Cost`: a CPU calibration measured here, or a GPU's data sheet.
 
 **CPU.** :func:`calibrate` times one random decoder layer of the model's width (or, above
-:data:`CALIBRATION_MAX_BYTES`, of Llama 3.1 8B's width) on this machine: a few forward calls at two
-sizes (the time to read its weights, and a throughput), one forward+backward, and the resident memory of a
-process that has imported depthutils. It takes a few seconds and is cached in
+:data:`CALIBRATION_MAX_BYTES`, of Llama 3.1 8B's width) and an unembedding on this machine, at a few
+sizes of call, one forward+backward, and the resident memory of a process that has imported depthutils.
+It takes seconds (about a minute at 8B width) and is cached in
 ``$XDG_CACHE_HOME/depthutils/calibration.json`` per width, dtype and thread count.
 
 **GPU.** :data:`DEVICES` holds an H100's figures from NVIDIA's data sheet; a pass takes the longer of
@@ -52,23 +52,33 @@ def calibration(shape: Shape, dtype: str, threads: int | None = None, refresh: b
     threads = threads or torch.get_num_threads()
     width = _width(shape, dtype)
     key = f"{width['hidden_size']}x{width['intermediate_size']}x{width['num_attention_heads']}x" \
-          f"{width['num_key_value_heads']}-{dtype}-{threads}t"
+          f"{width['num_key_value_heads']}-V{min(shape.vocab, 128256)}-{dtype}-{threads}t"
     path = cache_file()
     cached = json.loads(path.read_text()) if path.exists() else {}
     if key not in cached or refresh:
-        cached[key] = calibrate(width, dtype, threads)
+        cached[key] = calibrate(width, dtype, threads, min(shape.vocab, 128256))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cached, indent=1))
-    return cached[key]
+    cal = cached[key]
+    for k in ("layer_seconds", "unembed_seconds"):  # JSON keys are strings
+        cal[k] = {int(m): v for m, v in cal[k].items()}
+    return cal
 
 
-def calibrate(width: dict, dtype: str, threads: int) -> dict:
-    """Measure one random Llama layer of ``width`` on this machine.
+#: tokens per call at which :func:`calibrate` times a layer, and an unembedding
+LAYER_POINTS = ((1, 1), (1, 8), (1, 32), (1, 128), (4, 128))
+UNEMBED_POINTS = (1, 4, 16, 64, 256)
 
-    A layer call costs ``weights / read + FLOPs / throughput``: a call on a few tokens is bound by
-    reading the layer's weights (``read_bytes_per_s``), a call on many by its matmuls (``flops_per_s``);
-    the two are fitted to a call on 8 tokens and one on 4 x 128. ``bwd_flops_per_s`` is the backward's
-    (gradients of the input only) from one forward+backward on 4 x 128.
+
+def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dict:
+    """Time one random Llama layer of ``width`` and one unembedding on this machine.
+
+    A CPU's time per call is far from linear in the tokens of the call: one token is a matrix-vector
+    product bound by reading the weights, a few tokens pay for packing the weights into the matmul's
+    blocks, many tokens approach the matmul's throughput. So the layer is timed at
+    :data:`LAYER_POINTS` (rows x positions) and the unembedding ``[V, H]`` at :data:`UNEMBED_POINTS`
+    rows; :func:`cpu_seconds` interpolates between them. ``bwd_ratio`` is the backward's time (gradients
+    of the input only) over the forward's, on 4 x 128.
     """
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
@@ -76,7 +86,6 @@ def calibrate(width: dict, dtype: str, threads: int) -> dict:
     torch.set_num_threads(threads)
     cfg = LlamaConfig(**width, num_hidden_layers=1, vocab_size=8)
     cfg._attn_implementation = "sdpa"
-    shape = Shape.from_config(cfg.to_dict())
     dt = getattr(torch, dtype)
     with torch.device("meta"):
         layer = LlamaDecoderLayer(cfg, 0)
@@ -98,34 +107,58 @@ def calibrate(width: dict, dtype: str, threads: int) -> dict:
                 torch.autograd.grad(out.float().sum(), x)
         return time.perf_counter() - t0
 
-    def best(B, T, grad=False):
-        call(B, T, grad)
-        return min(call(B, T, grad) for _ in range(2))
+    def best(fn, *args, n=2):
+        fn(*args)
+        return min(fn(*args) for _ in range(n))
 
-    small, big = (1, 8), (4, 128)
-    t_small, t_big, t_grad = best(*small), best(*big), best(*big, grad=True)
-    f = lambda B, T: B * T * shape.layer_flops(T / 2)  # noqa: E731
-    per_flop = max((t_big - t_small) / (f(*big) - f(*small)), 1e-15)
-    per_call = max(t_small - f(*small) * per_flop, 1e-6)
-    bwd = max(t_grad - t_big, 1e-6)
-    return {"width": width, "dtype": dtype, "threads": threads, "flops_per_s": 1 / per_flop,
-            "bwd_flops_per_s": f(*big) / bwd, "read_bytes_per_s": shape.layer_params * BYTES[dtype] / per_call,
-            "base_rss_bytes": base_rss(), "torch": torch.__version__,
-            "measured": {"1x8_s": t_small, "4x128_s": t_big, "4x128_fwd_bwd_s": t_grad}}
+    layer_t = {B * T: best(call, B, T) for B, T in LAYER_POINTS}
+    t_grad = best(call, 4, 128, True, n=1)
+    del layer
+    W = torch.empty(vocab, width["hidden_size"], dtype=dt).uniform_(-0.02, 0.02)
+
+    def unembed(M):
+        x = torch.randn(M, width["hidden_size"], dtype=dt)
+        t0 = time.perf_counter()
+        (x @ W.T).float().softmax(-1)
+        return time.perf_counter() - t0
+
+    unembed_t = {M: best(unembed, M) for M in UNEMBED_POINTS}
+    return {"width": width, "vocab": vocab, "dtype": dtype, "threads": threads,
+            "layer_seconds": layer_t, "unembed_seconds": unembed_t, "bwd_ratio": t_grad / layer_t[512] - 1,
+            "layer_params": Shape.from_config({**cfg.to_dict(), "vocab_size": vocab}).layer_params,
+            "base_rss_bytes": base_rss(), "torch": torch.__version__}
+
+
+def interpolate(points: dict, m: float) -> float:
+    """Seconds of a call on ``m`` tokens: piecewise linear between the timed sizes, the last slope beyond."""
+    xs = sorted((float(k), v) for k, v in points.items())
+    if m <= xs[0][0]:
+        return xs[0][1]
+    for (x0, y0), (x1, y1) in zip(xs, xs[1:]):
+        if m <= x1 or (x1, y1) == xs[-1]:
+            return y0 + (y1 - y0) * (m - x0) / (x1 - x0)
+    return xs[-1][1]
 
 
 def base_rss() -> int:
     """Peak RSS of a fresh process that has imported depthutils (and so torch, transformers, nnsight)."""
-    code = "import resource, depthutils, depthutils.stack; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    code = "import depthutils, depthutils.stack; from depthutils.plan_time import peak_rss_now; print(peak_rss_now())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    return int(out.stdout.split()[-1]) * 1024
+    return int(out.stdout.split()[-1])
 
 
 def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
-    """FLOPs at the measured throughputs, plus every layer and unembedding call's weights read once."""
-    reads = (cost.layer_calls * shape.layer_params + cost.unembed_calls * shape.vocab * shape.hidden) * BYTES[dtype]
-    return cost.flops_fwd / cal["flops_per_s"] + cost.flops_bwd / cal["bwd_flops_per_s"] + reads / cal["read_bytes_per_s"]
+    """Every layer and unembedding call at its size, from the calibration (scaled by weights where the
+    calibration was made at another width or vocabulary), backward calls at ``1 + bwd_ratio`` times."""
+    w = shape.layer_params / cal["layer_params"]
+    u = shape.vocab * shape.hidden / (cal["vocab"] * cal["width"]["hidden_size"])
+    lt, ut = cal["layer_seconds"], cal["unembed_seconds"]
+    layer = sum(n * interpolate(lt, m) for m, n in cost.calls.items())
+    grad = sum(n * interpolate(lt, m) for m, n in cost.grad_calls.items()) * cal["bwd_ratio"]
+    unembed = sum(n * interpolate(ut, m) for m, n in cost.unembed_sizes.items())
+    unembed += sum(n * interpolate(ut, m) for m, n in cost.grad_unembed.items()) * cal["bwd_ratio"]
+    return w * (layer + grad) + u * unembed
 
 
 def gpu_seconds(cost: Cost, shape: Shape, dtype: str, device: str = "h100") -> float:
@@ -150,4 +183,12 @@ def available_memory() -> int:
 
 
 def peak_rss_now() -> int:
+    """This process's peak RSS in bytes: ``VmHWM`` (reset by exec, unlike ``ru_maxrss``, which a child
+    inherits from the parent it was forked from), else ``ru_maxrss``."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
