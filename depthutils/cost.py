@@ -61,6 +61,7 @@ class Shape:
     experts: int = 1          # MoE: experts per layer (weights held) …
     experts_active: int = 1   # … and per token (FLOPs)
     stored_dtype: str | None = None  # the checkpoint's dtype (config "dtype" / "torch_dtype")
+    qkv_bias: bool = False    # biases on q, k and v (Qwen2; config "attention_bias")
 
     @classmethod
     def from_config(cls, cfg: dict, name: str = "") -> "Shape":
@@ -84,13 +85,14 @@ class Shape:
                    context=get("max_position_embeddings", "n_positions", "seq_length"), gated=gated,
                    experts=get("num_local_experts", "num_experts", default=1),
                    experts_active=get("num_experts_per_tok", default=1),
+                   qkv_bias=bool(cfg.get("attention_bias", mt == "qwen2")),
                    stored_dtype=str(get("dtype", "torch_dtype", default="")).replace("torch.", "") or None)
 
     # ---------------------------------------------------------------- parameters
     @property
     def attn_params(self) -> int:
-        q = self.heads * self.head_dim
-        return 2 * self.hidden * q + 2 * self.hidden * self.kv_heads * self.head_dim
+        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        return 2 * self.hidden * q + 2 * self.hidden * kv + ((q + 2 * kv) if self.qkv_bias else 0)
 
     @property
     def mlp_params(self) -> int:
@@ -99,7 +101,8 @@ class Shape:
     @property
     def layer_params(self) -> int:
         """Weights of one decoder layer (every expert of an MoE layer)."""
-        return self.attn_params + self.experts * self.mlp_params + 2 * self.hidden
+        router = self.hidden * self.experts if self.experts > 1 else 0
+        return self.attn_params + self.experts * self.mlp_params + router + 2 * self.hidden
 
     @property
     def kv_share(self) -> float:

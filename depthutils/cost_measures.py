@@ -173,10 +173,11 @@ def generate(s: Shape, contexts, new: list[int], dtype: str, remote: bool, batch
     return with_requests(total(costs), remote) if costs else Cost("generate")
 
 
-def depth_score(s: Shape, prompts, dtype: str, fast: bool, remote: bool, decode_batch: int = 32) -> Cost:
+def depth_score(s: Shape, prompts, dtype: str, fast: bool, remote: bool, decode_batch: int = 32,
+                batch: int | None = None) -> Cost:
     """``prompts``: ``(T, n_positions, context, n_new)`` per prompt (its tokens, the interventions' ``t``
     count, the decoded context's length and the tokens to decode)."""
-    fe = [future_effects(s, [T], dtype, fast, False, n_t=k, output=False, what="depth_score")
+    fe = [future_effects(s, [T], dtype, fast, False, n_t=k, output=False, what="depth_score", batch=batch)
           for T, k, _, _ in prompts]
     gen = generate(s, [c for *_, c, _ in prompts], [n for *_, n in prompts], dtype, False, decode_batch)
     out = total(fe + [gen])

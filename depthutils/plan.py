@@ -91,7 +91,8 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
                     out += [(info, ig(p["reference_steps"], "gauss")), (info, ig(p["gauss_steps"], "gauss"))]
         elif chapter == "06":
             out.append((info, cm.depth_score(s, _score_prompts(info, p["tasks"], p["n_per_level"], p["seed"],
-                                                               p["max_new_tokens"]), dtype, fast, remote)))
+                                                               p["max_new_tokens"]), dtype, fast, remote,
+                                        batch=batch)))
         elif chapter == "07":
             if info is models[-1]:
                 break
@@ -106,7 +107,8 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
                     (info, cm.forward_only(s, Ts, dtype, remote, "logit_lens", lens=True, per_token=2)),
                     (info, cm.forward_only(s, Ts, dtype, remote, "effective_depth", lens=True, per_token=3)),
                     (info, cm.depth_score(s, _score_prompts(info, p["tasks"], 10 if "n_per_level" not in p else
-                                                            p["n_per_level"], p["seed"], 48), dtype, fast, remote))]
+                                                            p["n_per_level"], p["seed"], 48), dtype, fast, remote,
+                                        batch=batch))]
         elif chapter == "09":
             from .study import PROJECT_TASKS
             for task in p["tasks"]:
@@ -136,6 +138,7 @@ class Plan:
     memory_budget_bytes: float
     fits: bool
     batch_size: int | None
+    layers_per_pass: int | None
     seconds: float
     seconds_source: str
     requests: int
@@ -228,11 +231,12 @@ def make_plan(chapter: str, model: str | None = None, models: list[str] | None =
     t = total([c for _, c in calls])
     source = ("estimate: " + DEVICES["h100"]["source"]) if remote or device == "cuda" else \
         "measured on this machine (calibration cache)"
-    batch = min((r["batch_size"] for r in rows if r["batch_size"]), default=None)
+    if batch is None:
+        batch = min((r["batch_size"] for r in rows if r["batch_size"]), default=None)
     return Plan(chapter=num, models=[f"{i.name} ({i.source})" for i in infos], device="ndif" if remote else device,
                 dtype=dtype, remote=remote, layer_passes=t.layer_passes, flops_forward=t.flops_fwd,
                 flops_backward=t.flops_bwd, weights_bytes=held, peak_memory_bytes=peak, memory_budget_bytes=budget,
-                fits=fits, batch_size=batch, seconds=sum(r["seconds"] for r in rows), seconds_source=source,
+                fits=fits, batch_size=batch, layers_per_pass=lpp, seconds=sum(r["seconds"] for r in rows), seconds_source=source,
                 requests=t.requests, download_bytes=t.download, rows=rows)
 
 
