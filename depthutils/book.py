@@ -20,7 +20,8 @@ from .errors import DepthError
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER_DIR = ROOT / "chapters"
-BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "references.bib", "favicon.png", "_static")
+BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "bigger_models.md", "references.bib",
+              "favicon.png", "_static")
 #: settings for every kernel the runner, the book and nbval start: no progress bars in pages
 #: chapter parameters that count something and must be positive whole numbers
 COUNTS = {"n_examples", "baseline_n", "n_per_task", "aime_n", "steps", "batch_size"}

@@ -231,8 +231,7 @@ def make_plan(chapter: str, model: str | None = None, models: list[str] | None =
     t = total([c for _, c in calls])
     source = ("estimate: " + DEVICES["h100"]["source"]) if remote or device == "cuda" else \
         "measured on this machine (calibration cache)"
-    if batch is None:
-        batch = min((r["batch_size"] for r in rows if r["batch_size"]), default=None)
+    batch = min((r["batch_size"] for r in rows if r["batch_size"]), default=None)
     return Plan(chapter=num, models=[f"{i.name} ({i.source})" for i in infos], device="ndif" if remote else device,
                 dtype=dtype, remote=remote, layer_passes=t.layer_passes, flops_forward=t.flops_fwd,
                 flops_backward=t.flops_bwd, weights_bytes=held, peak_memory_bytes=peak, memory_budget_bytes=budget,
