@@ -62,8 +62,8 @@ def cmd_bench(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from .book import parse_value
-    from .plan import format_plan, make_plan
+    from .book import find_chapter, parameters, parse_value
+    from .plan import chapter_parameters, format_plan, make_plan
 
     if args.check:
         from .plan_check import check
@@ -74,8 +74,9 @@ def cmd_plan(args) -> int:
         raise DepthError("plan needs a CHAPTER (a number or a name), or --check.")
     params = {name: parse_value(value) for name, value in args.param}
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
-    plan = make_plan(args.chapter, model=args.model, models=models, device=args.device, memory=args.memory,
-                     params=params)
+    path = find_chapter(args.chapter)
+    num, p = chapter_parameters(path, parameters(path), args.model, models, params)
+    plan = make_plan(num, p, device=args.device, memory=args.memory)
     print(plan.json() if args.json else format_plan(plan))
     return 0
 

@@ -10,21 +10,25 @@ turns FLOPs into seconds (:mod:`depthutils.plan_time`: measured here for the CPU
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 
+import torch
+
 from . import cost_measures as cm
+from . import data
 from .cost import Cost, total
+from .depth_score import TASKS
 from .errors import DepthError
 from .plan_models import ModelInfo, model_info
-from .plan_time import DEVICES, available_memory, calibration, cpu_seconds, gpu_seconds
+from .plan_time import DEVICES, available_memory, base_rss, calibration, cpu_seconds, gpu_seconds
+from .study import PROJECT_TASKS
 
 MULTI = {"07": "models", "08": "models", "09": "models"}
 
 
 def _prompts(info: ModelInfo, name: str, n: int, **kw) -> list[tuple[int, int]]:
     """``(tokens, answer tokens)`` of the first ``n`` prompts of data set ``name``, counted for ``info``."""
-    from . import data
-
     out = []
     for p in data.load(name, n, **kw):
         T = info.count(p.context + (p.answer or ""))
@@ -38,8 +42,6 @@ def _cap(Ts, max_tokens, shape):
 
 
 def _score_prompts(info, tasks, n, seed, max_new_tokens):
-    from .depth_score import TASKS
-
     out = []
     for t in tasks:
         levels, load, rule = TASKS[t]
@@ -96,7 +98,6 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
         elif chapter == "07":
             if info is models[-1]:
                 break
-            from . import data
             texts = data.heldout_text(p["n_texts"]) + data.load("addition", p["n_task_prompts"]) + \
                 data.load("multihop", p["n_task_prompts"])
             Ts = _cap([info.count(t.text) for t in texts], mt, s)
@@ -110,7 +111,6 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
                                                             p["n_per_level"], p["seed"], 48), dtype, fast, remote,
                                         batch=batch))]
         elif chapter == "09":
-            from .study import PROJECT_TASKS
             for task in p["tasks"]:
                 n = p["aime_n"] if task == "aime24" else p["n_per_task"]
                 kw = {"heldout": True} if task in PROJECT_TASKS else {}
@@ -163,12 +163,11 @@ def parse_bytes(text: str | None) -> float | None:
         raise DepthError(f"--memory must be a size such as 80GB, 24GiB or 512MB, got {text!r}.") from None
 
 
-def chapter_parameters(chapter: str, model: str | None, models: list[str] | None, params: dict) -> tuple[str, dict]:
-    """The chapter's number and its parameters (defaults, then ``model``/``models``, then ``params``)."""
-    from .book import find_chapter, parameters
-
-    path = find_chapter(chapter)
-    p = parameters(path)
+def chapter_parameters(path, defaults: dict, model: str | None, models: list[str] | None,
+                       params: dict) -> tuple[str, dict]:
+    """The chapter's number and its parameters: its ``defaults`` (its parameters cell), then ``model`` /
+    ``models``, then ``params`` (``path`` is the chapter's notebook, from :func:`depthutils.book.find_chapter`)."""
+    p = dict(defaults)
     unknown = sorted(set(params) - set(p))
     if unknown:
         raise DepthError(f"Unknown parameter(s) {unknown} for chapter {path.stem}; valid: {', '.join(p)}.")
@@ -177,16 +176,19 @@ def chapter_parameters(chapter: str, model: str | None, models: list[str] | None
     if models:
         p["models"] = models
     if model:
-        p["models" if "models" in p else "model"] = [model] if "models" in p and num != "07" else model
-        if num == "07":
+        if num == "07":  # the source is replaced; the deeper target stays
             p["models"] = [model, *p["models"][1:]] if len(p["models"]) > 1 else [model]
+        elif "models" in p:
+            p["models"] = [model]
+        else:
+            p["model"] = model
     return num, p
 
 
-def make_plan(chapter: str, model: str | None = None, models: list[str] | None = None, device: str = "cpu",
-              memory: str | float | None = None, params: dict | None = None, threads: int | None = None) -> Plan:
-    """The plan of one chapter's run (see the module docstring)."""
-    num, p = chapter_parameters(chapter, model, models, params or {})
+def make_plan(num: str, p: dict, device: str = "cpu", memory: str | float | None = None,
+              threads: int | None = None, timing: bool = True) -> Plan:
+    """The plan of chapter ``num`` ("00"–"09") with parameters ``p`` (:func:`chapter_parameters`); without
+    ``timing`` no calibration is run and ``seconds`` is 0 (what :func:`preflight` needs is the memory)."""
     if device not in ("cpu", "cuda"):
         raise DepthError(f"--device must be 'cpu' or 'cuda', got {device!r}.")
     remote = bool(p.get("remote"))
@@ -199,8 +201,9 @@ def make_plan(chapter: str, model: str | None = None, models: list[str] | None =
     budget = parse_bytes(memory) if isinstance(memory, str) else memory
     if budget is None:
         budget = DEVICES["h100"]["memory"] if device == "cuda" else available_memory()
-    cals = {i.name: calibration(i.shape, dtype, threads) for i in infos} if device == "cpu" and not remote else {}
-    base = max((c["base_rss_bytes"] for c in cals.values()), default=0.0)
+    local_cpu = device == "cpu" and not remote
+    cals = {i.name: calibration(i.shape, dtype, threads) for i in infos} if local_cpu and timing else {}
+    base = max((c["base_rss_bytes"] for c in cals.values()), default=base_rss() if local_cpu else 0.0)
     together = num in ("07", "08")  # these chapters hold every model at once
     weights = [i.shape.resident_bytes(dtype, "cpu" if device == "cpu" and not remote else "gpu") for i in infos]
     held = sum(weights) if together else max(weights)
@@ -223,6 +226,8 @@ def make_plan(chapter: str, model: str | None = None, models: list[str] | None =
     for info, c in calls:
         if remote or device == "cuda":
             sec = gpu_seconds(c, info.shape, dtype)
+        elif not timing:
+            sec = 0.0
         else:
             sec = cpu_seconds(c, info.shape, dtype, cals[info.name])
         rows.append(dict(model=info.name, measurement=c.what, layer_passes=c.layer_passes, flops_fwd=c.flops_fwd,
@@ -237,6 +242,32 @@ def make_plan(chapter: str, model: str | None = None, models: list[str] | None =
                 flops_backward=t.flops_bwd, weights_bytes=held, peak_memory_bytes=peak, memory_budget_bytes=budget,
                 fits=fits, batch_size=batch, layers_per_pass=lpp, seconds=sum(r["seconds"] for r in rows), seconds_source=source,
                 requests=t.requests, download_bytes=t.download, rows=rows)
+
+
+def preflight(num: str, p: dict) -> Plan | None:
+    """Before a chapter runs: stop with one sentence when even its smallest batch cannot fit the memory the
+    device has free (the weights are never loaded); ``None`` when the plan cannot be made for this run."""
+    remote = bool(p.get("remote"))
+    device = p.get("device", "auto")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    memory = None
+    if device.startswith("cuda") and not remote:
+        if not torch.cuda.is_available():
+            return None
+        memory, device = torch.cuda.mem_get_info()[0], "cuda"
+    try:
+        plan = make_plan(num, p, device=device, memory=memory, timing=False)
+    except DepthError:
+        raise
+    except Exception as e:  # a parameter the plan does not model: the run itself will tell
+        warnings.warn(f"No memory plan for this run ({type(e).__name__}: {e}); running without one.")
+        return None
+    if not plan.fits:
+        raise DepthError(f"Chapter {num} on {', '.join(plan.models)} needs about {_gb(plan.peak_memory_bytes)} "
+                         f"({plan.dtype}, batch {plan.batch_size or 1}) but {_gb(plan.memory_budget_bytes)} is free on "
+                         f"{plan.device}; run it on NDIF (-p remote True) or in bfloat16 (-p dtype bfloat16).")
+    return plan
 
 
 def _gb(x: float) -> str:

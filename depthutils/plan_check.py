@@ -140,8 +140,7 @@ def check(models=None, json_path: str | None = None, quick: bool = False, thread
         models = [(2, "float32")] if quick else [(2, "float32"), (4, "float32"), (2, "bfloat16"), (4, "bfloat16"),
                                                  ("ladder-16", "float32")]
     rows = []
-    print(f"{'model':<22}{'dtype':<9}{'measurement':<22}{'RSS pred':>10}{'RSS meas':>10}{'err':>7}"
-          f"{'s/lp pred':>11}{'s/lp meas':>11}{'err':>7}{'lp pred':>9}{'lp meas':>9}", flush=True)
+    _header()
     for spec, dtype in models:
         from .plan_models import model_info
         path = _isolated(_build_worker, spec, dtype)["path"] if isinstance(spec, int) else spec
@@ -167,6 +166,34 @@ def check(models=None, json_path: str | None = None, quick: bool = False, thread
     within = [r for r in rows if abs(r["rss_err"]) <= TOLERANCE and abs(r.get("time_err", 0)) <= TOLERANCE]
     print(f"{len(within)} of {len(rows)} rows within ±{TOLERANCE:.0%} in both peak RSS and time", flush=True)
     return rows
+
+
+def repredict(json_path: str, threads: int | None = None) -> list:
+    """The rows of an earlier ``--check --json-path`` with the predictions recomputed by the current cost model
+    and calibration (the measured columns are kept); prints the table."""
+    import os
+
+    from .plan_models import model_info
+
+    threads = threads or os.cpu_count() or 1
+    rows = json.loads(Path(json_path).read_text())
+    _header()
+    for r in rows:
+        shape = model_info(r["path"]).shape
+        cal = calibration(shape, r["dtype"], threads)
+        c = predict(shape, r["measurement"], r["dtype"], r["lengths"])
+        r.update(rss_pred=cal["base_rss_bytes"] + shape.resident_bytes(r["dtype"]) + c.peak,
+                 seconds_pred=cpu_seconds(c, shape, r["dtype"], cal), lp_pred=c.layer_passes)
+        r["rss_err"] = r["rss_pred"] / r["rss_meas"] - 1
+        r["s_per_lp_pred"] = r["seconds_pred"] / c.layer_passes
+        r["time_err"] = r["seconds_pred"] / r["seconds_meas"] - 1
+        _print(r)
+    return rows
+
+
+def _header():
+    print(f"{'model':<22}{'dtype':<9}{'measurement':<22}{'RSS pred':>10}{'RSS meas':>10}{'err':>7}"
+          f"{'s/lp pred':>11}{'s/lp meas':>11}{'err':>7}{'lp pred':>9}{'lp meas':>9}", flush=True)
 
 
 def _print(r):

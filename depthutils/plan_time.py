@@ -140,24 +140,32 @@ def interpolate(points: dict, m: float) -> float:
     return xs[-1][1]
 
 
+_BASE: list = []
+
+
 def base_rss() -> int:
-    """Peak RSS of a fresh process that has imported depthutils (and so torch, transformers, nnsight)."""
+    """Peak RSS of a fresh process that has imported depthutils (and so torch, transformers, nnsight);
+    measured once per process."""
+    if _BASE:
+        return _BASE[0]
     code = "import depthutils, depthutils.stack; from depthutils.plan_time import peak_rss_now; print(peak_rss_now())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    return int(out.stdout.split()[-1])
+    _BASE.append(int(out.stdout.split()[-1]))
+    return _BASE[0]
 
 
 def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
     """Every layer and unembedding call at its size, from the calibration (scaled by weights where the
-    calibration was made at another width or vocabulary), backward calls at ``1 + bwd_ratio`` times."""
+    calibration was made at another width or vocabulary), backward layer calls at ``1 + bwd_ratio`` times
+    (the unembedding's backward to its input is one matmul of its forward's size: twice)."""
     w = shape.layer_params / cal["layer_params"]
     u = shape.vocab * shape.hidden / (cal["vocab"] * cal["width"]["hidden_size"])
     lt, ut = cal["layer_seconds"], cal["unembed_seconds"]
     layer = sum(n * interpolate(lt, m) for m, n in cost.calls.items())
     grad = sum(n * interpolate(lt, m) for m, n in cost.grad_calls.items()) * cal["bwd_ratio"]
     unembed = sum(n * interpolate(ut, m) for m, n in cost.unembed_sizes.items())
-    unembed += sum(n * interpolate(ut, m) for m, n in cost.grad_unembed.items()) * cal["bwd_ratio"]
+    unembed += sum(n * interpolate(ut, m) for m, n in cost.grad_unembed.items())  # one matmul of the same size
     return w * (layer + grad) + u * unembed
 
 
