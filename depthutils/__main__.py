@@ -5,6 +5,7 @@
   python -m depthutils run CHAPTER [--model ID | --models A,B,C] [-p NAME VALUE]... [--out DIR]
   python -m depthutils book [--model ID]            execute every chapter and build _build/html
   python -m depthutils bench [--json PATH]          the fast algorithms against the reference
+  python -m depthutils plan CHAPTER --model M       what a chapter's run costs, before it runs (--check: vs measured)
   python -m depthutils refresh [CHAPTER]            re-execute the source notebooks (nbval references)
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .errors import DepthError
 from .realmodels import ACCEPT_WORDS, REAL_MODELS, accept_terms, card, spec
 
 
@@ -82,6 +84,26 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    from .book import find_chapter, parameters, parse_value
+    from .plan import chapter_parameters, format_plan, make_plan
+
+    if args.check:
+        from .plan_check import check
+
+        check(json_path=args.json_path, quick=args.quick)
+        return 0
+    if not args.chapter:
+        raise DepthError("plan needs a CHAPTER (a number or a name), or --check.")
+    params = {name: parse_value(value) for name, value in args.param}
+    models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
+    path = find_chapter(args.chapter)
+    num, p = chapter_parameters(path, parameters(path), args.model, models, params)
+    plan = make_plan(num, p, device=args.device, memory=args.memory)
+    print(plan.json() if args.json else format_plan(plan))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m depthutils", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -121,12 +143,23 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--only", choices=["all", "ig-rules"], default="all",
                        help="run every table, or only the integrated-gradients rule table (default: %(default)s)")
     bench.set_defaults(func=cmd_bench)
+    plan = sub.add_parser("plan", help="layer-passes, FLOPs, peak memory, batch size and time of a chapter's run")
+    plan.add_argument("chapter", nargs="?", help="chapter number (2, 02) or name (future_effects)")
+    plan.add_argument("--model", help="model alias, local folder, one of the papers' models, or a hub id")
+    plan.add_argument("--models", help="comma-separated models, for chapters that compare several")
+    plan.add_argument("--device", default="cpu", help="cpu or cuda (an H100 estimate) (default: %(default)s)")
+    plan.add_argument("--memory", help="memory budget, e.g. 80GB (default: free RAM, or 80GB on cuda)")
+    plan.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                      help="set a chapter parameter, as for run (-p remote True plans an NDIF run)")
+    plan.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    plan.add_argument("--check", action="store_true", help="predicted vs measured at 8B width on this CPU")
+    plan.add_argument("--quick", action="store_true", help="with --check: fp32, 2 layers only")
+    plan.add_argument("--json-path", help="with --check: also write the table as JSON here")
+    plan.set_defaults(func=cmd_plan)
     return parser
 
 
 def main(argv=None) -> int:
-    from .errors import DepthError
-
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -20,10 +20,12 @@ from traitlets.config import Config
 
 from .data import check_n
 from .errors import DepthError
+from .plan import chapter_parameters, preflight
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER_DIR = ROOT / "chapters"
-BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "references.bib", "favicon.png", "_static")
+BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "bigger_models.md", "references.bib",
+              "favicon.png", "_static")
 #: settings for every kernel the runner, the book and nbval start: no progress bars in pages
 #: chapter parameters that count something and must be positive whole numbers
 COUNTS = {"n_examples", "baseline_n", "n_per_task", "aime_n", "steps", "batch_size"}
@@ -136,6 +138,10 @@ def run_chapter(chapter: str, *, model: str | None = None, models: list[str] | N
                          f"valid parameters are: {', '.join(valid)}.")
     for name in COUNTS & set(params):  # caught here, where the chapter's own parameter name is known
         check_n(params[name], name)
+    plan = preflight(*chapter_parameters(src, valid, None, None, params))  # stops here, before any weights load
+    if plan is not None and not quiet and plan.batch_size:
+        print(f"{src.stem}: plan: peak {plan.peak_memory_bytes / 1e9:.1f} GB of {plan.memory_budget_bytes / 1e9:.1f} GB "
+              f"free, batch {plan.batch_size}")
     out = _writable(Path(out).resolve())
     params.setdefault("out_dir", str(out / "figures"))
     dest = out / src.name

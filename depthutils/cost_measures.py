@@ -1,0 +1,209 @@
+"""The cost of each measurement, call by call, following the algorithm the measurement runs.
+
+Every function takes a :class:`~depthutils.cost.Shape`, the prompts' token counts and the run's
+``dtype``, ``fast`` (the float32 stack path of a local model) and ``remote`` (NDIF), and returns a
+:class:`~depthutils.cost.Cost`. The loops mirror the measurement modules: a change of algorithm there
+must be mirrored here, and ``python -m depthutils plan --check`` compares both on real runs.
+"""
+from __future__ import annotations
+
+import math
+
+from .cost import BYTES, Acc, Cost, Shape, total, with_requests
+
+
+def _stack(a: Acc, s: Shape, T: int, dtype: str) -> float:
+    """The clean run of :class:`depthutils.stack.Stack`: L layers, the logits; returns the bytes it keeps
+    (every layer's input, output and delta, the logits and their float32 probabilities)."""
+    a.layers(s.layers, 1, T)
+    a.unembed(1, T)
+    return 3 * s.layers * T * s.hidden * BYTES[dtype] + T * s.vocab * (BYTES[dtype] + 4)
+
+
+def _trace(a: Acc, s: Shape, rows: int, T: int, dtype: str) -> float:
+    """One nnsight forward of the whole model on ``rows`` rows; returns its working memory (one layer's
+    activations, the logits in the model's dtype and one float32 copy)."""
+    a.layers(s.layers, rows, T)
+    a.unembed(rows, T)
+    return s.act_bytes(rows, T, dtype) + rows * T * s.vocab * (BYTES[dtype] + 4)
+
+
+def forward_only(s: Shape, Ts, dtype: str, remote: bool, what: str, lens: bool = False, per_token: int = 6) -> Cost:
+    """One forward per prompt (contributions, residual stream, residual means); ``lens`` adds the logit
+    lens of every layer (logit lens, effective depth)."""
+    costs = []
+    for T in Ts:
+        a = Acc(s, what, T)
+        work = _trace(a, s, 1, T, dtype)
+        if lens:
+            for _ in range(s.layers):
+                a.unembed(1, T)
+            work += (1 + 3) * T * s.vocab * 4  # the final log-probabilities, one layer's lens and its stats
+        costs.append(a.done(0.0, work, download=4 * s.layers * per_token * T, batch=1))
+    return with_requests(total(costs), remote)
+
+
+def future_effects(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: int = 4, part: str = "layer",
+                   mode: str = "future", output: bool = True, batch: int | None = None, what="future_effects") -> Cost:
+    """P1's future effects (and the depth score's interventions: ``output=False``, ``n_t`` per prompt)."""
+    L, costs = s.layers, []
+    for T in Ts:
+        a = Acc(s, what, T)
+        k = 1 if mode == "all" else n_t
+        first = 1 if mode == "all" else min(T - 1, 8 + (T - 12) // 5)  # the expected smallest of P1's t
+        if fast:
+            saved = _stack(a, s, T, dtype)
+            work = 0.0
+            for l in range(L):
+                a.layers(L - 1 - l + (part != "layer"), k, T)
+                if output:
+                    a.unembed(k, T - first)
+                work = max(work, 2 * k * T * s.hidden * BYTES[dtype] + s.act_bytes(k, T, dtype),
+                           s.logit_bytes(k, T - first) if output else 0.0)
+            costs.append(a.done(saved, work, batch=k))
+        else:
+            rows = k * L
+            size = rows if batch is None else max(1, batch - 1)
+            chunks = math.ceil(rows / size)
+            work = 0.0
+            for c in range(chunks):
+                r = min(size, rows - c * size) + 1
+                work = max(work, _trace(a, s, r, T, dtype) + s.logit_bytes(r, T))
+            costs.append(a.done(0.0, work, download=4 * (L + 1) * (rows + chunks), batch=size + 1))
+    return with_requests(total(costs), remote)
+
+
+def residual_erasure(s: Shape, T: int, n_pred: int, dtype: str, fast: bool, remote: bool,
+                     batch: int | None = None, suffix: bool = True, block: int = 2) -> Cost:
+    """One prompt's erasure, ``T`` its tokens up to the last answer-predicting one."""
+    L = s.layers
+    a = Acc(s, "residual_erasure", T)
+    if fast:
+        saved = _stack(a, s, T, dtype)
+        work = 0.0
+        if suffix:
+            a.layers(L, 1, T)  # the clean keys and values (Stack.kv)
+            a.layers(2, 1, T // 2)  # suffix_ok
+            for t0 in range(1, T, block):
+                k = min(block, T - t0)
+                for j in range(L):
+                    a.layers(1, (j + 1) * k, T - t0, context=T)
+                a.unembed((L + 1) * k, n_pred)
+                rows = (L + 1) * k
+                work = max(work, rows * (T - t0) * s.hidden * BYTES[dtype] + s.act_bytes(rows, T - t0, dtype)
+                           + s.logit_bytes(rows, n_pred))
+        else:
+            size = T - 1 if batch is None else batch - 1
+            for l in range(L + 1):
+                for start in range(1, T, size):
+                    r = min(size, T - start)
+                    a.layers(L - l, r, T)
+                    a.unembed(r, n_pred)
+                    work = max(work, s.act_bytes(r, T, dtype) + s.logit_bytes(r, n_pred))
+        return with_requests(a.done(saved, work, batch=(L + 1) * block if suffix else batch), remote)
+    size = T - 1 if batch is None else max(1, batch - 1)
+    items, work = 0, 0.0
+    for _ in range(L + 1):
+        for start in range(1, T, size):
+            r = min(size, T - start) + 1
+            work = max(work, _trace(a, s, r, T, dtype) + s.logit_bytes(r, n_pred))
+            items += 1
+    return with_requests(a.done(0.0, work, download=4 * (T + items), batch=size + 1), remote)
+
+
+def integrated_gradients(s: Shape, T: int, n_pred: int, dtype: str, fast: bool, remote: bool, *, steps: int = 256,
+                         batch: int = 16, rule: str = "riemann", layers_per_pass: int | None = None) -> Cost:
+    """One prompt's attribution: ``steps`` interpolation points (evaluations) per layer, ``batch`` per pass.
+    An adaptive rule's ``budget`` of evaluations per layer is ``steps`` here."""
+    L = s.layers
+    a = Acc(s, "integrated_gradients", T)
+    _trace(a, s, 1, T, dtype)  # f(x)
+    if fast:
+        saved = _stack(a, s, T, dtype)
+        a.layers(2, 1, T // 2)  # suffix_ok
+        hi = T - 1  # positions up to the last one that predicts an answer token
+        work = 0.0
+        for l in range(L):
+            for start in range(0, steps, batch):
+                r = min(batch, steps - start)
+                a.layers(max(L - 2 - l, 0), r, hi, grad=True)
+                if l < L - 1:  # the last layer: keys and values of the earlier positions, then the answer's
+                    a.layers(1, r, hi - n_pred, grad=True, share=s.kv_share)
+                    a.layers(1, r, n_pred, context=hi, grad=True)
+                a.unembed(r, n_pred, grad=True)
+                work = max(work, s.saved_bytes(r, hi, L - 1 - l, dtype) + 3 * r * hi * s.hidden * BYTES[dtype]
+                           + s.act_bytes(r, hi, dtype) + 2 * s.logit_bytes(r, n_pred))
+            if rule != "riemann":
+                a.layers(L - 1 - l, 1, hi)
+        return with_requests(a.done(saved, work, batch=batch), remote)
+    g = L if layers_per_pass is None else layers_per_pass
+    work, download, groups = 0.0, 0.0, [list(range(i, min(i + g, L))) for i in range(0, L, g)]
+    for ls in groups:
+        for start in range(0, steps, batch):
+            rows = len(ls) * min(batch, steps - start)
+            a.layers(L - ls[0], rows, T, grad=True)  # the backward reaches down to the lowest layer
+            a.layers(ls[0], rows, T)
+            a.unembed(rows, T, grad=True)
+            work = max(work, s.saved_bytes(rows, T, L - ls[0], dtype) + s.act_bytes(rows, T, dtype)
+                       + rows * T * s.vocab * BYTES[dtype] * 2 + 2 * s.logit_bytes(rows, n_pred))
+            download += 4 * len(ls) * (T + 1)
+        if rule != "riemann":
+            _trace(a, s, len(ls), T, dtype)
+    return with_requests(a.done(0.0, work, download=download, batch=batch,
+                                note=f"{g} layer(s) per pass"), remote)
+
+
+def generate(s: Shape, contexts, new: list[int], dtype: str, remote: bool, batch: int = 32) -> Cost:
+    """Greedy decodings in batches of ``batch`` (left-padded): the prompt once, then one position per new
+    token over a KV cache of every layer."""
+    order = sorted(range(len(contexts)), key=lambda i: (new[i], contexts[i]))
+    costs = []
+    for k in range(0, len(order), batch):
+        g = order[k:k + batch]
+        T, n = max(contexts[i] for i in g), max(new[i] for i in g)
+        a = Acc(s, "generate", T)
+        a.layers(s.layers, len(g), T)
+        a.unembed(len(g), 1)
+        for step in range(n - 1):
+            a.layers(s.layers, len(g), 1, context=T + step)
+            a.unembed(len(g), 1)
+        cache = len(g) * (T + n) * s.kv_bytes_per_token(dtype)
+        costs.append(a.done(cache, s.act_bytes(len(g), T, dtype) + len(g) * s.vocab * 4 * 2,
+                            download=8 * len(g) * (T + n), batch=len(g)))
+    return with_requests(total(costs), remote) if costs else Cost("generate")
+
+
+def depth_score(s: Shape, prompts, dtype: str, fast: bool, remote: bool, decode_batch: int = 32,
+                batch: int | None = None) -> Cost:
+    """``prompts``: ``(T, n_positions, context, n_new)`` per prompt (its tokens, the interventions' ``t``
+    count, the decoded context's length and the tokens to decode)."""
+    fe = [future_effects(s, [T], dtype, fast, False, n_t=k, output=False, what="depth_score", batch=batch)
+          for T, k, _, _ in prompts]
+    gen = generate(s, [c for *_, c, _ in prompts], [n for *_, n in prompts], dtype, False, decode_batch)
+    out = total(fe + [gen])
+    out.what = "depth_score"
+    return with_requests(out, remote)
+
+
+def cross_model_mapping(src: Shape, tgt: Shape, Ts, dtype: str, remote: bool, held_out: float = 0.5) -> Cost:
+    """Residuals of both models on every text, the normal equations of every source layer, their solve and
+    the held-out predictions ``[L_src, L_tgt, T, H_tgt]`` in float64."""
+    Ls, Lt, Hs, Ht = src.layers, tgt.layers, src.hidden + 1, tgt.hidden
+    n_fit = round(len(Ts) * (1 - held_out))
+    costs = []
+    for i, T in enumerate(Ts):
+        for sh in (src, tgt):
+            a = Acc(sh, "cross_model_mapping", T)
+            work = _trace(a, sh, 1, T, dtype) + sh.layers * T * sh.hidden * (BYTES[dtype] + 8)
+            costs.append(a.done(0.0, work, download=sh.layers * T * sh.hidden * BYTES[dtype]))
+        c = costs[-1]
+        if i < n_fit:
+            c.flops_fwd += 2 * Ls * T * Hs * (Hs + Lt * Ht)
+        else:
+            c.flops_fwd += 2 * Ls * T * Hs * Lt * Ht
+            c.work = max(c.work, 2 * Ls * Lt * T * Ht * 8)
+    out = total(costs)
+    out.flops_fwd += Ls * (2 / 3 * Hs ** 3 + 2 * Hs ** 2 * Lt * Ht)
+    out.saved = Ls * Hs * (Hs + Lt * Ht) * 8 * 2  # XᵀX, XᵀY and the maps W
+    out.what = "cross_model_mapping"
+    return with_requests(out, remote)

@@ -1,0 +1,210 @@
+"""Seconds from a :class:`~depthutils.cost.Cost`: a CPU calibration measured here, or a GPU's data sheet.
+
+**CPU.** :func:`calibrate` times one random decoder layer of the model's width (or, above
+:data:`CALIBRATION_MAX_BYTES`, of Llama 3.1 8B's width) and an unembedding on this machine, at a few
+sizes of call, one forward+backward, and the resident memory of a process that has imported depthutils.
+It takes seconds (about a minute at 8B width) and is cached in
+``$XDG_CACHE_HOME/depthutils/calibration.json`` per width, dtype and thread count.
+
+**GPU.** :data:`DEVICES` holds an H100's figures from NVIDIA's data sheet; a pass takes the longer of
+its FLOPs at :data:`GPU_EFFICIENCY` of the dense peak and its weights read at the memory bandwidth.
+These are estimates, never measured here (the project has no GPU).
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from .cost import BYTES, Cost, Shape
+
+#: NVIDIA H100 SXM5 80 GB, "NVIDIA H100 Tensor Core GPU" data sheet: 989 TFLOPS dense BF16 (the
+#: 1979 of the sheet is with 2:4 sparsity), 3.35 TB/s HBM3, 80 GB.
+DEVICES = {"h100": dict(name="NVIDIA H100 SXM 80GB", flops=989e12, bandwidth=3.35e12, memory=80e9,
+                        source="NVIDIA H100 Tensor Core GPU data sheet (SXM5: 989 TFLOPS dense BF16, 3.35 TB/s)")}
+#: the fraction of the dense peak a transformer's matmuls reach (an assumption, typical of large-batch
+#: inference; small batches are bandwidth-bound and take the bandwidth term instead)
+GPU_EFFICIENCY = 0.5
+#: the largest layer :func:`calibrate` builds; wider models calibrate at Llama 3.1 8B's width
+CALIBRATION_MAX_BYTES = 1.2e9
+WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8)
+
+
+def cache_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "depthutils" / "calibration.json"
+
+
+def _width(shape: Shape, dtype: str) -> dict:
+    w = dict(hidden_size=shape.hidden, intermediate_size=shape.intermediate, num_attention_heads=shape.heads,
+             num_key_value_heads=shape.kv_heads)
+    return w if shape.layer_params * BYTES[dtype] <= CALIBRATION_MAX_BYTES else WIDTH_8B
+
+
+def calibration(shape: Shape, dtype: str, threads: int | None = None, refresh: bool = False) -> dict:
+    """This machine's figures for ``shape``'s width and ``dtype`` (cached; measured on first use)."""
+    threads = threads or torch.get_num_threads()
+    width = _width(shape, dtype)
+    key = f"{width['hidden_size']}x{width['intermediate_size']}x{width['num_attention_heads']}x" \
+          f"{width['num_key_value_heads']}-V{min(shape.vocab, 128256)}-{dtype}-{threads}t"
+    path = cache_file()
+    cached = json.loads(path.read_text()) if path.exists() else {}
+    if key not in cached or refresh:
+        cached[key] = calibrate(width, dtype, threads, min(shape.vocab, 128256))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(cached, indent=1))
+    cal = cached[key]
+    for k in ("layer_seconds", "unembed_seconds"):  # JSON keys are strings
+        cal[k] = {int(m): v for m, v in cal[k].items()}
+    return cal
+
+
+#: tokens per call at which :func:`calibrate` times a layer, and an unembedding
+LAYER_POINTS = ((1, 1), (1, 8), (1, 32), (1, 128), (4, 128))
+UNEMBED_POINTS = (1, 4, 16, 64, 256)
+
+
+def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dict:
+    """Time one random Llama layer of ``width`` and one unembedding on this machine.
+
+    A CPU's time per call is far from linear in the tokens of the call: one token is a matrix-vector
+    product bound by reading the weights, a few tokens pay for packing the weights into the matmul's
+    blocks, many tokens approach the matmul's throughput. So the layer is timed at
+    :data:`LAYER_POINTS` (rows x positions) and the unembedding ``[V, H]`` at :data:`UNEMBED_POINTS`
+    rows; :func:`cpu_seconds` interpolates between them. ``bwd_ratio`` is the backward's time (gradients
+    of the input only) over the forward's, on 4 x 128.
+    """
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+    torch.set_num_threads(threads)
+    cfg = LlamaConfig(**width, num_hidden_layers=1, vocab_size=8)
+    cfg._attn_implementation = "sdpa"
+    dt = getattr(torch, dtype)
+    with torch.device("meta"):
+        layer = LlamaDecoderLayer(cfg, 0)
+    layer = layer.to_empty(device="cpu").to(dt).eval()
+    for p in layer.parameters():  # values do not change the time; uniform is the fastest fill
+        p.data.uniform_(-0.02, 0.02)
+    rope = LlamaRotaryEmbedding(cfg)
+
+    def call(B, T, grad=False):
+        x = torch.randn(B, T, cfg.hidden_size, dtype=dt, requires_grad=grad)
+        pos = torch.arange(T)[None]
+        cos_sin = tuple(t.to(dt) for t in rope(x, pos))
+        mask = torch.full((T, T), torch.finfo(dt).min, dtype=dt).triu(1)[None, None]
+        t0 = time.perf_counter()
+        with torch.set_grad_enabled(grad):
+            out = layer(x, attention_mask=mask, position_embeddings=cos_sin, position_ids=pos)
+            out = out[0] if isinstance(out, tuple) else out
+            if grad:
+                torch.autograd.grad(out.float().sum(), x)
+        return time.perf_counter() - t0
+
+    def best(fn, *args, n=3, budget=0.5):
+        """The fastest of at least ``n`` calls after a warm-up, more while they take under ``budget`` seconds
+        (other processes on the machine only ever slow a call down; short calls are the noisiest)."""
+        fn(*args)
+        times = [fn(*args) for _ in range(n)]
+        while sum(times) < budget and len(times) < 50:
+            times.append(fn(*args))
+        return min(times)
+
+    layer_t = {B * T: best(call, B, T) for B, T in LAYER_POINTS}
+    t_grad = best(call, 4, 128, True, n=2)
+    del layer
+    W = torch.empty(vocab, width["hidden_size"], dtype=dt).uniform_(-0.02, 0.02)
+
+    def unembed(M):
+        x = torch.randn(M, width["hidden_size"], dtype=dt)
+        t0 = time.perf_counter()
+        (x @ W.T).float().softmax(-1)
+        return time.perf_counter() - t0
+
+    unembed_t = {M: best(unembed, M) for M in UNEMBED_POINTS}
+    return {"width": width, "vocab": vocab, "dtype": dtype, "threads": threads,
+            "layer_seconds": layer_t, "unembed_seconds": unembed_t, "bwd_ratio": t_grad / layer_t[512] - 1,
+            "layer_params": Shape.from_config({**cfg.to_dict(), "vocab_size": vocab}).layer_params,
+            "base_rss_bytes": base_rss(), "torch": torch.__version__}
+
+
+def interpolate(points: dict, m: float) -> float:
+    """Seconds of a call on ``m`` tokens: piecewise linear between the timed sizes, the last slope beyond."""
+    xs = sorted((float(k), v) for k, v in points.items())
+    if m <= xs[0][0]:
+        return xs[0][1]
+    for (x0, y0), (x1, y1) in zip(xs, xs[1:]):
+        if m <= x1 or (x1, y1) == xs[-1]:
+            return y0 + (y1 - y0) * (m - x0) / (x1 - x0)
+    return xs[-1][1]
+
+
+_BASE: list = []
+
+
+def base_rss() -> int:
+    """Peak RSS of a fresh process that has imported depthutils (and so torch, transformers, nnsight),
+    loaded the embedded default model (a few MB) and traced one short prompt: the memory every run has
+    besides its model's weights and its measurement's tensors. Measured once per process."""
+    if _BASE:
+        return _BASE[0]
+    code = ("import depthutils as du; from depthutils.plan_time import peak_rss_now; "
+            "du.contributions(du.load_model('default', device='cpu'), ['5 + 7 = 12'], progress_bar=False); "
+            "print(peak_rss_now())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    _BASE.append(int(out.stdout.split()[-1]))
+    return _BASE[0]
+
+
+def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
+    """Every layer and unembedding call at its size, from the calibration (scaled by weights where the
+    calibration was made at another width or vocabulary), backward layer calls at ``1 + bwd_ratio`` times
+    (the unembedding's backward to its input is one matmul of its forward's size: twice)."""
+    w = shape.layer_params / cal["layer_params"]
+    u = shape.vocab * shape.hidden / (cal["vocab"] * cal["width"]["hidden_size"])
+    lt, ut = cal["layer_seconds"], cal["unembed_seconds"]
+    layer = sum(n * interpolate(lt, m) for m, n in cost.calls.items())
+    grad = sum(n * interpolate(lt, m) for m, n in cost.grad_calls.items()) * cal["bwd_ratio"]
+    unembed = sum(n * interpolate(ut, m) for m, n in cost.unembed_sizes.items())
+    unembed += sum(n * interpolate(ut, m) for m, n in cost.grad_unembed.items())  # one matmul of the same size
+    return w * (layer + grad) + u * unembed
+
+
+def gpu_seconds(cost: Cost, shape: Shape, dtype: str, device: str = "h100") -> float:
+    """Each layer call takes the longer of its FLOPs at :data:`GPU_EFFICIENCY` of the peak and reading the
+    layer's weights once; the unembedding likewise (an estimate from the data sheet)."""
+    d = DEVICES[device]
+    flops = (cost.flops_fwd + cost.flops_bwd) / (d["flops"] * GPU_EFFICIENCY)
+    reads = (cost.layer_calls * shape.layer_params + cost.unembed_calls * shape.vocab * shape.hidden) \
+        * BYTES[dtype] / d["bandwidth"]
+    return max(flops, reads) + (cost.layer_calls + cost.unembed_calls) * 20e-6  # ~20 µs of kernel launches per layer call
+
+
+def available_memory() -> int:
+    """Bytes this machine can still give a process (``MemAvailable``), or total RAM."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def peak_rss_now() -> int:
+    """This process's peak RSS in bytes: ``VmHWM`` (reset by exec, unlike ``ru_maxrss``, which a child
+    inherits from the parent it was forked from), else ``ru_maxrss``."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -1,0 +1,134 @@
+"""The cost model (depthutils.cost) and ``python -m depthutils plan``: layer-passes against bench's counter,
+peak memory against a measured peak RSS, and the command offline."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import PLAN_MEMORY_TOL, PLAN_PASSES_TOL, ROOT, build_tiny, make_tokenizer
+
+from depthutils import cost_measures as cm
+from depthutils.bench import Counter, _isolated, floors
+from depthutils.cost import Shape
+from depthutils.plan import parse_bytes
+from depthutils.plan_models import PAPER_CONFIGS
+
+
+def test_shape_counts_llama_8b_parameters():
+    """Llama 3.1 8B has 8,030,261,248 parameters (its safetensors index: 16,060,522,496 bytes in bf16)."""
+    s = Shape.from_config(PAPER_CONFIGS["meta-llama/Llama-3.1-8B"])
+    assert s.params == 8_030_261_248
+
+
+def test_shape_matches_a_built_model(tiny, tiny_root):
+    from transformers import AutoConfig
+
+    for family in ("llama", "qwen2", "mixtral"):
+        hf = tiny(family)[1]
+        s = Shape.from_config(AutoConfig.from_pretrained(build_tiny(family, tiny_root)).to_dict())
+        assert s.params == sum(p.numel() for p in hf.parameters()), family
+
+
+def test_layer_passes_match_the_counter(tiny, tiny_root):
+    """Predicted layer-passes of the fast paths against the layer calls bench's counter sees."""
+    import depthutils as du
+    from depthutils.prompts import encode
+
+    handle, _ = tiny("llama")
+    path = build_tiny("llama", tiny_root)
+    s = Shape.from_config(json.loads((path / "config.json").read_text()))
+    p = du.Prompt.from_parts("5 + 7 + 5 + 3 + 1 + 7 + 2 + 4 + 6 + 1 + 9 + 3 + 8 + 1 = ", "62")
+    enc = encode(handle.tokenizer, p, need_answer=True)
+    T, n_pred = enc.n_tokens, len(enc.predict_positions)
+    counter = Counter(handle)
+    ts = [8, 16]
+    du.future_effects(handle, [p], positions=ts, progress_bar=False)
+    fe = counter.layer_passes
+    assert cm.future_effects(s, [T], "float32", True, False, n_t=2).layer_passes == pytest.approx(fe, rel=1e-9)
+    assert fe == pytest.approx(floors(s.layers, [T], [2], T, 1)["future_effects"], rel=1e-9)
+    counter.reset()
+    du.residual_erasure(handle, p, baseline=torch.zeros(s.layers + 1, s.hidden).numpy(), progress_bar=False)
+    er = counter.layer_passes * counter.longest / (T - 1)  # the counter's unit is the longest sequence seen
+    assert cm.residual_erasure(s, T - 1, n_pred, "float32", True, False).layer_passes == pytest.approx(
+        er, rel=PLAN_PASSES_TOL)
+    counter.reset()
+    du.integrated_gradients(handle, p, steps=16, progress_bar=False)
+    ig = counter.layer_passes
+    counter.close()
+    assert cm.integrated_gradients(s, T, n_pred, "float32", True, False, steps=16).layer_passes == pytest.approx(
+        ig, rel=PLAN_PASSES_TOL)
+
+
+def _memory_worker(args, queue):
+    try:
+        import depthutils as du
+        from depthutils.plan_time import peak_rss_now
+
+        path, tokens = args
+        before = peak_rss_now()
+        handle = du.load_model(path, device="cpu", dtype="float32")
+        prompt = du.Prompt.from_parts("5 + 7 + " * tokens, "1")
+        du.future_effects(handle, [prompt], max_tokens=tokens, progress_bar=False)
+        queue.put({"before": before, "peak": peak_rss_now()})
+    except BaseException as e:  # reported by the parent
+        queue.put({"error": f"{type(e).__name__}: {e}"})
+
+
+def test_memory_prediction_on_a_small_model(tmp_path):
+    """Peak RSS of future effects on a 4-layer, width-256 Llama with a 32k vocabulary (so that the logits
+    of the batch dominate what the run adds), against the process's RSS before loading + the plan."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    path = tmp_path / "mem-llama"
+    tok = make_tokenizer(path)
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=32768, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
+                                 num_attention_heads=4, max_position_embeddings=1024, bos_token_id=0,
+                                 eos_token_id=1, pad_token_id=2, tie_word_embeddings=False)).save_pretrained(path)
+    tokens = 400
+    got = _isolated(_memory_worker, str(path), tokens)
+    s = Shape.from_config(json.loads((path / "config.json").read_text()))
+    c = cm.future_effects(s, [tokens], "float32", True, False)
+    predicted = got["before"] + s.resident_bytes("float32") + c.peak
+    assert len(tok) < 32768
+    assert c.peak > 0.5 * (got["peak"] - got["before"])  # the run's own memory is a real part of the peak
+    assert predicted == pytest.approx(got["peak"], rel=PLAN_MEMORY_TOL)
+
+
+def _cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "depthutils", "plan", *args], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+
+
+@pytest.mark.parametrize("chapter,model", [("02", "ladder-4"), ("integrated_gradients", "meta-llama/Llama-3.1-70B")])
+def test_plan_json_offline(chapter, model, tmp_path):
+    out = _cli(chapter, "--model", model, "--device", "cuda", "--json", env={"XDG_CACHE_HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    for key in ("layer_passes", "peak_memory_bytes", "seconds", "batch_size", "fits"):
+        assert key in plan
+    assert plan["layer_passes"] > 0 and plan["seconds"] > 0
+
+
+def test_plan_remote_counts_requests(tmp_path):
+    out = _cli("03", "--model", "meta-llama/Llama-3.1-70B", "-p", "remote", "True", "--json")
+    plan = json.loads(out.stdout)
+    assert plan["requests"] == 1 and plan["fits"] and plan["download_bytes"] > 0
+
+
+def test_plan_unknown_hub_id_offline_fails_in_one_sentence():
+    out = _cli("01", "--model", "nobody/no-such-model-xyz")
+    assert out.returncode == 2
+    assert out.stderr.startswith("error: Model 'nobody/no-such-model-xyz'") and out.stderr.count("\n") == 1
+
+
+def test_parse_bytes():
+    assert parse_bytes("80GB") == 80e9 and parse_bytes("1GiB") == 2 ** 30
+    from depthutils.errors import DepthError
+    with pytest.raises(DepthError):
+        parse_bytes("eighty")
