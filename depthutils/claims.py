@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .claim_table import (ACCURACY_FLOOR, CLAIMS, LEVEL, MIN_HALF, N_PERMUTATIONS, OUTCOMES, SHARED_TARGET,  # noqa: F401
-                          WHOLE_LAYER, Claim, Threshold)
+from .claim_table import (ACCURACY_FLOOR, CLAIMS, COMPLETENESS_LIMIT, LEVEL, MIN_HALF, N_PERMUTATIONS,  # noqa: F401
+                          OUTCOMES, SHARED_TARGET, WHOLE_LAYER, Claim, Threshold)
 from .cross_model_mapping import MappingResult
 from .depth_score import DepthScoreResult
 from .depth_use import MEASURES, DepthUse
@@ -94,8 +94,17 @@ def context(results: dict[str, IGResult], what: str) -> Verdict:
     """Chapters 4 and 5: per prompt, the deepest layer at which a context position still matters."""
     c = CLAIMS["context"]
     grades, parts = [], []
+    notes = []
     for name, r in results.items():
         rel = r.facts()["deepest_rel"]
+        share = r.facts().get("completeness") if isinstance(r, IGResult) else None
+        if share is not None and share > COMPLETENESS_LIMIT:
+            grades.append("not tested")
+            parts.append(f"{name}: {rel if rel is None else f'{rel:.2f}'} (not counted)")
+            notes.append(f"{name} is not informative: its layer sums miss f(x) − f(b) by {share:.2f} of it, above "
+                         f"{COMPLETENESS_LIMIT} (ours: past that the attribution is not the integral it stands for; "
+                         "more steps, or rule=\"adaptive\", close the gap).")
+            continue
         grades.append(grade(rel, None, None, c.shown.value, c.against.value))
         parts.append(f"{name}: {'no context position ever matters (not counted)' if rel is None else f'{rel:.2f}'}")
     worst = [g for g in grades if g != "not tested"]
@@ -103,7 +112,7 @@ def context(results: dict[str, IGResult], what: str) -> Verdict:
     measure = CONTEXT_MEASURES.get(what, what)
     statistic = (f"per prompt, the relative depth of the deepest layer at which {measure} at a context position is "
                  "still more than 10% of its largest value (ours: “mattering”)")
-    return _verdict(c, outcome, "; ".join(parts) + f" ({what}; one prompt each, so no interval).",
+    return _verdict(c, outcome, "; ".join(parts) + f" ({what}; one prompt each, so no interval).", notes,
                     value="; ".join(parts) + " (one prompt each: no interval)",
                     criterion=f"{statistic}: shown if it is at or below {c.shown.value} ({c.shown.source}) for "
                               f"every prompt, not shown if it is above {c.against.value} ({c.against.source}) for "

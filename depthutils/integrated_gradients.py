@@ -69,16 +69,20 @@ class IGResult(Result):
         return (self.error[:, 1:].max(1) if self.error.shape[1] > 1 else self.error.max(1)) + self.residual
 
     def facts(self) -> dict:
-        """f(x), the layer with the most |attribution|, the completeness gap, the deepest layer at which a
-        context position carries more than 10% of the largest |attribution| (BOS excluded), and the rule's
-        cost and estimated error (a share of the largest |attribution|, BOS excluded)."""
+        """f(x), the layer with the most |attribution|, the completeness gap (per layer's own ``f(x) − f(b_l)``,
+        and ``completeness``: the largest residual as a share of the largest ``|f(x) − f(b_l)|``, which no
+        near-zero denominator inflates), the deepest layer at which a context position carries more than 10%
+        of the largest |attribution| (BOS excluded), and the rule's cost and estimated error (a share of the
+        largest |attribution|, BOS excluded)."""
         A = self.attribution[:, 1:]  # BOS apart, as in the figure's colour scale
         deep = context_depth(np.pad(A, ((0, 0), (1, 0))), min(self.meta["params"]["predict_positions"]))
         L = self.attribution.shape[0]
         scale = float(np.abs(A).max()) if A.size else 0.0
         err = float(self.error_bars().max()) / scale if scale > 0 else float("nan")
+        delta = float(np.abs(self.f_x - self.f_b).max())
         return {"f_x": round(self.f_x, 3), "top_layer": int(np.abs(A).sum(1).argmax()),
                 "max_gap": round(float(self.completeness_gap.max()), 3), "deepest": deep,
+                "completeness": round(float(self.residual.max()) / delta, 3) if delta > 0 else None,
                 "deepest_rel": None if deep is None else round((deep + 1) / L, 2),
                 "rule": self.meta["params"]["rule"], "evaluations": int(self.evaluations),
                 "per_layer": round(self.evaluations / L, 1), "rounds": int(self.rounds),

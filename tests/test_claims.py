@@ -269,3 +269,20 @@ def test_p2s_values_are_computed_from_its_table():
         assert g["hard_gain"] == pytest.approx(hard, abs=1e-3)
         means = [mean(n, m) for n in inst]
         assert g["scale_spread"] == pytest.approx(max(means) - min(means), abs=1e-3)
+
+
+def test_an_integrated_gradients_prompt_whose_sums_miss_completeness_is_not_counted():
+    """Chapter 5 on a rule too coarse for the model (here one Riemann point: the attribution is the gradient at
+    the baseline): its layer sums miss f(x) − f(b) by more than the limit, so that prompt reads "not tested" with
+    the number, while P1's rule on the same prompt is graded."""
+    import depthutils
+    from depthutils.claim_table import COMPLETENESS_LIMIT
+
+    handle = depthutils.load_model("ladder-4")
+    coarse = depthutils.integrated_gradients(handle, "5 + 7 + 5 = ", "17", steps=1, progress_bar=False)
+    fine = depthutils.integrated_gradients(handle, "5 + 7 + 5 = ", "17", rule="adaptive", progress_bar=False)
+    assert coarse.facts()["completeness"] > COMPLETENESS_LIMIT >= fine.facts()["completeness"]
+    v = claims.context({"arithmetic": coarse}, "the |attribution|")
+    assert v.outcome == "not tested"
+    assert any(f"{coarse.facts()['completeness']:.2f}" in n and "not informative" in n for n in v.notes), v.notes
+    assert claims.context({"arithmetic": fine}, "the |attribution|").outcome != "not tested"
