@@ -7,6 +7,7 @@
   python -m depthutils bench [--json PATH]          the fast algorithms against the reference
   python -m depthutils plan CHAPTER --model M       what a chapter's run costs, before it runs (--check: vs measured)
   python -m depthutils refresh [CHAPTER]            re-execute the source notebooks (nbval references)
+  python -m depthutils student OUT                  the chapters with their solutions stripped, for students
 """
 from __future__ import annotations
 
@@ -75,6 +76,14 @@ def cmd_refresh(args) -> int:
     return 0
 
 
+def cmd_student(args) -> int:
+    from .student import student_copy
+
+    paths = student_copy(args.out)
+    print(f"{len(paths)} chapters without solutions in {paths[0].parent}" if paths else "No chapters found.")
+    return 0 if paths else 1
+
+
 def cmd_bench(args) -> int:
     from .bench import bench
 
@@ -130,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     refresh = sub.add_parser("refresh", help="re-execute the source notebooks in place (nbval's reference outputs)")
     refresh.add_argument("chapter", nargs="?", help="one chapter (default: all)")
     refresh.set_defaults(func=cmd_refresh)
+    student = sub.add_parser("student", help="write the chapters without their solutions (the students' copy)")
+    student.add_argument("out", help="folder for the students' copy (its chapters/ subfolder)")
+    student.set_defaults(func=cmd_student)
     bench = sub.add_parser("bench", help="time the project's algorithms against the reference (batch-1 traces)")
     bench.add_argument("--json", help="write the full report to this JSON file")
     bench.add_argument("--models", default="default,b", help="models: aliases/paths, 'b' = 12-layer width-512 Llama")

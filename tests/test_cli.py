@@ -40,3 +40,13 @@ def test_no_page_promises_a_run_time():
             c.source for c in nbformat.read(path, as_version=4).cells)
         found += [f"{path.name}: {m.group(0)}" for m in promise.finditer(text)]
     assert not found, found
+
+
+def test_the_intro_says_what_the_small_models_cannot_show():
+    """Issue 34, point 3: the intro promised that the embedded models make every measurement meaningful, while
+    several of their verdicts read "not tested"; it must say what they cannot show, beside the verdicts."""
+    from depthutils.book import ROOT
+
+    text = (ROOT / "intro.md").read_text()
+    assert "every measurement meaningful" not in text
+    assert "*not tested*" in text and "cannot speak to every claim" in text
