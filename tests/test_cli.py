@@ -50,3 +50,16 @@ def test_the_intro_says_what_the_small_models_cannot_show():
     text = (ROOT / "intro.md").read_text()
     assert "every measurement meaningful" not in text
     assert "*not tested*" in text and "cannot speak to every claim" in text
+
+
+def test_the_prediction_comes_before_the_measurement_and_its_answer_after():
+    """Issue 34, point 6: each chapter's "Predict, then run" exercise sits before its Measure section, and its
+    solution (the run's answer) after the measurement, in the Exercises section."""
+    for num, path in chapters().items():
+        cells = nbformat.read(path, as_version=4).cells
+        md = [(i, c.source) for i, c in enumerate(cells) if c.cell_type == "markdown"]
+        exercise = next(i for i, s in md if re.search(r"\{exercise\} \d+\.1 · Predict, then run", s))
+        solution = next(i for i, s in md if re.search(r"\{solution\} ex-\d\d-predict", s))
+        measure = next(i for i, s in md if s.startswith("## Measure"))
+        first_code_after = next(i for i, c in enumerate(cells) if i > measure and c.cell_type == "code")
+        assert exercise < measure < first_code_after < solution, (num, exercise, measure, solution)
