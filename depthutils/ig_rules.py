@@ -54,14 +54,13 @@ def rule_comparison(riemann: IGResult, gauss: IGResult, reference: IGResult) -> 
 def rule_table(rules: dict[str, IGResult], reference: IGResult, seconds: dict[str, float] | None = None) -> pd.DataFrame:
     """One row per rule: evaluations per layer, batched passes (NDIF requests when remote), seconds (when
     given), the error against ``reference`` and the rule's own error estimate, both as a share of the
-    largest |attribution| (BOS apart)."""
+    largest |attribution| (BOS apart). Short column names keep the table inside the book's text column."""
     rows = []
     for name, r in rules.items():
         L = r.attribution.shape[0]
-        rows.append({"rule": name, "evaluations per layer": round(r.evaluations / L, 1), "batched passes": r.rounds,
+        rows.append({"rule": name, "evals/layer": round(r.evaluations / L, 1), "passes": r.rounds,
                      "seconds": None if seconds is None else round(seconds[name], 1),
-                     "error vs reference": float(f"{rule_error(r, reference):.2g}"),
-                     "estimated error": r.facts()["max_error"]})
+                     "error": float(f"{rule_error(r, reference):.2g}"), "own estimate": r.facts()["max_error"]})
     df = pd.DataFrame(rows).set_index("rule")
     return df if seconds is not None else df.drop(columns="seconds")
 
