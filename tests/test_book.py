@@ -204,7 +204,8 @@ def test_chapter_page_in_a_browser(book_url, browser, stem):
     figures = browser.execute_script("""
         return Array.from(document.querySelectorAll('main img')).map(i => {
           const fig = i.closest('figure'), link = i.closest('a');
-          return {alt: i.alt || '', caption: fig && fig.querySelector('figcaption') ? fig.querySelector('figcaption').innerText : '',
+          // textContent, not innerText: a figure inside a collapsed solution is hidden, and innerText of hidden text is ''
+          return {alt: i.alt || '', caption: fig && fig.querySelector('figcaption') ? fig.querySelector('figcaption').textContent : '',
                   natural: i.naturalWidth, shown: i.clientWidth, href: link ? link.href : '', src: i.src};
         });""")
     for f in figures:
