@@ -278,3 +278,50 @@ def test_instructors_page_in_a_browser(book_url, browser):
     for part in ("A 90-minute session", "A three-session module", "Prerequisites", "common mistakes",
                  "python -m depthutils book", "python -m pytest", "other models"):
         assert part in text, part
+
+
+def _claims_of(stem: str) -> list:
+    """The claims a chapter's "paper vs this run" table covers: its own, chapter 5 the context claim it shares
+    with chapter 4, and chapter 9 (three verdicts) the size claim only, as its table does today."""
+    from depthutils.claim_table import CLAIMS
+
+    if stem[:2] == "09":
+        return [CLAIMS["scale"]]
+    return [c for c in CLAIMS.values() if c.chapter == stem[:2] or (stem[:2] == "05" and c.key == "context")]
+
+
+@pytest.mark.parametrize("stem", [p.stem for p in chapters().values()])
+def test_the_paper_vs_run_table_sets_the_same_statistic_side_by_side_in_a_browser(book_url, browser, stem):
+    """Issue 34: in the "paper vs this run" table, the graded statistic has a row of its own (named by it), with
+    the paper's value and this run's value in it; no table on the page shows raw LaTeX."""
+    browser.get(f"{book_url}/chapters/{stem}.html")
+    tables = browser.execute_script("""
+        return Array.from(document.querySelectorAll('main table')).map(t =>
+          Array.from(t.querySelectorAll('tr')).map(r => Array.from(r.cells).map(c => c.textContent.trim())));""")
+    paper = [t for t in tables if t and any("this run" in cell for cell in t[0])]
+    assert paper, f"{stem}: no 'paper vs this run' table"
+    labels = [row[0] for t in paper for row in t[1:]]
+    for claim in _claims_of(stem):
+        rows = [row for t in paper for row in t[1:] if row[0].startswith(claim.short)]
+        assert rows, f"{stem}: no row for {claim.short!r} among {labels}"
+        for row in rows:
+            assert len(row) == 3 and row[1] and row[2] and row[2] != "—", f"{stem}: {row}"
+    for t in tables:
+        for row in t:
+            for cell in row:
+                assert not re.search(r"\$|\\\(|\\frac|\\sum|_\{|\^\{", cell), f"{stem}: raw LaTeX in a table: {cell!r}"
+
+
+def test_every_citation_links_to_its_paper_in_a_browser(book_url, browser):
+    """Issue 34: the papers are cited with links: every bibliography entry carries a link to the paper (arXiv),
+    and each is cited in the text by a link to it."""
+    browser.get(f"{book_url}/intro.html")
+    entries = browser.execute_script("""
+        return Array.from(document.querySelectorAll('main [role="doc-biblioentry"]')).map(e => [e.id,
+          Array.from(e.querySelectorAll('a')).map(a => a.href).filter(h => h.startsWith('http'))]);""")
+    cited = browser.execute_script(
+        "return Array.from(document.querySelectorAll('main a.reference.internal')).map(a => a.getAttribute('href'))")
+    assert len(entries) >= 2, entries  # P1 and P2
+    for entry_id, links in entries:
+        assert any("arxiv.org" in h for h in links), (entry_id, links)
+        assert f"#{entry_id}" in cited, f"bibliography entry {entry_id} is never cited with a link"
