@@ -96,8 +96,9 @@ def context(results: dict[str, IGResult], what: str) -> Verdict:
     grades, parts = [], []
     notes = []
     for name, r in results.items():
-        rel = r.facts()["deepest_rel"]
-        share = r.facts().get("completeness") if isinstance(r, IGResult) else None
+        facts = r.facts()
+        rel = facts["deepest_rel"]
+        share = facts.get("completeness") if isinstance(r, IGResult) else None
         if share is not None and share > COMPLETENESS_LIMIT:
             grades.append("not tested")
             parts.append(f"{name}: {rel if rel is None else f'{rel:.2f}'} (not counted)")

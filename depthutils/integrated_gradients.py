@@ -98,10 +98,15 @@ class IGResult(Result):
                 f"{f['rounds']} batched pass{'es' if f['rounds'] != 1 else ''}), {err}.")
 
 
+def _answer_probability(logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+    """``f`` per batch row from the logits at the answer-predicting positions ``[B, P, V]``: Σ over answer
+    tokens of the gold token's probability."""
+    return logits.float().softmax(-1)[:, torch.arange(len(gold)), gold].sum(-1)
+
+
 def _target(model, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
-    """``f`` per batch row: Σ over answer tokens of the gold token's probability."""
-    probs = model.logits()[:, pred].float().softmax(-1)  # [B, P, V]
-    return probs[:, torch.arange(len(gold)), gold].sum(-1)
+    """``f`` per batch row of a trace (:func:`_answer_probability` of the model's logits)."""
+    return _answer_probability(model.logits()[:, pred], gold)
 
 
 def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 256, part: str = "layer", *,
@@ -209,7 +214,6 @@ class Integrand:
         st, pred, gold = self.st, self.pred, self.gold
         cut = st.suffix_ok()  # whether layers can be run on a window of positions
         hi, first = (int(pred.max()) + 1, int(pred.min())) if cut else (self.T, 0)
-        gold_at = torch.arange(len(gold))
         out = [(np.zeros((len(a), self.T)), np.zeros(len(a))) for a in alphas]
         chunks = [(l, s) for l, a in enumerate(alphas) for s in range(0, len(a), self.batch_size)]
         for l, s in progress(chunks, "integrated gradients (layer)", enabled=self.bar):
@@ -219,8 +223,7 @@ class Integrand:
             alpha = torch.as_tensor(alphas[l][ks], dtype=x.dtype, device=x.device).view(-1, 1, 1)
             z = (b + alpha * (x[:, :hi] - b)).detach().requires_grad_(True)
             with torch.enable_grad():
-                probs = st.unembed(st.run_to(z, l + 1, first)[:, pred - first]).float().softmax(-1)
-                f = probs[:, gold_at, gold].sum(-1)
+                f = _answer_probability(st.unembed(st.run_to(z, l + 1, first)[:, pred - first]), gold)
                 (grad,) = torch.autograd.grad(f.sum(), z)
             out[l][0][ks, :hi] = (grad.float() * (x[:, :hi] - b).float()).sum(-1).double().cpu().numpy()
             out[l][1][ks] = f.detach().double().cpu().numpy()

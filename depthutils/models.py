@@ -17,131 +17,22 @@ tuple only, and :func:`check_residual`, which asserts ``[B, T, H]``.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import nnsight
 import torch
 from nnsight.modeling import huggingface as nnsight_hf
 
+from .architectures import ARCHITECTURES, Arch, ShapeError, _get, check_residual, rewrap, supported_families, unwrap  # noqa: F401
 from .errors import DepthError
-from .fetch import REAL_MODELS, ensure
-from .ladder.registry import ALIASES, resolve_alias
+from .ladder.registry import ALIASES
 from .prompts import bos_mode
 from .remote import DEFAULT_TIMEOUT, Backend, ndif_reachable
+from .sources import _local_revision, _resolve_local, _tokenizer
 
 __all__ = ["Arch", "ARCHITECTURES", "ModelHandle", "load_model", "unwrap", "check_residual"]
-
-
-@dataclass(frozen=True)
-class Arch:
-    """Where a family keeps its parts, and what it does to them on the way to the residual.
-
-    ``attn`` and ``mlp`` are paths *inside a decoder layer* to the modules whose
-    output is the sublayer's contribution to the residual stream: for families
-    with norms after the sublayers (OLMo2, Gemma 2/3) those are the post-norms.
-
-    * ``residual_scale``: a config attribute that multiplies both sublayer outputs
-      before they are added (Granite's ``residual_multiplier``);
-    * ``logits``: how the model turns ``lm_head``'s output into its logits, so that
-      the lens at the last layer equals the output: ``"softcap"`` (Gemma 2/3's
-      ``final_logit_softcapping``), ``"divide"`` (Granite's ``logits_scaling``) or
-      ``"multiply"`` (Cohere's ``logit_scale``);
-    * ``inplace``: the layer adds into a sublayer's output tensor after it returns
-      (Falcon's ``mlp_output += attention_output``), so reads and writes are cloned.
-    """
-
-    family: str
-    layers: str
-    attn: str
-    mlp: str
-    final_norm: str
-    unembed: str = "lm_head"
-    residual_scale: str | None = None
-    logits: str | None = None
-    inplace: bool = False
-
-
-_LLAMA_LIKE = dict(layers="model.layers", attn="self_attn", mlp="mlp", final_norm="model.norm")
-_POST_NORMS = dict(layers="model.layers", attn="post_attention_layernorm", mlp="post_feedforward_layernorm",
-                   final_norm="model.norm")
-
-#: model_type (from config.json) -> adapter. Parallel-attention families (GPT-NeoX, Cohere, Falcon)
-#: need nothing special: both sublayers read h_l and their outputs are still what is added.
-ARCHITECTURES: dict[str, Arch] = {
-    "llama": Arch("llama", **_LLAMA_LIKE),
-    "qwen2": Arch("qwen2", **_LLAMA_LIKE),
-    "qwen3": Arch("qwen3", **_LLAMA_LIKE),
-    "mistral": Arch("mistral", **_LLAMA_LIKE),
-    "phi3": Arch("phi3", **_LLAMA_LIKE),
-    "olmo": Arch("olmo", **_LLAMA_LIKE),
-    "starcoder2": Arch("starcoder2", **_LLAMA_LIKE),
-    "mixtral": Arch("mixtral", **_LLAMA_LIKE),        # the sparse MoE block is the MLP
-    "qwen3_moe": Arch("qwen3_moe", **_LLAMA_LIKE),    # likewise (dense layers: Qwen3MoeMLP)
-    "cohere": Arch("cohere", **_LLAMA_LIKE, logits="multiply"),
-    "granite": Arch("granite", **_LLAMA_LIKE, residual_scale="residual_multiplier", logits="divide"),
-    "olmo2": Arch("olmo2", **_POST_NORMS),
-    "gemma2": Arch("gemma2", **_POST_NORMS, logits="softcap"),
-    "gemma3_text": Arch("gemma3_text", **_POST_NORMS, logits="softcap"),
-    # the multimodal wrapper: its forward (transformers 5.23) does not softcap, unlike Gemma3ForCausalLM's
-    "gemma3": Arch("gemma3", layers="model.language_model.layers", attn="post_attention_layernorm",
-                   mlp="post_feedforward_layernorm", final_norm="model.language_model.norm"),
-    "gpt_neox": Arch("gpt_neox", layers="gpt_neox.layers", attn="attention", mlp="mlp",
-                     final_norm="gpt_neox.final_layer_norm"),
-    "gpt2": Arch("gpt2", layers="transformer.h", attn="attn", mlp="mlp", final_norm="transformer.ln_f"),
-    "falcon": Arch("falcon", layers="transformer.h", attn="self_attention", mlp="mlp",
-                   final_norm="transformer.ln_f", inplace=True),
-}
-
-
-def supported_families() -> str:
-    return ", ".join(sorted(ARCHITECTURES))
-
-
-def unwrap(value: Any) -> Any:
-    """The hidden-state tensor of a module output: element 0 of a tuple, else the value itself.
-
-    Never index a tensor with ``[0]`` to "unwrap" it: for a decoder layer that
-    returns ``[B, T, H]`` that would silently select batch row 0.
-    """
-    if isinstance(value, (tuple, list)):
-        return value[0]
-    return value
-
-
-def rewrap(old: Any, new: torch.Tensor) -> Any:
-    """Put ``new`` where :func:`unwrap` found the hidden states of ``old``."""
-    if isinstance(old, tuple):
-        return (new,) + tuple(old[1:])
-    if isinstance(old, list):
-        return [new] + list(old[1:])
-    return new
-
-
-class ShapeError(DepthError):
-    """A tensor read from the model does not have the shape the measurement expects."""
-
-
-def check_residual(x: Any, batch: int, tokens: int, what: str = "residual") -> torch.Tensor:
-    """Assert that ``x`` is a ``[batch, tokens, hidden]`` tensor and return it."""
-    shape = tuple(getattr(x, "shape", ()))
-    if len(shape) != 3 or shape[0] != batch or shape[1] != tokens:
-        raise ShapeError(
-            f"{what} has shape {shape}, expected [batch={batch}, tokens={tokens}, hidden]; "
-            "a module output was probably unwrapped wrongly (output[0] of a tensor is batch row 0)."
-        )
-    return x
-
-
-def _get(root: Any, dotted: str) -> Any:
-    obj = root
-    for part in dotted.split("."):
-        obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
-    return obj
 
 
 class ModelHandle:
@@ -368,48 +259,6 @@ class ModelHandle:
 # ---------------------------------------------------------------------------------------
 # loading
 
-def _resolve_local(name: str) -> Path | None:
-    if name in REAL_MODELS:  # a named real model: its verified cached folder, fetched on first use
-        return ensure(name)
-    p = resolve_alias(name)
-    if p is not None:
-        return Path(p)
-    p = Path(name).expanduser()
-    if p.is_dir():
-        if not (p / "config.json").exists():
-            raise DepthError(f"Folder {p} has no config.json; point load_model at a Hugging Face model folder.")
-        return p
-    return None
-
-
-def _local_revision(path: Path) -> str:
-    """A content hash of a local model folder (config and weight files), short and stable."""
-    h = hashlib.sha256((path / "config.json").read_bytes())
-    for f in sorted(path.glob("*.safetensors")):
-        h.update(f.name.encode())
-        h.update(f.read_bytes() if f.stat().st_size < 200 * 2**20 else str(f.stat().st_size).encode())
-    return "local-" + h.hexdigest()[:12]
-
-
-def revision_of(name: str) -> str:
-    """The revision a cache key should carry: a content hash for local models, else the hub commit."""
-    local = _resolve_local(name)
-    if local is not None:
-        return _local_revision(local)
-    try:
-        from transformers import AutoConfig
-
-        return getattr(AutoConfig.from_pretrained(name), "_commit_hash", None) or "main"
-    except Exception:
-        return "main"
-
-
-def load_tokenizer(name: str, trust_remote_code: bool = False):
-    """The tokenizer of an alias, a local folder or a hub id (without loading the weights)."""
-    local = _resolve_local(name)
-    return _tokenizer(str(local or name), local is not None, None, trust_remote_code)
-
-
 def _pick_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -441,15 +290,6 @@ def half_precision_works(dtype: torch.dtype) -> bool:
         return bool(torch.isfinite((x @ x).float()).all())
     except RuntimeError:
         return False
-
-
-def _tokenizer(source: str, local: bool, revision: str | None, trust_remote_code: bool):
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    if local and (Path(source) / "tokenizer.json").exists():
-        # AutoTokenizer may swap a local tokenizer's class and change its ids.
-        return PreTrainedTokenizerFast.from_pretrained(source)
-    return AutoTokenizer.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
 
 
 def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", remote: bool = False,

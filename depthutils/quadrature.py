@@ -63,22 +63,19 @@ def fixed_rule(rule: str, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarra
     ``steps < 2`` (no error estimate)."""
     if rule == "riemann":
         nodes, w = np.arange(steps) / steps, np.full(steps, 1.0 / steps)
-        half = None
-        if steps >= 2:
-            keep = np.arange(0, steps, 2)
-            half = np.zeros(steps)
-            half[keep] = 1.0 / len(keep)
-        return nodes, w, half
-    if rule == "gauss":
+        half_on = lambda keep: np.full(len(keep), 1.0 / len(keep))  # noqa: E731
+    elif rule == "gauss":
         x, w = np.polynomial.legendre.leggauss(steps)
         nodes, w = (x + 1) / 2, w / 2
-        half = None
-        if steps >= 2:
-            keep = np.arange(0, steps, 2)
-            half = np.zeros(steps)
-            half[keep] = interpolatory_weights(nodes[keep])
-        return nodes, w, half
-    raise DepthError(f"rule must be one of {RULES}, got {rule!r}.")
+        half_on = lambda keep: interpolatory_weights(nodes[keep])  # noqa: E731
+    else:
+        raise DepthError(f"rule must be one of {RULES}, got {rule!r}.")
+    if steps < 2:
+        return nodes, w, None
+    keep = np.arange(0, steps, 2)
+    half = np.zeros(steps)
+    half[keep] = half_on(keep)
+    return nodes, w, half
 
 
 def quadrature(rule: str, steps: int) -> tuple[np.ndarray, np.ndarray]:

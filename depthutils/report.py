@@ -17,7 +17,7 @@ import torch
 from IPython.display import Markdown
 
 from .claims import Verdict, paper_vs_run
-from .plotting import save
+from .plotstyle import save
 
 try:
     from myst_nb import glue as _glue

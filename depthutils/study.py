@@ -18,7 +18,8 @@ from .curves import OVERLAP_THRESHOLD
 from .effective_depth import METRICS, effective_depth
 from .errors import DepthError, NothingFits
 from .ladder import registry
-from .models import load_model, load_tokenizer, revision_of
+from .models import load_model
+from .sources import load_tokenizer, revision_of
 from .results import context_note
 
 
