@@ -65,7 +65,7 @@ def cmd_book(args) -> int:
     from .book import build_book
 
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
-    build_book(model=args.model, models=models)
+    build_book(model=args.model, models=models, real=not args.no_real)
     return 0
 
 
@@ -135,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     book = sub.add_parser("book", help="execute every chapter and build the HTML book into _build/html")
     book.add_argument("--model", help="model for every chapter (default: each chapter's default)")
     book.add_argument("--models", help="comma-separated models for the chapters that compare several (07, 08, 09)")
+    book.add_argument("--no-real", action="store_true",
+                      help="leave out the real models' sections of chapters 00-06 (default: every real model that "
+                           "is cached or can be fetched; gemma3-270m only after fetch gemma3-270m --accept-terms)")
     book.set_defaults(func=cmd_book)
     refresh = sub.add_parser("refresh", help="re-execute the source notebooks in place (nbval's reference outputs)")
     refresh.add_argument("chapter", nargs="?", help="one chapter (default: all)")

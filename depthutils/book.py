@@ -21,6 +21,8 @@ from traitlets.config import Config
 from .data import check_n
 from .errors import DepthError
 from .plan import chapter_parameters, preflight
+from .realmodels import REAL_MODELS
+from .realruns import available
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER_DIR = ROOT / "chapters"
@@ -160,11 +162,13 @@ def run_chapter(chapter: str, *, model: str | None = None, models: list[str] | N
     return dest
 
 
-def build_book(*, model: str | None = None, models: list[str] | None = None) -> Path:
+def build_book(*, model: str | None = None, models: list[str] | None = None, real: bool = True) -> Path:
     """Execute every chapter into ``_build/src``, then build the HTML book into ``_build/html``.
 
     ``model`` runs every chapter on that model (chapter 9 on ``[model]``); ``models`` sets the
-    list of the chapters that compare several models (chapter 9).
+    list of the chapters that compare several models (chapter 9). ``real``: chapters 0–6 also run on every
+    named real model that is cached or can be fetched now (:func:`depthutils.realruns.available`); the book
+    says in one sentence why it leaves one out.
     """
     build_dir = ROOT / "_build"
     stage = build_dir / "src"
@@ -177,9 +181,15 @@ def build_book(*, model: str | None = None, models: list[str] | None = None) -> 
         elif (ROOT / name).exists():
             shutil.copy(ROOT / name, stage / name)
     t0 = time.time()
+    included, left_out = available() if real else ([], {name: f"{name} is left out: the book was built with --no-real."
+                                                         for name in REAL_MODELS})
+    for name, why in left_out.items():
+        print(f"book: {why}")
     for num, path in chapters().items():
-        takes_list = "models" in parameters(path)
-        run_chapter(num, model=None if (takes_list and models) else model,
+        valid = parameters(path)
+        takes_list = "models" in valid
+        extra = {"real_models": included, "real_left_out": left_out} if "real_models" in valid else {}
+        run_chapter(num, model=None if (takes_list and models) else model, params=extra,
                     models=models if takes_list else None, out=stage / "chapters")
     beside = Path(sys.executable).with_name("jupyter-book")  # the one installed with this Python
     jb = str(beside) if beside.exists() else shutil.which("jupyter-book")

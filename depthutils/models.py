@@ -29,6 +29,7 @@ from .architectures import ARCHITECTURES, Arch, ShapeError, _get, check_residual
 from .errors import DepthError
 from .ladder.registry import ALIASES
 from .prompts import bos_mode
+from .start_token import check_option as check_start, describe as describe_start, resolve as resolve_start
 from .remote import DEFAULT_TIMEOUT, Backend, ndif_reachable
 from .sources import _local_revision, _resolve_local, _tokenizer
 
@@ -44,7 +45,8 @@ class ModelHandle:
 
     def __init__(self, nn_model: Any, arch: Arch, tokenizer: Any, *, name: str, revision: str,
                  remote: bool = False, device: str = "cpu", dtype: torch.dtype = torch.float32,
-                 config: Any = None, prepend_bos: bool = True, timeout: float = DEFAULT_TIMEOUT):
+                 config: Any = None, prepend_bos: bool | str = True, timeout: float = DEFAULT_TIMEOUT,
+                 start_how: str = "as given"):
         self.nn = nn_model
         self.arch = arch
         self.tokenizer = tokenizer
@@ -56,7 +58,8 @@ class ModelHandle:
         self.config = config
         #: the decoder's own config (Gemma 3's multimodal config wraps a text config)
         self.text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
-        self.prepend_bos = prepend_bos  # see depthutils.prompts.encode
+        self.prepend_bos = prepend_bos  # resolved (never "auto"): see depthutils.prompts.encode
+        self.start_how = start_how  # how it was chosen: see depthutils.start_token.resolve
         self.timeout = timeout  # remote: seconds one request may take, queue included
         #: remote: the id of every NDIF job this handle sent (one per request)
         self.jobs: list[str] = []
@@ -250,7 +253,12 @@ class ModelHandle:
         return {"model": self.name, "revision": self.revision, "family": self.arch.family,
                 "n_layers": self.n_layers, "dtype": str(self.dtype).replace("torch.", ""),
                 "device": self.device, "remote": self.remote, "context": self.max_length,
-                "prepend_bos": self.prepend_bos, "bos": self.bos}
+                "prepend_bos": self.prepend_bos, "bos": self.bos, "start": self.start_how}
+
+    @property
+    def start(self) -> str:
+        """What position 0 holds and how that was chosen, in one sentence for a page."""
+        return f"{describe_start(self.tokenizer, self.prepend_bos)[:-1]} (prepend_bos {self.start_how})."
 
     def __repr__(self) -> str:
         return f"ModelHandle({self.name!r}, family={self.arch.family}, layers={self.n_layers}, remote={self.remote})"
@@ -294,7 +302,7 @@ def half_precision_works(dtype: torch.dtype) -> bool:
 
 def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", remote: bool = False,
                revision: str | None = None, trust_remote_code: bool = False,
-               prepend_bos: bool = True, timeout: float = DEFAULT_TIMEOUT) -> ModelHandle:
+               prepend_bos: bool | str = "auto", timeout: float = DEFAULT_TIMEOUT) -> ModelHandle:
     """Load a model for measurement.
 
     Args:
@@ -306,9 +314,11 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
             and is never an argument, so it cannot end up in an executed notebook.
         revision: a hub revision (branch, tag or commit).
         trust_remote_code: off unless you ask for it; it runs code from the model's repo.
-        prepend_bos: when the tokenizer adds no BOS (GPT-2, Pythia, Qwen2.5), prepend its BOS
-            (or EOS) so that position 0, which no measurement intervenes on, is an attention
-            sink and not the first real token (TransformerLens's convention). Results record it.
+        prepend_bos: what stands at position 0, which no measurement intervenes on. ``True``: when the
+            tokenizer adds no BOS (GPT-2, Pythia, Qwen2.5), prepend its BOS (or EOS), so that position 0 is
+            an attention sink and not the first real token (TransformerLens's convention); ``False``: no
+            start token; one token of the vocabulary; ``"auto"`` (default): ``True``, except for the named
+            real models, whose start is chosen by measurement (:mod:`depthutils.start_token`). Results record it.
         timeout: with ``remote=True``, the seconds one request to NDIF may take from sending to its
             downloaded result, its time in NDIF's queue included (default 3600: a 70B model's queue);
             past it the call stops with an error that says so.
@@ -320,6 +330,7 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
     if os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") == "1":  # also when transformers was imported first
         hf_logging.disable_progress_bar()
 
+    check_start(prepend_bos)
     if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
         raise DepthError("load_model needs a model alias, local folder or hub id; got an empty value.")
     # an embedded alias ("default") is named by its folder ("ladder-8"): that name is what a reader is shown
@@ -361,7 +372,8 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         rev = _local_revision(local) if local is not None else revision or "main"
         handle = ModelHandle(model, arch, tokenizer, name=name, revision=rev, remote=True,
                              device="remote", dtype=_pick_dtype(dtype, "cuda"), config=config,
-                             prepend_bos=prepend_bos, timeout=float(timeout))
+                             prepend_bos=True if prepend_bos == "auto" else prepend_bos, timeout=float(timeout),
+                             start_how="auto: the tokenizer's BOS (the specification's rule)" if prepend_bos == "auto" else "as given")
         return handle
     dev = _pick_device(device)
     dt = _pick_dtype(dtype, dev)
@@ -374,5 +386,6 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
     for p in module.parameters():  # measurements never train; keeps IG from filling param.grad
         p.requires_grad_(False)
     rev = _local_revision(local) if local is not None else (getattr(config, "_commit_hash", None) or revision or "main")
+    start, how = resolve_start(prepend_bos, name, module, tokenizer)
     return ModelHandle(model, arch, tokenizer, name=name, revision=rev, remote=False, device=dev, dtype=dt,
-                       config=config, prepend_bos=prepend_bos)
+                       config=config, prepend_bos=start, start_how=how)

@@ -80,24 +80,48 @@ def bos_token_id(tokenizer) -> int | None:
     return None
 
 
-def encode(tokenizer, prompt: Prompt, need_answer: bool = False, prepend_bos: bool = True) -> Encoded:
+def start_token_id(tokenizer, prepend_bos: bool | str = True) -> int | None:
+    """The id :func:`encode` puts at position 0, or ``None`` for no start token.
+
+    ``prepend_bos``: ``True`` (the tokenizer's BOS, or its EOS where it has none), ``False`` (none), one token of
+    the vocabulary, or ``"auto"``, which outside a loaded model is ``True`` (see :mod:`depthutils.start_token`).
+    """
+    if prepend_bos is True or prepend_bos == "auto":
+        return bos_token_id(tokenizer)
+    if prepend_bos is False or prepend_bos is None:
+        return None
+    if isinstance(prepend_bos, str):
+        vocab = tokenizer.get_vocab()
+        if prepend_bos not in vocab:
+            raise DepthError(f"prepend_bos={prepend_bos!r} is not one token of this tokenizer; give 'auto', True, "
+                             "False or a token of its vocabulary such as its BOS or EOS.")
+        return int(vocab[prepend_bos])
+    raise DepthError(f"prepend_bos must be 'auto', True, False or one token, got {prepend_bos!r}.")
+
+
+def encode(tokenizer, prompt: Prompt, need_answer: bool = False, prepend_bos: bool | str = True) -> Encoded:
     """Tokenise ``prompt.text`` once and locate the answer tokens through the offset mapping.
 
     Position 0 is the attention sink that no measurement intervenes on. When the
     tokenizer adds no BOS and ``prepend_bos`` is on, its BOS (or its EOS where it has
     no BOS) is prepended, as TransformerLens's ``prepend_bos`` does, so that position 0
-    never holds the first real token.
+    never holds the first real token. ``prepend_bos`` may also name one token (it takes the
+    place of a BOS the tokenizer adds itself), or be ``False``: then a BOS the tokenizer adds is
+    dropped too, and position 0 is the first real token.
     """
     enc = tokenizer(prompt.text, return_offsets_mapping=True, return_tensors="pt", verbose=False)
     ids = enc["input_ids"]
     offsets = [tuple(o) for o in enc["offset_mapping"][0].tolist()]
-    bos = bos_token_id(tokenizer)
-    if prepend_bos and bos is not None and (ids.shape[1] == 0 or int(ids[0, 0]) != bos):
-        ids = torch.cat([torch.tensor([[bos]], dtype=ids.dtype), ids], dim=1)
+    start = start_token_id(tokenizer, prepend_bos)
+    own = getattr(tokenizer, "bos_token_id", None)
+    if own is not None and ids.shape[1] and int(ids[0, 0]) == own and offsets[0] == (0, 0) and start != own:
+        ids, offsets = ids[:, 1:], offsets[1:]  # the tokenizer's own BOS, replaced or dropped on request
+    if start is not None and (ids.shape[1] == 0 or int(ids[0, 0]) != start or offsets[0] != (0, 0)):
+        ids = torch.cat([torch.tensor([[start]], dtype=ids.dtype), ids], dim=1)
         offsets = [(0, 0)] + offsets
-    start, end = prompt.answer_start, len(prompt.text)
-    answer_pos = [i for i, (a, b) in enumerate(offsets) if b > a and b > start and a < end and i > 0]
-    if need_answer and (not answer_pos or start >= end):
+    begin, end = prompt.answer_start, len(prompt.text)
+    answer_pos = [i for i, (a, b) in enumerate(offsets) if b > a and b > begin and a < end and i > 0]
+    if need_answer and (not answer_pos or begin >= end):
         raise DepthError(
             f"No answer tokens were found in the prompt {prompt.text[:60]!r}: give a non-empty answer "
             "that is part of the text (context + answer)."
@@ -106,16 +130,23 @@ def encode(tokenizer, prompt: Prompt, need_answer: bool = False, prepend_bos: bo
     return Encoded(ids, tokens, answer_pos, [p - 1 for p in answer_pos], [int(ids[0, p]) for p in answer_pos])
 
 
-def bos_mode(tokenizer, prepend_bos: bool = True) -> str:
+def bos_mode(tokenizer, prepend_bos: bool | str = True) -> str:
     """What position 0 holds for this tokenizer: ``"tokenizer"`` (it adds a BOS itself),
-    ``"prepended"`` (depthutils adds one), ``"off"`` (none, by request) or ``"unavailable"``."""
+    ``"prepended"`` (depthutils adds one), ``"off"`` (none, by request), ``"unavailable"``, or the
+    token named by ``prepend_bos`` (e.g. ``"<|endoftext|>"``)."""
     bos = bos_token_id(tokenizer)
+    if isinstance(prepend_bos, str) and prepend_bos != "auto":
+        start = start_token_id(tokenizer, prepend_bos)
+        if start != bos:
+            return prepend_bos
     ids = tokenizer("a")["input_ids"]
+    if prepend_bos is False:
+        return "off"
     if bos is not None and ids and ids[0] == bos:
         return "tokenizer"
     if bos is None:
         return "unavailable"
-    return "prepended" if prepend_bos else "off"
+    return "prepended"
 
 
 #: how prompts that are longer than ``max_tokens`` are fitted: text-only measurements cut

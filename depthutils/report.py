@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import Markdown
 
+from .claim_table import CLAIMS
 from .claims import Verdict, paper_vs_run
 from .plotstyle import save
 
@@ -58,17 +59,25 @@ def paper(v: Verdict, *results) -> Markdown:
 QUESTIONS = {"scale": "model size", "cot": "long chain-of-thought training", "difficulty": "task difficulty"}
 
 
-def verdict(v: Verdict | dict[str, Verdict], prefix: str = "verdict") -> Markdown:
+def verdict(v: Verdict | dict[str, Verdict], prefix: str = "verdict", real: dict | None = None) -> Markdown:
     """Glue the outcome as ``{prefix}`` and return the verdict as Markdown for the chapter's last cell.
 
-    Several verdicts (``{name: Verdict}``) are glued as ``{prefix}_{name}`` and shown one after another.
+    Several verdicts (``{name: Verdict}``) are glued as ``{prefix}_{name}`` and shown one after another. The
+    paper's value of each graded statistic is glued as ``{prefix}[_{name}]_paper`` (the intro's table). ``real``
+    (``{model title: Verdict}``, from :func:`depthutils.realruns.section`) adds one line per real model.
     """
     named = v if isinstance(v, dict) else {"": v}
     parts = []
     for name, one in named.items():
         if _glue is not None:
             _glue(f"{prefix}_{name}" if name else prefix, one.outcome, display=False)
+            claim = CLAIMS.get(one.key)
+            _glue(f"{prefix}_{name}_paper" if name else f"{prefix}_paper", claim.paper_says() if claim else "—",
+                  display=False)
         parts.append(one.markdown(QUESTIONS.get(name, name) if len(named) > 1 else ""))
+    if real:
+        parts.append("**On the real models** (their sections above): " + "; ".join(
+            f"{title}: **{one.outcome}**" + (f", {one.value}" if one.value else "") for title, one in real.items()) + ".")
     return Markdown("\n\n".join(parts))
 
 

@@ -259,7 +259,7 @@ BOS_NOTES = {"tokenizer": "BOS added by the tokenizer", "prepended": "BOS prepen
 def context_note(max_tokens: int | None, bos: str | None) -> str:
     """``"max_tokens: 128 tokens; BOS prepended by depthutils"``: the fitting limit and position 0."""
     limit = f"{max_tokens} tokens" if max_tokens else "no context limit"
-    return f"max_tokens: {limit}; {BOS_NOTES.get(bos, bos)}"
+    return f"max_tokens: {limit}; {BOS_NOTES.get(bos, f'{bos} prepended by depthutils as the start token')}"
 
 
 def make_meta(handle, *, dataset: str | None, n: int | None, seed: int | None = None, fit=None, **params) -> dict:

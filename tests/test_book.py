@@ -239,11 +239,22 @@ def test_sidebar_order_and_the_intros_verdict_table(book_url, browser):
         "return Array.from(document.querySelectorAll('nav.bd-docs-nav a.reference.internal')).map(a => a.innerText.trim())")
     numbers = [int(t.split(" ·")[0]) for t in titles if re.match(r"\d+ ·", t)]
     assert numbers == list(range(len(chapters()))), titles
-    rows = browser.execute_script("""
+    head, rows = browser.execute_script("""
         const t = Array.from(document.querySelectorAll('main table')).find(t => t.innerText.includes('this build'));
-        return t ? Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText.trim())) : [];""")
+        return t ? [Array.from(t.querySelectorAll('thead th')).map(c => c.innerText.trim()),
+                    Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText.trim()))]
+                 : [[], []];""")
     assert len(rows) >= len(chapters()), rows
-    assert all(r[-1] in ("shown", "mixed", "not shown", "not tested") for r in rows), rows
+    outcomes = ("shown", "mixed", "not shown", "not tested")
+    built = head.index("embedded model (this build)")
+    assert all(r[built] in outcomes for r in rows), rows
+    # a column per real model: chapters 0-6 give an outcome (with its interval) or "not run"; 7-9 do not use them
+    for name in ("SmolLM2-135M", "Gemma 3 270M"):
+        col = head.index(name)
+        for r in rows:
+            real_chapter = int(r[0].split(" ·")[0]) <= 6
+            assert (r[col].startswith(outcomes) or r[col] == "not run") if real_chapter else r[col].startswith("—"), r
+    assert all(r[head.index("the paper's value")] not in ("", "—") for r in rows), rows
     links = browser.execute_script(
         "return Array.from(document.querySelectorAll('main table a')).map(a => a.getAttribute('href'))")
     assert {link.split("/")[-1].split(".")[0] for link in links} == {p.stem for p in chapters().values()}

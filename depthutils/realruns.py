@@ -1,0 +1,190 @@
+"""Chapters 0–6 on the named real models: each chapter's headline measurement, figure and verdict on
+SmolLM2-135M and Gemma 3 270M, beside the embedded model's, on the same page.
+
+A chapter's ``real_models`` parameter lists the models to run (``[]``: none, the default of a chapter run on
+its own; ``python -m depthutils book`` passes the ones it could fetch, see :func:`available`). One call,
+:func:`section`, runs them, shows each one's figure (captioned), numbers and verdict, the model that can test
+the claim first, and glues each verdict as ``verdict_<slug>`` for the intro's table.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import resource
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import matplotlib.pyplot as plt
+from IPython.display import HTML, Markdown, display
+
+from . import claims, data, plotting
+from .claim_table import CLAIMS, OUTCOMES
+from .contributions import contributions
+from .depth_score import depth_score
+from .errors import DepthError
+from .fetch import ensure
+from .future_effects import future_effects
+from .integrated_gradients import integrated_gradients
+from .logit_lens import logit_lens
+from .models import load_model
+from .plotstyle import save
+from .realmodels import REAL_MODELS, TermsNotAccepted
+from .residual_erasure import residual_erasure, residual_means
+from .residual_stream import residual_stream
+
+try:
+    from myst_nb import glue as _glue
+except ImportError:
+    _glue = None
+
+__all__ = ["RUNS", "section", "available", "slug", "TITLES"]
+
+#: how the pages name the real models
+TITLES = {"smollm2-135m": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M"}
+#: P1's prompts for chapters 4 and 5 (spec §4): on a real model they are graded only where it answers them
+P1_PROMPTS = {"arithmetic": ("5 + 7 + 5 + 3 + 1 + 7 = ", "28"),
+              "multihop": ("The spouse of the performer of Imagine is", " Yoko Ono")}
+
+
+def slug(name: str) -> str:
+    """``smollm2-135m`` -> ``smollm2``: the part of a glue name that names the model."""
+    return name.split("-")[0]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One chapter's headline run on a real model: what it measures, at which N, and how it is graded."""
+
+    what: str                                         # the N and data, in words, for the page
+    measure: Callable                                 # lm -> a result or {name: result}
+    claim: Callable                                   # result(s) -> Verdict
+    figure: Callable                                  # one result -> Figure
+    caption: str                                      # the figure's caption (what it shows, for any model)
+
+
+def _erasure(lm):
+    base = residual_means(lm, data.load("gsm8k", 10))
+    return {k: residual_erasure(lm, p, a, baseline=base) for k, (p, a) in P1_PROMPTS.items()}
+
+
+def _ig(lm):
+    return {k: integrated_gradients(lm, p, a, rule="adaptive") for k, (p, a) in P1_PROMPTS.items()}
+
+
+RUNS: dict[str, Run] = {
+    "00": Run("N = 20 GSM8K test problems", lambda lm: residual_stream(lm, data.load("gsm8k", 20)),
+              claims.residual_stream, plotting.residual_stream,
+              "The residual stream's norm per layer, and the largest error of hₗ₊₁ = hₗ + aₗ + mₗ, on this model."),
+    "01": Run("N = 20 GSM8K test problems (P1's N)", lambda lm: contributions(lm, data.load("gsm8k", 20)),
+              claims.contributions, plotting.contributions,
+              "Each layer's write into the residual stream (P1 Fig. 2) on this model: ‖part‖ / ‖residual‖ per layer "
+              "and its cosine with the residual, with 95% bootstrap bands over prompts."),
+    "02": Run("N = 10 GSM8K test problems, 4 positions each (P1's N); the headline variant: whole layers, "
+              "effect on future tokens",
+              lambda lm: future_effects(lm, data.load("gsm8k", 10), part="layer", mode="future"),
+              claims.future_effects, plotting.future_effects,
+              "The effect of skipping each layer (rows) on each later layer (columns) and on the output (P1 Fig. 3), "
+              "on this model."),
+    "03": Run("N = 20 GSM8K test problems (P1's N)", lambda lm: logit_lens(lm, data.load("gsm8k", 20)),
+              claims.logit_lens, plotting.logit_lens,
+              "The logit lens per layer (P1 Fig. 4) on this model: KL to the output and top-5 overlap, with 95% "
+              "bootstrap bands over prompts."),
+    "04": Run("P1's two prompts, the baseline from 10 GSM8K problems", _erasure,
+              lambda rs: claims.context(rs, "erasing the residual"), plotting.residual_erasure,
+              "The effect on the answer of erasing the residual at each layer (rows) and position (columns) "
+              "(P1 Fig. 6b), on this model."),
+    "05": Run("P1's two prompts, the adaptive rule (tolerance 1e-4, at most 64 evaluations per layer)", _ig,
+              lambda rs: claims.context(rs, "the |attribution|"), plotting.integrated_gradients,
+              "Integrated-gradients attribution of the answer's probability to each layer (rows) and position "
+              "(columns) (P1 Fig. 6a), on this model, by the adaptive rule."),
+    "06": Run("6 problems per difficulty level", lambda lm: depth_score(lm, ("addition", "multihop", "mquake", "math"), n=6),
+              claims.depth_score, plotting.depth_score,
+              "The depth score per difficulty level on this model, with its 95% bootstrap interval where the model "
+              "solved enough problems."),
+}
+
+
+def available(names=None) -> tuple[list[str], dict[str, str]]:
+    """The real models a build can include (cached, or fetched now), and for each one left out, why."""
+    names = list(REAL_MODELS) if names is None else list(names)
+    ok, why = [], {}
+    for name in names:
+        try:
+            ensure(name)
+            ok.append(name)
+        except TermsNotAccepted:
+            why[name] = (f"{TITLES[name]} is left out: its Gemma Terms of Use are not accepted on this machine "
+                         f"(python -m depthutils fetch {name} --accept-terms).")
+        except DepthError as e:
+            why[name] = f"{TITLES.get(name, name)} is left out: {e}"
+    return ok, why
+
+
+def _figure_html(fig, alt: str, caption: str) -> HTML:
+    """A captioned figure that opens full size on a click, as the book's own figures do."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    src = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    return HTML(f'<figure class="real-model-figure"><a href="{src}"><img src="{src}" alt="{alt}" '
+                f'style="max-width:100%"></a><figcaption>{caption}</figcaption></figure>')
+
+
+def _one(chapter: str, name: str, out_dir: str):
+    run = RUNS[chapter]
+    t0 = time.perf_counter()
+    lm = load_model(name)
+    results = run.measure(lm)
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # GiB (ru_maxrss is in KiB on Linux)
+    v = run.claim(results)
+    return lm, results, v, seconds, peak
+
+
+def _value(v) -> str:
+    return f"{v.outcome}: {v.value}" if v.value else v.outcome
+
+
+def section(chapter: str, real_models, out_dir: str = "figures", left_out: dict | None = None) -> dict:
+    """Run chapter ``chapter``'s headline on each model of ``real_models`` and show it; returns ``{name: Verdict}``.
+
+    Every named real model gets its glue ``verdict_<slug>`` (the intro's table): its outcome, or "not run" with
+    the reason (``left_out``, from :func:`available`, or not listed in ``real_models``)."""
+    if chapter not in RUNS:
+        raise DepthError(f"Chapter {chapter} has no real-model section; chapters {', '.join(RUNS)} have one.")
+    unknown = [m for m in real_models if m not in REAL_MODELS]
+    if unknown:
+        raise DepthError(f"real_models names {', '.join(unknown)}; the named real models are {', '.join(REAL_MODELS)}.")
+    run, left_out = RUNS[chapter], dict(left_out or {})
+    done = {}
+    for name in real_models:
+        done[name] = _one(chapter, name, out_dir)
+    # the model that can test the claim first
+    order = sorted(done, key=lambda n: (done[n][2].outcome == "not tested", OUTCOMES.index(done[n][2].outcome)))
+    for name in order:
+        lm, results, v, seconds, peak = done[name]
+        title = TITLES[name]
+        display(Markdown(f"### {title}\n\n{run.what}; {lm.n_layers} layers; {lm.start} "
+                         f"Measured in {seconds:.0f} s, with peak resident memory {peak:.1f} GiB "
+                         "(this chapter's process)."))
+        many = results if isinstance(results, dict) else {"": results}
+        for key, r in many.items():
+            fig = run.figure(r)
+            save(fig, out_dir, f"real_{slug(name)}_{chapter}{'_' + key if key else ''}")
+            label = f" ({key} prompt)" if key else ""
+            display(_figure_html(fig, f"{CLAIMS[v.key].short if v.key in CLAIMS else 'figure'} on {title}{label}",
+                                 f"{run.caption} Model: {title}{label}."))
+        for key, r in many.items():
+            print(f"{title}{' · ' + key if key else ''}: {r.summary()}")
+        display(Markdown(v.markdown()))
+        if _glue is not None:
+            _glue(f"verdict_{slug(name)}", _value(v), display=False)
+    for name in REAL_MODELS:
+        if name not in done:
+            why = left_out.get(name, f"{TITLES[name]} is not in this run's real_models (python -m depthutils book "
+                                     "runs every real model that is cached or can be fetched).")
+            display(Markdown(f"*{why}*"))
+            if _glue is not None:
+                _glue(f"verdict_{slug(name)}", "not run", display=False)
+    return {TITLES[n]: done[n][2] for n in order}
