@@ -32,7 +32,7 @@ EXERCISE = Exercise(
     difficulty=1, importance=3,
     hints=("Compare each layer with half of the curve's maximum and stop at the first one below it.",
            "An undefined effective depth is None, never 0: 0 would claim the first layer already decides."),
-    # each wrong answer differs from the right one first on a case where it equals no other known mistake:
+    # each wrong answer differs from the right one first on a case where it equals no other known mistake
     # (2nd: the first layer is not the largest; 5th: a value exactly half the maximum)
     cases=lambda lm: [dict(kl=np.array(k, float)) for k in ([5.1, 4.2, 3.0, 2.2, 1.1, 0.0],
                                                              [3.0, 5.0, 4.0, 2.0, 1.8, 1.2, 0.0],
