@@ -60,6 +60,9 @@ class Claim:
     #: the paper's value of the same statistic, with where it is read ("read off Fig. N" from a plot; "—"
     #: where the paper gives none); a callable computes it from the paper's published table
     paper_value: str | Callable[[], str] = "—"
+    #: what the claim is about, in a few words, where a chapter grades several claims (chapter 9's three
+    #: questions): it names the claim's row in the chapter's "paper vs this run" table
+    question: str = ""
 
     def paper_says(self) -> str:
         """:attr:`paper_value`, computed if it is computed from the paper's table."""
@@ -80,7 +83,8 @@ def _p2(fact: str, models: str) -> str:
     parts = []
     for m in METRICS:
         v = reference_gains(m)[fact]
-        parts.append(f"{m} " + (", ".join(f"{x:+.2f}" for x in v.values()) if isinstance(v, dict) else f"{v:+.2f}"))
+        parts.append(f"{m} " + (", ".join(f"{size} {x:+.2f}" for size, x in v.items()) if isinstance(v, dict)
+                                else f"{v:+.2f}"))
     return f"{'; '.join(parts)} (P2's Table 1, {models})"
 
 
@@ -191,7 +195,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           Threshold(None, "P2's Table 1: the spread of the same statistic across Qwen2.5-Instruct 1.5B → 32B, which "
                           "P2 reads as stable"),
           Threshold(None, "the same spread"),
-          fact="scale_spread", short="largest − smallest mean ratio across sizes",
+          fact="scale_spread", short="largest − smallest mean ratio across sizes", question="model size",
           paper_value=lambda: _p2("scale_spread", "Qwen2.5-Instruct 1.5B–32B"),
           whole_layer=True,
           paper_facts=(("models", "Qwen2.5 1.5B–32B base, Instruct and Math; DeepSeek-R1-Distill-Qwen 1.5B–32B"),
@@ -202,13 +206,15 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           Threshold(None, "ours: one layer of the base model, 1/L, the step in which a ratio moves"),
           Threshold(None, "the same step"),
           fact="cot_gain", whole_layer=True, short="long-CoT minus base mean ratio",
-          paper_value=lambda: _p2("cot_gain", "DeepSeek-R1-Distill-Qwen minus its base, 1.5B/7B/14B/32B")),
+          question="long chain-of-thought training",
+          paper_value=lambda: _p2("cot_gain", "each DeepSeek-R1-Distill-Qwen model minus its same-size base")),
     Claim("difficulty", "09", "P2", "abstract; Table 1",
           "“models do not dynamically use more layers for harder problems”",
           "the mean ratio over the ladder on AIME24 minus that on HellaSwag and GSM8K",
           Threshold(None, "ours: one layer, the mean of 1/L over the ladder"),
           Threshold(None, "the same step"),
           fact="hard_gain", whole_layer=True, short="AIME24 minus HellaSwag and GSM8K mean ratio",
+          question="task difficulty",
           paper_value=lambda: _p2("hard_gain", "Qwen2.5-Instruct 1.5B–32B")),
 ]}
 

@@ -284,4 +284,5 @@ def effective_depth(study: Study, ladder, base: str | None = None, cot: str | No
                                        f"models compared, with its {100 * LEVEL:.0f}% bootstrap interval over prompts: "
                                        f"shown if it lies at or below the tolerance ({c.shown.source}), not shown if "
                                        "wholly above it, mixed otherwise; metrics are combined.")
+    out["scale"].also = [out["cot"], out["difficulty"]]  # the chapter's one paper-vs-run table shows all three
     return out

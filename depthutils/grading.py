@@ -33,6 +33,9 @@ class Verdict:
     key: str = ""
     rows: dict = field(default_factory=dict)  # this run's side of paper rows that have a counterpart here
     value: str = ""  # this run's value of the graded statistic, with its interval (every graded part)
+    #: the chapter's other verdicts, whose claim and statistic rows its "paper vs this run" table shows after
+    #: this one's (chapter 9: the chain-of-thought and difficulty verdicts beside the size verdict)
+    also: list = field(default_factory=list)
 
     def __post_init__(self):
         if self.outcome not in OUTCOMES:
@@ -133,7 +136,9 @@ def paper_vs_run(verdict: Verdict, metas) -> str:
     """The "paper vs this run" table of a verdict's claim: the paper's facts (models, prompts, what its text
     gives) beside this run's, from the results' ``meta`` (a list; "—" where the run has no counterpart); the
     claim in the paper's words beside this run's outcome; and, in a row named by the graded statistic, the
-    paper's value of that statistic (:meth:`Claim.paper_says`) beside this run's value with its interval."""
+    paper's value of that statistic (:meth:`Claim.paper_says`) beside this run's value with its interval; then
+    the same two rows for each of the verdict's companions (:attr:`Verdict.also`), the claim rows then named by
+    what each claim is about (:attr:`Claim.question`)."""
     c = CLAIMS[verdict.key]
     models = ", ".join(dict.fromkeys(f"{m['model']} ({m['n_layers']} layers)" for m in metas if m.get("model")))
     prompts = ", ".join(dict.fromkeys(f"N = {m['n']} ({m['dataset']})" for m in metas if m.get("n")))
@@ -141,7 +146,11 @@ def paper_vs_run(verdict: Verdict, metas) -> str:
     rows = {**dict(c.paper_facts), **{k: dict(c.paper_facts).get(k, "—") for k in run}}
     out = [f"| | {c.paper} ({c.where}) | this run |", "|---|---|---|"]
     out += [f"| {k} | {v} | {run.get(k, '—')} |" for k, v in rows.items()]
-    out.append(f"| claim | {c.sentence} | **{verdict.outcome}** |")
-    out.append(f"| {c.short} | {c.paper_says()} | {verdict.value or '—'} |")
+    for v in [verdict, *verdict.also]:
+        c = CLAIMS[v.key]
+        label = f"claim on {c.question}" if verdict.also and c.question else "claim"
+        out.append(f"| {label} | {c.sentence} | **{v.outcome}** |")
+        run_value = v.value or (f"— (not tested: {v.numbers})" if v.outcome == "not tested" else "—")
+        out.append(f"| {c.short} | {c.paper_says()} | {run_value} |")
     return "\n".join(out)
 

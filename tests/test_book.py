@@ -293,11 +293,9 @@ def test_instructors_page_in_a_browser(book_url, browser):
 
 def _claims_of(stem: str) -> list:
     """The claims a chapter's "paper vs this run" table covers: its own, chapter 5 the context claim it shares
-    with chapter 4, and chapter 9 (three verdicts) the size claim only, as its table does today."""
+    with chapter 4; chapter 9's one table covers its three verdicts (size, chain of thought, difficulty)."""
     from depthutils.claim_table import CLAIMS
 
-    if stem[:2] == "09":
-        return [CLAIMS["scale"]]
     return [c for c in CLAIMS.values() if c.chapter == stem[:2] or (stem[:2] == "05" and c.key == "context")]
 
 

@@ -5,6 +5,9 @@ through :mod:`depthutils.claims`, the one place a verdict is built.
 """
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -286,3 +289,59 @@ def test_an_integrated_gradients_prompt_whose_sums_miss_completeness_is_not_coun
     assert v.outcome == "not tested"
     assert any(f"{coarse.facts()['completeness']:.2f}" in n and "not informative" in n for n in v.notes), v.notes
     assert claims.context({"arithmetic": fine}, "the |attribution|").outcome != "not tested"
+
+
+SHARED_REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "effective_depth_table1.csv"
+
+
+def _shared_table() -> dict:
+    """P2's Table 1 as ``../shared/reference`` holds it, read with the csv module (not with depthutils.study)."""
+    with SHARED_REFERENCE.open(newline="") as f:
+        return {r["model"]: r for r in csv.DictReader(f)}
+
+
+def test_the_carried_table_is_the_shared_reference():
+    from depthutils.study import REFERENCE_CSV
+    if not SHARED_REFERENCE.exists():
+        pytest.skip("no ../shared/reference beside the repository")
+    with REFERENCE_CSV.open(newline="") as f:
+        assert {r["model"]: r for r in csv.DictReader(f)} == _shared_table()
+
+
+def test_chapter_9s_table_sets_each_of_its_three_verdicts_beside_p2s_value():
+    """Chapter 9's one "paper vs this run" table holds a claim row and a statistic row for the size, chain-of-thought
+    and difficulty verdicts; this run's values are the closed-form gains of synthetic curves whose effective
+    depths are known, and P2's are recomputed here from ``../shared/reference``."""
+    tasks = ["gsm8k", "hellaswag", "aime24"]
+    L = {"m4": 4, "m8": 8, "m8cot": 8}
+    cross = {"m4": {"gsm8k": 2, "hellaswag": 2, "aime24": 3}, "m8": {"gsm8k": 5, "hellaswag": 5, "aime24": 7},
+             "m8cot": {t: 7 for t in tasks}}  # ED_KL = ED_overlap = the crossing layer; cos is undefined
+    s = Study(list(L), tasks, {(m, t): _ed(L[m], cross[m][t]) for m in L for t in tasks}, n_boot=200)
+    v = claims.effective_depth(s, ["m4", "m8"], base="m8", cot="m8cot")
+    table = claims.paper_vs_run(v["scale"], [{"model": m, "n_layers": L[m]} for m in L])
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in table.splitlines()}
+    ratio = lambda m, ts: np.mean([(cross[m][t] + 1) / L[m] for t in ts])  # noqa: E731  P2's (ED + 1) / L
+    gains = {"scale": 0.0, "cot": ratio("m8cot", tasks) - ratio("m8", tasks),
+             "difficulty": np.mean([ratio(m, ["aime24"]) - ratio(m, ["gsm8k", "hellaswag"]) for m in ("m4", "m8")])}
+    for key, gain in gains.items():
+        c = CLAIMS[key]
+        assert rows[f"claim on {c.question}"][2] == f"**{v[key].outcome}** |", key
+        paper, run = rows[c.short][1], rows[c.short][2].rstrip(" |")
+        assert paper == c.paper_says() and "P2's Table 1" in paper, key
+        assert run == v[key].value and run.startswith(f"kl {gain:+.2f} [") and "; overlap " in run, (key, run)
+    if SHARED_REFERENCE.exists():
+        t = _shared_table()
+        mean = lambda name, m, ts=tuple(tasks): np.mean([float(t[name][f"{m}_{x}_ratio"]) for x in ts])  # noqa: E731
+        assert f"kl 1.5B {mean('DS-R1-Qwen-1.5B', 'kl') - mean('Qwen2.5-Math-1.5B', 'kl'):+.2f}" in rows[CLAIMS['cot'].short][1]
+        inst = [f"Qwen2.5-{n}-Instruct" for n in ("1.5B", "7B", "14B", "32B")]
+        hard = np.mean([mean(n, "kl", ("aime24",)) - mean(n, "kl", ("hellaswag", "gsm8k")) for n in inst])
+        assert f"kl {hard:+.2f}" in rows[CLAIMS["difficulty"].short][1]
+
+
+def test_a_companion_verdict_that_is_not_tested_says_why_in_the_table():
+    models, tasks = ["m4", "m8"], ["gsm8k", "hellaswag", "aime24"]
+    s = Study(models, tasks, {(m, t): _ed(L, 2) for m, L in (("m4", 4), ("m8", 8)) for t in tasks}, n_boot=50)
+    v = claims.effective_depth(s, models)
+    row = next(line for line in claims.paper_vs_run(v["scale"], []).splitlines()
+               if line.startswith(f"| {CLAIMS['cot'].short} |"))
+    assert row.endswith("| — (not tested: this run needs a base and a chain-of-thought model.) |"), row

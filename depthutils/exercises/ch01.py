@@ -16,7 +16,14 @@ def _relative_mistakes(lm, case):
     return {"this is ‖Δ_l‖ / ‖h_{l+1}‖: divide by the norm of the residual the layer *receives*, h_l, not of "
             "its output": d.norm(dim=-1) / h[l + 1].norm(dim=-1),
             "this is ‖h_{l+1}‖ / ‖h_l‖: the norm of the layer's output, not of its update Δ_l = h_{l+1} − h_l":
-            h[l + 1].norm(dim=-1) / h[l].norm(dim=-1)}
+            h[l + 1].norm(dim=-1) / h[l].norm(dim=-1),
+            "this is ‖Δ_l‖ alone: divide it by ‖h_l‖, the norm of the residual the layer receives": d.norm(dim=-1),
+            "this is (‖Δ_l‖ / ‖h_l‖)², a ratio of squared norms: take `.norm(dim=-1)`, not the sum of squares":
+            (d.norm(dim=-1) / h[l].norm(dim=-1)) ** 2,
+            "these norms run over the positions (dim=1), not over the hidden axis: `.norm(dim=-1)`, one per token":
+            d.norm(dim=1) / h[l].norm(dim=1),
+            "this subtracts h_l from batch row 0's output: `output[0]` is batch row 0 of the tensor [B, T, d], "
+            "not the first element of a tuple": (h[l + 1][:1] - h[l]).norm(dim=-1) / h[l].norm(dim=-1)}
 
 
 EXERCISE = Exercise(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 
+import torch
+
 from .. import solutions
 from ..future_effects import future_effects
 from ..prompts import Prompt
@@ -26,18 +28,40 @@ def _future_of(lm, case):
     return _future(lm.name, p.text, p.answer_start, case["position"], case["input_ids"].shape[1])
 
 
+def _skipping(positions):
+    """An edit for :func:`depthutils.solutions._output_probs` that skips the layer at ``positions`` (a slice)."""
+    def edit(h_in, h_out):
+        h_new = h_out.clone()
+        h_new[:, positions] = h_in[:, positions]
+        return h_new
+    return edit
+
+
 def _skip_mistakes(lm, case):
     ids, s, t = case["input_ids"], case["layer"], case["position"]
-
-    def from_bos(h_in, h_out):
-        h_new = h_out.clone()
-        h_new[:, :t] = h_in[:, :t]
-        return h_new
-
     clean = solutions._output_probs(lm, ids)
-    skipped = solutions._output_probs(lm, ids, s, from_bos)
+    diff = lambda skipped: (clean - skipped)[0].norm(dim=-1)  # noqa: E731  [T]
+    right = diff(solutions._output_probs(lm, ids, s, _skipping(slice(1, t))))
     return {"you skipped position 0 too: position 0 is the BOS attention sink; skip positions 1 … t−1 only":
-            float((clean - skipped)[0, t:].norm(dim=-1).max())}
+            float(diff(solutions._output_probs(lm, ids, s, _skipping(slice(0, t))))[t:].max()),
+            "you skipped the positions p ≥ t: skip the earlier positions 1 … t−1 and measure the later ones p ≥ t":
+            float(diff(solutions._output_probs(lm, ids, s, _skipping(slice(t, None))))[t:].max()),
+            "you took the maximum over every position: measure only the positions p ≥ t, after the skipped ones":
+            float(right.max()),
+            "this is the mean over the positions p ≥ t: the effect is their maximum": float(right[t:].mean()),
+            "this is a norm of the difference of logits: compare the probabilities, softmax(z)": float(
+                (_logits(lm, ids) - _logits(lm, ids, s, _skipping(slice(1, t))))[0, t:].norm(dim=-1).max())}
+
+
+def _logits(lm, ids, layer=None, edit=None):
+    """The model's logits ``[B, T, V]`` (log-probabilities would hide the mistake: a shift per position)."""
+    hook = lm.hf_layer(layer).register_forward_hook(lambda m, a, o: edit(a[0], o)) if edit else None
+    try:
+        with torch.no_grad():
+            return lm.hf(ids).logits.float()
+    finally:
+        if hook is not None:
+            hook.remove()
 
 
 EXERCISE = Exercise(

@@ -20,10 +20,19 @@ def _lens_mistakes(lm, case):
         lens = lm.lens(h).save()
         final = lm.logits().save()
     log_q, log_p, log_raw = (x.float().log_softmax(-1) for x in (lens, final, raw))
+    kl = (log_q.exp() * (log_q - log_p)).sum(-1)
+    over_t = lens.float().log_softmax(1), final.float().log_softmax(1)
     return {"this is KL(q_L ‖ q_l), the other direction: chapter 3's KL puts the lens first, "
             "Σ q_l (log q_l − log q_L)": (log_p.exp() * (log_p - log_q)).sum(-1),
             "this is the lens without the final norm: apply final_norm to h before the unembedding":
-            (log_raw.exp() * (log_raw - log_p)).sum(-1)}
+            (log_raw.exp() * (log_raw - log_p)).sum(-1),
+            "this is the lens of batch row 0 against every row's output: `output[0]` is batch row 0 of the "
+            "tensor [B, T, d], not the first element of a tuple": (log_q[:1].exp() * (log_q[:1] - log_p)).sum(-1),
+            "this KL is in bits (log base 2): the book's KL is in nats, with the natural log (`log_softmax`)":
+            kl / torch.log(torch.tensor(2.0)),
+            "these softmaxes run over the positions (dim=1): normalise over the vocabulary, `log_softmax(-1)`":
+            (over_t[0].exp() * (over_t[0] - over_t[1])).sum(-1),
+            "this is the mean KL over the positions: return one KL per token, [B, T]": kl.mean(-1)}
 
 
 EXERCISE = Exercise(

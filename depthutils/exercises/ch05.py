@@ -7,10 +7,50 @@ from __future__ import annotations
 
 import functools
 
+import torch
+
+from .. import solutions
 from ..integrated_gradients import integrated_gradients
 from ..prompts import Prompt
 from .core import _LAYER_INPUT, _NEXT_LAYER, Exercise, register
 from .inputs import _answer, _model
+
+
+def _ig_terms(lm, case, baseline, alphas) -> torch.Tensor:
+    """``Σ_α ∂f/∂x(b + α(x − b)) ⊙ (x − b) / K`` per hidden unit, ``[T, d]``, for the output ``x`` of layer
+    ``case["layer"]``, a baseline ``baseline(x)`` and the points ``alphas`` (``K = len(alphas)``)."""
+    ids, l = case["input_ids"], case["layer"]
+    _, x = solutions._residual_around(lm, ids, l)
+    b = baseline(x)
+    total = torch.zeros(x.shape[1:])
+    for a in alphas:
+        point = (b + a * (x - b)).detach().requires_grad_(True)
+        hook = lm.hf_layer(l).register_forward_hook(lambda m, args, out: point)
+        try:
+            probs = lm.hf(ids).logits.float().softmax(-1)
+        finally:
+            hook.remove()
+        f = probs[0, case["predict_positions"], case["answer_ids"]].sum()
+        (grad,) = torch.autograd.grad(f, point)
+        total += (grad * (x - b))[0].detach() / len(alphas)
+    return total
+
+
+@functools.lru_cache(maxsize=None)
+def _ig_mistaken(name: str, layer: int, steps: int) -> dict:
+    lm = _model(name)
+    case = dict(_answer(lm, _ig(name, steps)[0]), layer=layer)
+    K = steps
+    left, right = [k / K for k in range(K)], [k / K for k in range(1, K + 1)]
+    by_position = lambda x: x.mean(dim=1, keepdim=True)  # noqa: E731
+    per_unit = _ig_terms(lm, case, by_position, left)
+    return {"you averaged the baseline over the hidden axis: b is x's mean over the positions, "
+            "`x.mean(dim=1, keepdim=True)`": _ig_terms(lm, case, lambda x: x.mean(dim=-1, keepdim=True), left).sum(-1),
+            "this is a right Riemann sum (k = 1 … K): the left sum runs over k = 0 … K−1, so x itself "
+            "(α = 1) is not a point": _ig_terms(lm, case, by_position, right).sum(-1),
+            "your baseline is zero: b is x's mean over the positions": _ig_terms(lm, case, torch.zeros_like, left).sum(-1),
+            "you did not divide by K: each of the K terms is weighted 1/K": K * per_unit.sum(-1),
+            "you did not sum over the hidden axis: A[l, t] is one number per position, `.sum(-1)`": per_unit}
 
 
 @functools.lru_cache(maxsize=None)
@@ -18,6 +58,11 @@ def _ig(name: str, steps: int):
     lm = _model(name)
     p = Prompt.from_parts("The spouse of the performer of Imagine is", " Yoko Ono")
     return p, integrated_gradients(lm, p, steps=steps, progress_bar=False).attribution
+
+
+def _ig_mistakes(lm, case):
+    """What the common wrong IG sums return (the cases all take the chapter's prompt, so they are cached)."""
+    return _ig_mistaken(lm.name, case["layer"], case["steps"])
 
 
 EXERCISE = Exercise(
@@ -33,7 +78,7 @@ EXERCISE = Exercise(
            "Left Riemann sum: k = 0 … K−1, so the point at α = 1 (x itself) is not included."),
     cases=lambda lm: [dict(_answer(lm, _ig(lm.name, 8)[0]), layer=l, steps=8) for l in (2, 6)],
     reference=lambda lm, case: _ig(lm.name, case["steps"])[1][case["layer"]],
-    axes=("position",),
+    axes=("position",), mistakes=_ig_mistakes,
     shifts={"layer": {-1: _LAYER_INPUT, 1: _NEXT_LAYER}},
     number="5.2")
 

@@ -27,7 +27,11 @@ def _depth_mistakes(lm, case):
     s = np.arange(L - 1)
     return {"you did not average r_s over the later layers: divide each row's sum by L−1−s": (s * sums).sum() / sums.sum(),
             "this is the normalised score, divided by L−1: return the score in layers": (s * r).sum() / r.sum() / (L - 1),
-            "off by one: the weight of row s is s (layer 0 weighs 0), not s+1": ((s + 1) * r).sum() / r.sum()}
+            "off by one: the weight of row s is s (layer 0 weighs 0), not s+1": ((s + 1) * r).sum() / r.sum(),
+            "off by one in the average: row s has L−1−s later layers, so divide its sum by L−1−s, not L−s":
+            (s * sums / (L - s)).sum() / (sums / (L - s)).sum(),
+            "your answer is NaN: D is NaN where j ≤ s, so sum each row with `np.nansum`, and let s run over "
+            "0 … L−2 (the last layer has no later layer)": np.nan}
 
 
 EXERCISE = Exercise(

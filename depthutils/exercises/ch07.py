@@ -43,8 +43,19 @@ def _map_mistakes(lm, case):
     Wt, *_ = np.linalg.lstsq(np.hstack([Xt, np.ones((len(Xt), 1))]), Yt, rcond=None)
     pred = np.hstack([Xt, np.ones((len(Xt), 1))]) @ Wt
     on_test = float(np.mean(np.linalg.norm(pred - Yt, axis=1) / np.linalg.norm(Yt, axis=1)))
+    ones = lambda A: np.hstack([A, np.ones((len(A), 1))])  # noqa: E731
+    Wb, *_ = np.linalg.lstsq(ones(X), Y, rcond=None)
+    err, fit_err = ones(Xt) @ Wb - Yt, ones(X) @ Wb - Y
+    n, ny = np.linalg.norm(err, axis=1), np.linalg.norm(Yt, axis=1)
     return {"the map has no bias: append a column of ones to X (y ≈ W x + c)": no_bias,
-            "you fitted the map on the held-out tokens: fit on X_fit, Y_fit and score on X_test, Y_test": on_test}
+            "you fitted the map on the held-out tokens: fit on X_fit, Y_fit and score on X_test, Y_test": on_test,
+            "you scored the map on the tokens it was fitted on: score it on the held-out X_test, Y_test":
+            float(np.mean(np.linalg.norm(fit_err, axis=1) / np.linalg.norm(Y, axis=1))),
+            "this is the absolute error ‖ŷ − y‖: divide each token's error by its ‖y‖": float(n.mean()),
+            "this is mean ‖ŷ − y‖ / mean ‖y‖, a ratio of means: divide per token, then average": float(n.mean() / ny.mean()),
+            "this is the squared relative error ‖ŷ − y‖² / ‖y‖²: take norms, not their squares": float(np.mean(n**2 / ny**2)),
+            "these norms run over the tokens (axis=0): take them over the hidden axis (axis=1), one per token":
+            float(np.mean(np.linalg.norm(err, axis=0) / np.linalg.norm(Yt, axis=0)))}
 
 
 EXERCISE = Exercise(

@@ -115,11 +115,15 @@ def _where(ex: Exercise, idx: tuple) -> str:
 
 def _diagnose(ex: Exercise, lm, case: dict, got, want) -> str:
     """Why ``got`` is not ``want``: a known mistake it equals, else where and by how much it differs."""
-    if want is not None and got is not None and got.shape != want.shape:
-        if want.ndim >= 2 and got.shape == want.shape[1:]:
-            return (f"your answer has shape {got.shape}, the expected one {want.shape}: you dropped the batch "
-                    "axis. Decoder layers return a tensor [B, T, d], not a tuple, so output[0] is batch row 0.")
-        return f"your answer has shape {got.shape}, expected {want.shape} ({ex.returns})."
+    if got is None:
+        return f"your function returned None; it should return {ex.returns}."
+    if want is not None and want.ndim >= 2 and got.shape == want.shape[1:]:
+        return (f"your answer has shape {got.shape}, the expected one {want.shape}: you dropped the batch "
+                "axis. Decoder layers return a tensor [B, T, d], not a tuple, so output[0] is batch row 0.")
+    if (want is not None and want.ndim >= 2 and want.shape[0] > 1 and got.ndim == want.ndim
+            and got.shape[0] == 1 and got.shape[1:] == want.shape[1:]):
+        return (f"your answer has shape {got.shape}, the expected one {want.shape}: you kept batch row 0 only. "
+                "Decoder layers return a tensor [B, T, d], not a tuple, so output[0] is batch row 0.")
     for arg, by_step in ex.shifts.items():
         for step, why in by_step.items():
             shifted = dict(case, **{arg: case[arg] + step})
@@ -130,10 +134,10 @@ def _diagnose(ex: Exercise, lm, case: dict, got, want) -> str:
             if other is not None and np.isfinite(other).all() and _close(got, other):
                 return f"your answer equals the library's for {arg}={case[arg] + step}: {why}."
     for why, answer in (ex.mistakes(lm, case) if ex.mistakes else {}).items():
-        if _close(got, _as_array(answer)):
+        if _close(got, _as_array(answer)):  # a mistake may have another shape (a norm over the wrong axis)
             return f"{why}."
-    if got is None:
-        return f"your function returned None; it should return {ex.returns}."
+    if want is not None and got.shape != want.shape:
+        return f"your answer has shape {got.shape}, expected {want.shape} ({ex.returns})."
     if want is None:
         return "no layer qualifies here, so the answer is None (undefined), not a number."
     if not np.isfinite(got).all():
