@@ -57,6 +57,8 @@ NOUN_PHRASES = {
 }
 #: MQuAKE's clozes as written, with their two typos fixed
 TYPOS = {"origianl": "original", "univeristy": "university"}
+#: the kinds of prompt graded, as the verdict names them
+KINDS = {"arithmetic": "arithmetic", "multihop": "two-hop"}
 #: aliases tried per answer, besides the answer itself (countries have up to 18; the first few are the common ones)
 MAX_ALIASES = 4
 
@@ -203,17 +205,17 @@ def match(continuation: str, forms) -> str | None:
     return None
 
 
-def _greedy(lm, cands, max_new: int, batch_size: int, progress_bar: bool) -> None:
-    """Step 1: the greedy continuation of every candidate's context, and the answer it begins with."""
-    cands = list({c.context: c for c in cands}.values())  # one decoding per distinct context
-    _, encs, _ = encode_all(lm, [Prompt(c.context, len(c.context)) for c in cands], max_tokens=None)
-    order = sorted(range(len(cands)), key=lambda i: encs[i].n_tokens)  # similar lengths share a batch
+def _greedy(lm, contexts: list, max_new: int, batch_size: int, progress_bar: bool) -> dict:
+    """Step 1: the greedy continuation (text) of each distinct context, batched by length."""
+    contexts = list(dict.fromkeys(contexts))
+    _, encs, _ = encode_all(lm, [Prompt(c, len(c)) for c in contexts], max_tokens=None)
+    order = sorted(range(len(contexts)), key=lambda i: encs[i].n_tokens)  # similar lengths share a batch
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    out = {}
     for batch in progress(batches, "greedy answers", enabled=progress_bar):
-        outs = lm.greedy_batch([encs[i].input_ids for i in batch], max_new)
-        for i, out in zip(batch, outs):
-            new = out[0, encs[i].n_tokens:].tolist()
-            cands[i].continuation = lm.tokenizer.decode(new, skip_special_tokens=True)
+        for i, ids in zip(batch, lm.greedy_batch([encs[i].input_ids for i in batch], max_new)):
+            out[contexts[i]] = lm.tokenizer.decode(ids[0, encs[i].n_tokens:].tolist(), skip_special_tokens=True)
+    return out
 
 
 def _forced(lm, cands, batch_size: int) -> None:
@@ -236,12 +238,10 @@ def _forced(lm, cands, batch_size: int) -> None:
 def check(lm, cands, *, max_new: int = 8, batch_size: int = 16, progress_bar: bool = True) -> None:
     """Run both checks on ``cands`` and their single hops, in batches (fills each candidate's fields)."""
     everyone = list(cands) + [h for c in cands for h in c.hops]
-    _greedy(lm, everyone, max_new, batch_size, progress_bar)
-    by_context = {}
+    continuations = _greedy(lm, [c.context for c in everyone], max_new, batch_size, progress_bar)
     for c in everyone:
-        by_context.setdefault(c.context, c)
-    for c in everyone:
-        c.continuation = by_context[c.context].continuation
+        c.graded, c.forced = False, None
+        c.continuation = continuations[c.context]
         c.answer = match(c.continuation, c.forms)
         c.greedy = c.answer is not None
     matched = [c for c in everyone if c.greedy]
@@ -254,10 +254,9 @@ def check(lm, cands, *, max_new: int = 8, batch_size: int = 16, progress_bar: bo
 def is_embedded(lm) -> bool:
     """True for the book's own models (an alias, or a folder in ``data/models``)."""
     name = str(getattr(lm, "name", ""))
-    if resolve_alias(name) is not None:
-        return True
-    try:
-        return Path(name).expanduser().resolve().parent == MODELS_DIR.resolve()
+    try:  # resolve_alias also accepts any absolute folder (pathlib's join), so its place decides
+        path = resolve_alias(name) or Path(name).expanduser()
+        return path.resolve().parent == MODELS_DIR.resolve()
     except OSError:
         return False
 
