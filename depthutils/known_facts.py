@@ -12,7 +12,7 @@ model does not compute it, so on a real model the prompts are checked first:
 
 "Answers" is decided in two steps. (1) Greedy continuation: the prompt's context is decoded greedily
 (:meth:`ModelHandle.greedy_batch`, batched) for ``max_new`` tokens, and the continuation must begin with the
-answer or one of its MQuAKE aliases (case aside, an optional leading "the", ending at a word boundary). The
+answer or one of its MQuAKE aliases (case aside, an optional leading article, ending at a word boundary). The
 matched text, as the model wrote it, becomes the answer. (2) Teacher-forced: the prompt is then tokenised
 as the measurement tokenises it (context and answer together, with the model's start token), and every
 answer token must be the model's top-1 prediction at the position before it. Both must hold; answers may
@@ -59,8 +59,6 @@ NOUN_PHRASES = {
 TYPOS = {"origianl": "original", "univeristy": "university"}
 #: the kinds of prompt graded, as the verdict names them
 KINDS = {"arithmetic": "arithmetic", "multihop": "two-hop"}
-#: aliases tried per answer, besides the answer itself (countries have up to 18; the first few are the common ones)
-MAX_ALIASES = 4
 
 
 @dataclass
@@ -153,7 +151,7 @@ def _fix(text: str) -> str:
 
 
 def _forms(answer: str, aliases) -> list:
-    return list(dict.fromkeys([answer] + [a for a in aliases if a and a.isascii()][:MAX_ALIASES]))
+    return list(dict.fromkeys([answer] + [a for a in aliases if a and a.strip()]))
 
 
 def mquake_pairs(rows=None) -> list[Candidate]:
@@ -196,10 +194,11 @@ def candidates(*, tried: int, seed: int, n_arithmetic: int = 20) -> list[Candida
 # ------------------------------------------------------------------------------------ the checks
 
 def match(continuation: str, forms) -> str | None:
-    """The start of ``continuation`` that gives one of ``forms`` (case aside, an optional leading "the",
+    """The start of ``continuation`` that gives one of ``forms`` (case aside, an optional leading article,
     ending at a word boundary), as written; None if none does."""
     for form in forms:
-        m = re.match(r"\s*(?:the\s+)?" + re.escape(form.strip()) + r"(?!\w)", continuation, flags=re.IGNORECASE)
+        m = re.match(r"\s*(?:(?:the|an?)\s+)?" + re.escape(form.strip()) + r"(?!\w)", continuation,
+                     flags=re.IGNORECASE)
         if m:
             return continuation[:m.end()]
     return None

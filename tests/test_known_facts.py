@@ -68,6 +68,8 @@ def test_match_reads_aliases_case_the_and_word_boundaries():
     assert kf.match("28\n", ["28"]) == "28"
     assert kf.match("281", ["28"]) is None
     assert kf.match(" a 2019", ["Yoko Ono", "Ono"]) is None
+    assert kf.match(" a goalkeeper.", ["goalkeeper"]) == " a goalkeeper"
+    assert kf.match(" another goalkeeper", ["goalkeeper"]) is None
 
 
 @needs_data
