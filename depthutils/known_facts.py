@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 from . import data
@@ -75,6 +76,7 @@ class Candidate:
     greedy: bool = False
     forced: bool | None = None
     graded: bool = False
+    checked: bool = False          # its greedy continuation was decoded
 
     @property
     def answered(self) -> bool:
@@ -82,7 +84,11 @@ class Candidate:
 
     @property
     def knows_hops(self) -> bool | None:
-        return all(h.answered for h in self.hops) if self.hops else None
+        """True if the model answers both single hops; None where they were not checked (no hops, or the
+        prompt itself is not answered: its hops cannot make it gradable)."""
+        if not self.hops or not all(h.checked for h in self.hops):
+            return None
+        return all(h.answered for h in self.hops)
 
     @property
     def gradable(self) -> bool:
@@ -101,12 +107,16 @@ class FactPrompts:
     untested: dict = field(default_factory=dict)
 
     def accuracy(self, kind: str) -> dict:
-        """``tried``, ``answered``, ``hops`` (knows both single hops), ``both`` (answers and knows both) and
-        ``graded``, over the candidates of ``kind``."""
+        """``tried``, ``answered``, ``both`` (answers it and both of its single hops; arithmetic: = answered)
+        and ``graded``, over the candidates of ``kind``."""
         cs = [c for c in self.candidates if c.kind == kind]
         return {"tried": len(cs), "answered": sum(c.answered for c in cs),
-                "hops": sum(bool(c.knows_hops) for c in cs), "both": sum(c.answered and bool(c.knows_hops) for c in cs),
+                "both": sum(c.answered and c.knows_hops is not False for c in cs),
                 "graded": sum(1 for k in self.prompts if k.split("_")[0] == kind)}
+
+    def facts(self) -> dict:
+        """The accuracies as flat numbers, for a chapter's glued prose (``multihop_tried`` …)."""
+        return {f"{kind}_{k}": v for kind in KINDS for k, v in self.accuracy(kind).items()}
 
     def sentence(self, kind: str) -> str:
         """The accuracy of ``kind`` in words."""
@@ -114,9 +124,8 @@ class FactPrompts:
             return f"{kind}: the embedded model's synthetic prompt (its own world's facts), graded unchecked."
         a = self.accuracy(kind)
         if kind == "multihop":
-            return (f"two-hop: the model answers {a['answered']} of {a['tried']} prompts tried (P1's and MQuAKE's), "
-                    f"knows both single hops of {a['hops']}, and both answers and knows the hops of {a['both']}; "
-                    f"{a['graded']} graded.")
+            return (f"two-hop: the model answers {a['answered']} of {a['tried']} prompts tried (P1's and MQuAKE's) "
+                    f"and knows both single hops of {a['both']} of those; {a['graded']} graded.")
         return (f"arithmetic: the model answers {a['answered']} of {a['tried']} addition chains tried (P1's first); "
                 f"{a['graded']} graded.")
 
@@ -128,15 +137,13 @@ class FactPrompts:
 
     def table(self):
         """Every candidate tried, one row each: prompt, answer, whether the model answers it, its hops."""
-        import pandas as pd
-
         rows = []
         for c in self.candidates:
             row = {"kind": c.kind, "source": c.source, "prompt": c.context, "gold": c.forms[0],
                    "continuation": c.continuation.strip()[:40], "answers": c.answered}
             for i, h in enumerate(c.hops[:2], start=1):
                 row[f"hop {i}"] = f"{h.context} → {h.forms[0]}"
-                row[f"knows hop {i}"] = h.answered
+                row[f"knows hop {i}"] = h.answered if h.checked else None
             row["graded"] = c.graded
             rows.append(row)
         return pd.DataFrame(rows)
@@ -234,16 +241,26 @@ def _forced(lm, cands, batch_size: int) -> None:
             cands[i].forced = bool((top[r, e.predict_positions].cpu() == torch.tensor(e.answer_ids)).all())
 
 
-def check(lm, cands, *, max_new: int = 8, batch_size: int = 16, progress_bar: bool = True) -> None:
-    """Run both checks on ``cands`` and their single hops, in batches (fills each candidate's fields)."""
-    everyone = list(cands) + [h for c in cands for h in c.hops]
-    continuations = _greedy(lm, [c.context for c in everyone], max_new, batch_size, progress_bar)
-    for c in everyone:
-        c.graded, c.forced = False, None
-        c.continuation = continuations[c.context]
+def _decode(lm, group, max_new: int, batch_size: int, progress_bar: bool) -> None:
+    """Step 1 on ``group``: decode, then read the answer each continuation begins with."""
+    continuations = _greedy(lm, [c.context for c in group], max_new, batch_size, progress_bar)
+    for c in group:
+        c.checked, c.continuation = True, continuations[c.context]
         c.answer = match(c.continuation, c.forms)
         c.greedy = c.answer is not None
-    matched = [c for c in everyone if c.greedy]
+
+
+def check(lm, cands, *, max_new: int = 8, batch_size: int = 16, progress_bar: bool = True) -> None:
+    """Run both checks on ``cands``, then on the single hops of the two-hop prompts whose greedy continuation
+    gives the answer (the others cannot be graded, so their hops are not decoded), in batches; fills each
+    candidate's fields."""
+    for c in list(cands) + [h for c in cands for h in c.hops]:
+        c.graded, c.forced, c.checked, c.greedy, c.answer, c.continuation = False, None, False, False, None, ""
+    _decode(lm, list(cands), max_new, batch_size, progress_bar)
+    hops = [h for c in cands if c.greedy for h in c.hops]
+    if hops:
+        _decode(lm, hops, max_new, batch_size, progress_bar)
+    matched = [c for c in list(cands) + hops if c.greedy]
     if matched:
         _forced(lm, matched, batch_size)
 
@@ -261,7 +278,7 @@ def is_embedded(lm) -> bool:
 
 
 def prompts_for(lm, *, synthetic: dict | None = None, n: int = 3, n_arithmetic: int = 1, tried: int = 120,
-                tried_arithmetic: int = 20, seed: int = 0, max_new: int = 8, batch_size: int = 16,
+                tried_arithmetic: int = 20, seed: int = 0, max_new: int = 6, batch_size: int = 16,
                 progress_bar: bool = True) -> FactPrompts:
     """The arithmetic and two-hop prompts to grade on ``lm``, and the check that chose them.
 
