@@ -23,12 +23,12 @@ CONTEXTS = ["The spouse of the performer of Imagine is", "5 + 7 + 5 + 3 + 1 + 7 
             "The spouse of", "16 eggs per"]
 
 
-def oracle_greedy(hf, tok, context: str, max_new: int) -> list[int]:
+def oracle_greedy(hf, tok, context: str, max_new: int, bos: bool = True) -> list[int]:
     """Greedy decoding with plain transformers, one token at a time, no cache, no batch; it stops after
     the model's end-of-sequence token."""
     eos = hf.generation_config.eos_token_id
     eos = {eos} if isinstance(eos, int) else set(eos or [])
-    ids = encode(tok, Prompt(context, len(context))).input_ids
+    ids = encode(tok, Prompt(context, len(context)), prepend_bos=bos).input_ids
     new = []
     for _ in range(max_new):
         with torch.no_grad():
@@ -40,9 +40,9 @@ def oracle_greedy(hf, tok, context: str, max_new: int) -> list[int]:
     return new
 
 
-def oracle_forced(hf, tok, context: str, answer: str) -> bool:
+def oracle_forced(hf, tok, context: str, answer: str, bos: bool = True) -> bool:
     """Teacher-forced: is every answer token the top prediction at the position before it?"""
-    enc = encode(tok, Prompt.from_parts(context, answer), need_answer=True)
+    enc = encode(tok, Prompt.from_parts(context, answer), need_answer=True, prepend_bos=bos)
     with torch.no_grad():
         top = hf(enc.input_ids).logits[0].argmax(-1)
     return all(int(top[p]) == a for p, a in zip(enc.predict_positions, enc.answer_ids))
@@ -159,11 +159,12 @@ def test_bad_counts_are_refused(tiny):
 def test_smollm2_answers_what_plain_transformers_says_it_answers():
     from transformers import AutoModelForCausalLM
 
-    lm = du.load_model("smollm2-135m")
-    fp = kf.prompts_for(lm, tried=6, tried_arithmetic=3, seed=1, progress_bar=False)
+    lm = du.load_model("smollm2-135m", prepend_bos=False)  # no start token: it then answers P1's chain (28)
+    fp = kf.prompts_for(lm, tried=4, tried_arithmetic=2, seed=1, progress_bar=False)
+    assert fp.prompts["arithmetic"].context == kf.P1_ARITHMETIC[0] and fp.prompts["arithmetic"].answer == "28"
     hf = AutoModelForCausalLM.from_pretrained(SMOL_CACHE.parent, dtype=torch.float32).eval()
-    for c in fp.candidates + [h for c in fp.candidates for h in c.hops]:
-        want = lm.tokenizer.decode(oracle_greedy(hf, lm.tokenizer, c.context, 8), skip_special_tokens=True)
+    for c in fp.candidates + [h for c in fp.candidates for h in c.hops if h.checked]:
+        want = lm.tokenizer.decode(oracle_greedy(hf, lm.tokenizer, c.context, 6, bos=False), skip_special_tokens=True)
         assert c.greedy == (kf.match(want, c.forms) is not None), c.context
         if c.greedy:
-            assert c.forced == oracle_forced(hf, lm.tokenizer, c.context, c.answer), c.context
+            assert c.forced == oracle_forced(hf, lm.tokenizer, c.context, c.answer, bos=False), c.context
