@@ -15,6 +15,7 @@ from .future_effects import FutureEffectsResult
 from .grading import (Verdict, _verdict, band, combine, grade, interval_text, judge, not_tested,  # noqa: F401
                       paper_vs_run)
 from .integrated_gradients import IGResult
+from .known_facts import KINDS, FactPrompts
 from .logit_lens import LogitLensResult
 from .contributions import ContributionsResult
 from .residual_stream import ResidualStreamResult
@@ -90,11 +91,16 @@ CONTEXT_MEASURES = {"erasing the residual": "the effect on the answer of erasing
                     "the |attribution|": "the |integrated-gradients attribution| to the answer"}
 
 
-def context(results: dict[str, IGResult], what: str) -> Verdict:
-    """Chapters 4 and 5: per prompt, the deepest layer at which a context position still matters."""
+def context(results: dict[str, IGResult], what: str, facts: FactPrompts | None = None) -> Verdict:
+    """Chapters 4 and 5: per prompt, the deepest layer at which a context position still matters.
+
+    ``facts``: the :func:`depthutils.known_facts.prompts_for` that chose the prompts; a kind of prompt
+    (arithmetic, two-hop) the model answers none of is *not tested*, with the model's accuracy on it."""
     c = CLAIMS["context"]
     grades, parts = [], []
     notes = []
+    untested = dict(facts.untested) if facts is not None else {}
+    rows = {"prompts the model answers": " ".join(facts.sentence(k) for k in KINDS)} if facts is not None else {}
     for name, r in results.items():
         facts = r.facts()
         rel = facts["deepest_rel"]
@@ -108,13 +114,18 @@ def context(results: dict[str, IGResult], what: str) -> Verdict:
             continue
         grades.append(grade(rel, None, None, c.shown.value, c.against.value))
         parts.append(f"{name}: {'no context position ever matters (not counted)' if rel is None else f'{rel:.2f}'}")
+    for kind, why in untested.items():
+        grades.append("not tested")
+        parts.append(f"{kind}: not tested")
+        notes.append(f"No {KINDS[kind]} prompt is graded: the model answers none it was given (with, for two-hop, "
+                     f"both single hops). {why}")
     worst = [g for g in grades if g != "not tested"]
     outcome = max(worst, key=OUTCOMES.index) if worst else "not tested"
     measure = CONTEXT_MEASURES.get(what, what)
     statistic = (f"per prompt, the relative depth of the deepest layer at which {measure} at a context position is "
                  "still more than 10% of its largest value (ours: “mattering”)")
     return _verdict(c, outcome, "; ".join(parts) + f" ({what}; one prompt each, so no interval).", notes,
-                    value="; ".join(parts) + " (one prompt each: no interval)",
+                    value="; ".join(parts) + " (one prompt each: no interval)", rows=rows,
                     criterion=f"{statistic}: shown if it is at or below {c.shown.value} ({c.shown.source}) for "
                               f"every prompt, not shown if it is above {c.against.value} ({c.against.source}) for "
                               "one, mixed otherwise. Each prompt is one measurement, as in P1, so there is no "

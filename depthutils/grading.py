@@ -132,6 +132,16 @@ def not_tested(key: str, why: str) -> Verdict:
                    [], c.key)
 
 
+def _prompt_text(meta: dict) -> str:
+    """How a result's prompts read in the table: a single-prompt result (chapters 4 and 5) by its text and
+    answer, as the paper's column gives P1's, so that each of a chapter's prompts has its own entry."""
+    p = meta.get("params", {})
+    if meta.get("n") == 1 and p.get("prompt") is not None and p.get("answer") is not None:
+        text = f"“{p['prompt']}” → {p['answer'].strip()} ({meta['dataset']})"
+        return text.replace("|", "\\|")
+    return f"N = {meta['n']} ({meta['dataset']})"
+
+
 def paper_vs_run(verdict: Verdict, metas) -> str:
     """The "paper vs this run" table of a verdict's claim: the paper's facts (models, prompts, what its text
     gives) beside this run's, from the results' ``meta`` (a list; "—" where the run has no counterpart); the
@@ -141,7 +151,7 @@ def paper_vs_run(verdict: Verdict, metas) -> str:
     what each claim is about (:attr:`Claim.question`)."""
     c = CLAIMS[verdict.key]
     models = ", ".join(dict.fromkeys(f"{m['model']} ({m['n_layers']} layers)" for m in metas if m.get("model")))
-    prompts = ", ".join(dict.fromkeys(f"N = {m['n']} ({m['dataset']})" for m in metas if m.get("n")))
+    prompts = "; ".join(dict.fromkeys(_prompt_text(m) for m in metas if m.get("n")))
     run = {"models": models or "—", "prompts": prompts or "—", **verdict.rows}
     rows = {**dict(c.paper_facts), **{k: dict(c.paper_facts).get(k, "—") for k in run}}
     out = [f"| | {c.paper} ({c.where}) | this run |", "|---|---|---|"]

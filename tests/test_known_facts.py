@@ -1,0 +1,170 @@
+"""The prompts chapters 4 and 5 grade (depthutils.known_facts): a prompt the model does not answer is dropped,
+a two-hop prompt counts only when the model knows both single hops, the ladder keeps its synthetic prompts;
+each check against a plain-transformers oracle (greedy decoding and teacher-forced argmax, one prompt at a time)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import depthutils as du
+from depthutils import claims, known_facts as kf
+from depthutils.errors import DepthError
+from depthutils.prompts import Prompt, encode
+
+from conftest import SHARED_DATA
+
+needs_data = pytest.mark.skipif(not SHARED_DATA.exists(), reason="../shared/data is not beside the project")
+SMOL_CACHE = Path.home() / ".cache" / "depthutils" / "models" / "smollm2-135m" / "depthutils-manifest.json"
+
+CONTEXTS = ["The spouse of the performer of Imagine is", "5 + 7 + 5 + 3 + 1 + 7 =", "She eats three for",
+            "Janet's ducks lay", "The performer of", "Yoko Ono is", "per day. She", "every morning and",
+            "The spouse of", "16 eggs per"]
+
+
+def oracle_greedy(hf, tok, context: str, max_new: int, bos: bool = True) -> list[int]:
+    """Greedy decoding with plain transformers, one token at a time, no cache, no batch; it stops after
+    the model's end-of-sequence token."""
+    eos = hf.generation_config.eos_token_id
+    eos = {eos} if isinstance(eos, int) else set(eos or [])
+    ids = encode(tok, Prompt(context, len(context)), prepend_bos=bos).input_ids
+    new = []
+    for _ in range(max_new):
+        with torch.no_grad():
+            nxt = int(hf(ids).logits[0, -1].argmax())
+        new.append(nxt)
+        if nxt in eos:
+            break
+        ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+    return new
+
+
+def oracle_forced(hf, tok, context: str, answer: str, bos: bool = True) -> bool:
+    """Teacher-forced: is every answer token the top prediction at the position before it?"""
+    enc = encode(tok, Prompt.from_parts(context, answer), need_answer=True, prepend_bos=bos)
+    with torch.no_grad():
+        top = hf(enc.input_ids).logits[0].argmax(-1)
+    return all(int(top[p]) == a for p, a in zip(enc.predict_positions, enc.answer_ids))
+
+
+def answerable(hf, tok):
+    """Contexts whose one-token greedy answer the model also gives teacher-forced (the joint tokenisation
+    keeps the token), each with that answer: what a tiny random model 'knows'."""
+    out = []
+    for c in CONTEXTS:
+        (nxt,) = oracle_greedy(hf, tok, c, 1)
+        text = tok.decode([nxt])
+        if text.strip() and text.strip().isalnum() and oracle_forced(hf, tok, c, text):
+            out.append((c, text))
+    return out
+
+
+def test_match_reads_aliases_case_the_and_word_boundaries():
+    assert kf.match(" the Beatles, who", ["The Beatles", "Beatles"]) == " the Beatles"
+    assert kf.match(" Beatles.", ["The Beatles", "Beatles"]) == " Beatles"
+    assert kf.match(" united kingdom", ["United Kingdom"]) == " united kingdom"
+    assert kf.match(" Indiana", ["India"]) is None  # a longer word is another answer
+    assert kf.match("28\n", ["28"]) == "28"
+    assert kf.match("281", ["28"]) is None
+    assert kf.match(" a 2019", ["Yoko Ono", "Ono"]) is None
+    assert kf.match(" a goalkeeper.", ["goalkeeper"]) == " a goalkeeper"
+    assert kf.match(" another goalkeeper", ["goalkeeper"]) is None
+
+
+@needs_data
+def test_mquake_compositions_are_p1_style_two_hop_prompts():
+    pairs = kf.mquake_pairs()
+    texts = {c.context: c for c in pairs}
+    assert len(texts) == len(pairs) > 500
+    hey = texts["The director of the performer of Hey Jude is"]
+    assert hey.forms[0] == "Brian Epstein"
+    assert [h.context for h in hey.hops] == ["Hey Jude was performed by", "The director of The Beatles is"]
+    assert [h.forms[0] for h in hey.hops] == ["The Beatles", "Brian Epstein"]
+    assert not any("{" in t or "origianl" in t or "univeristy" in t for t in texts)
+
+
+def test_the_checks_agree_with_plain_transformers(tiny):
+    lm, hf = tiny("llama")
+    known = answerable(hf, lm.tokenizer)
+    assert known, "the tiny model gives no clean one-token answer to any context: pick other contexts"
+    cands = [kf.Candidate("multihop", c, [a.strip()], "test") for c, a in known]
+    cands += [kf.Candidate("multihop", c, ["zzqx"], "test") for c in CONTEXTS[:3]]
+    kf.check(lm, cands, max_new=3, batch_size=4, progress_bar=False)
+    for c in cands:
+        want = lm.tokenizer.decode(oracle_greedy(hf, lm.tokenizer, c.context, 3), skip_special_tokens=True)
+        assert c.continuation == want
+        assert c.greedy == (kf.match(want, c.forms) is not None)
+        if c.greedy:
+            assert c.forced == oracle_forced(hf, lm.tokenizer, c.context, c.answer)
+    assert [c.answered for c in cands] == [True] * len(known) + [False] * 3
+
+
+def test_selection_drops_unanswered_prompts_and_needs_both_hops(tiny, monkeypatch):
+    lm, hf = tiny("llama")
+    known = answerable(hf, lm.tokenizer)
+    assert len(known) >= 2, "the tiny model answers fewer than two contexts: pick other contexts"
+    (c1, a1), (c2, a2) = known[:2]
+    hop = lambda c, a: kf.Candidate("hop", c, [a.strip()], "test")  # noqa: E731
+    wrong = lambda c: kf.Candidate("hop", c, ["zzqx"], "test")  # noqa: E731
+    made = [kf.Candidate("arithmetic", CONTEXTS[1], ["zzqx"], "P1"),                        # not answered
+            kf.Candidate("multihop", c1, ["zzqx"], "P1", [hop(c1, a1), hop(c2, a2)]),      # not answered
+            kf.Candidate("multihop", c1, [a1.strip()], "x", [hop(c1, a1), wrong(c2)]),     # one hop unknown
+            kf.Candidate("multihop", c2, [a2.strip()], "y", [hop(c1, a1), hop(c2, a2)])]   # graded
+    monkeypatch.setattr(kf, "candidates", lambda **kw: made)
+    fp = kf.prompts_for(lm, n=3, batch_size=3, progress_bar=False)
+    assert not fp.synthetic and set(fp.prompts) == {"multihop"}
+    assert fp.prompts["multihop"].context == c2 and fp.prompts["multihop"].answer.strip() == a2.strip()
+    assert fp.accuracy("multihop") == {"tried": 3, "answered": 2, "both": 1, "graded": 1}
+    assert set(fp.untested) == {"arithmetic"} and "answers 0 of 1" in fp.untested["arithmetic"]
+    table = fp.table()
+    assert list(table["graded"]) == [False, False, False, True]
+    assert list(table["knows hop 2"])[1:] == [None, False, True]  # an unanswered prompt's hops are not decoded
+    # the verdict: an arithmetic part the model answers none of is not tested, with its accuracy
+    r = du.residual_erasure(lm, fp.prompts["multihop"], progress_bar=False,
+                            baseline=du.residual_means(lm, [CONTEXTS[0]], progress_bar=False))
+    v = claims.context({"multihop": r}, "erasing the residual", facts=fp)
+    assert "arithmetic: not tested" in v.value and any("answers 0 of 1" in n for n in v.notes)
+    assert "answers 2 of 3 prompts tried (P1's and MQuAKE's) and knows both single hops of 1 of those" in \
+        v.rows["prompts the model answers"]
+    table = claims.paper_vs_run(v, [r.meta])
+    assert f"“{c2}” → {a2.strip()} (y)" in table
+    # nothing gradable at all: the claim is not tested, with the accuracy
+    monkeypatch.setattr(kf, "candidates", lambda **kw: made[:3])
+    none = kf.prompts_for(lm, batch_size=3, progress_bar=False)
+    assert none.prompts == {} and set(none.untested) == {"arithmetic", "multihop"}
+    v = claims.context({}, "erasing the residual", facts=none)
+    assert v.outcome == "not tested" and "answers 1 of 2" in v.notes[-1]
+
+
+def test_the_ladder_keeps_its_synthetic_prompts():
+    lm = du.load_model("ladder-4")
+    synthetic = {"arithmetic": ("5 + 7 + 5 + 3 + 1 + 7 = ", "28"),
+                 "multihop": ("The spouse of the performer of Crystal Wings is", " Freya Vance")}
+    fp = kf.prompts_for(lm, synthetic=synthetic)
+    assert fp.synthetic and not fp.untested
+    assert {k: (p.context, p.answer) for k, p in fp.prompts.items()} == synthetic
+    with pytest.raises(DepthError, match="synthetic"):
+        kf.prompts_for(lm)
+
+
+def test_bad_counts_are_refused(tiny):
+    lm, _ = tiny("llama")
+    with pytest.raises(DepthError, match="tried"):
+        kf.prompts_for(lm, tried=0)
+
+
+@needs_data
+@pytest.mark.skipif(not SMOL_CACHE.exists(), reason="smollm2-135m is not cached (python -m depthutils fetch)")
+def test_smollm2_answers_what_plain_transformers_says_it_answers():
+    from transformers import AutoModelForCausalLM
+
+    lm = du.load_model("smollm2-135m", prepend_bos=False)  # no start token: it then answers P1's chain (28)
+    fp = kf.prompts_for(lm, tried=4, tried_arithmetic=2, seed=1, progress_bar=False)
+    assert fp.prompts["arithmetic"].context == kf.P1_ARITHMETIC[0] and fp.prompts["arithmetic"].answer == "28"
+    hf = AutoModelForCausalLM.from_pretrained(SMOL_CACHE.parent, dtype=torch.float32).eval()
+    for c in fp.candidates + [h for c in fp.candidates for h in c.hops if h.checked]:
+        want = lm.tokenizer.decode(oracle_greedy(hf, lm.tokenizer, c.context, 6, bos=False), skip_special_tokens=True)
+        assert c.greedy == (kf.match(want, c.forms) is not None), c.context
+        if c.greedy:
+            assert c.forced == oracle_forced(hf, lm.tokenizer, c.context, c.answer, bos=False), c.context
