@@ -26,6 +26,7 @@ from .errors import DepthError
 from .fetch import ensure
 from .future_effects import future_effects
 from .integrated_gradients import integrated_gradients
+from .known_facts import prompts_for
 from .logit_lens import logit_lens
 from .models import load_model
 from .plotstyle import save
@@ -42,9 +43,6 @@ __all__ = ["RUNS", "section", "available", "slug", "TITLES"]
 
 #: how the pages name the real models
 TITLES = {"smollm2-135m": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M"}
-#: P1's prompts for chapters 4 and 5 (spec §4): on a real model they are graded only where it answers them
-P1_PROMPTS = {"arithmetic": ("5 + 7 + 5 + 3 + 1 + 7 = ", "28"),
-              "multihop": ("The spouse of the performer of Imagine is", " Yoko Ono")}
 
 
 def slug(name: str) -> str:
@@ -57,49 +55,54 @@ class Run:
     """One chapter's headline run on a real model: what it measures, at which N, and how it is graded."""
 
     what: str                                         # the N and data, in words, for the page
-    measure: Callable                                 # lm -> a result or {name: result}
-    claim: Callable                                   # result(s) -> Verdict
+    measure: Callable                                 # lm -> a result, {name: result}, or (results, facts)
+    claim: Callable                                   # (result(s), facts or None) -> Verdict
     figure: Callable                                  # one result -> Figure
     caption: str                                      # the figure's caption (what it shows, for any model)
 
 
 def _erasure(lm):
+    facts = prompts_for(lm, n=3, tried=80, seed=123)
     base = residual_means(lm, data.load("gsm8k", 10))
-    return {k: residual_erasure(lm, p, a, baseline=base) for k, (p, a) in P1_PROMPTS.items()}
+    return {k: residual_erasure(lm, p, baseline=base) for k, p in facts.prompts.items()}, facts
 
 
 def _ig(lm):
-    return {k: integrated_gradients(lm, p, a, rule="adaptive") for k, (p, a) in P1_PROMPTS.items()}
+    facts = prompts_for(lm, n=1, tried=80, seed=123)
+    return {k: integrated_gradients(lm, p, rule="adaptive") for k, p in facts.prompts.items()}, facts
 
 
 RUNS: dict[str, Run] = {
     "00": Run("N = 20 GSM8K test problems", lambda lm: residual_stream(lm, data.load("gsm8k", 20)),
-              claims.residual_stream, plotting.residual_stream,
+              lambda r, f: claims.residual_stream(r), plotting.residual_stream,
               "The residual stream's norm per layer, and the largest error of hₗ₊₁ = hₗ + aₗ + mₗ, on this model."),
     "01": Run("N = 20 GSM8K test problems (P1's N)", lambda lm: contributions(lm, data.load("gsm8k", 20)),
-              claims.contributions, plotting.contributions,
+              lambda r, f: claims.contributions(r), plotting.contributions,
               "Each layer's write into the residual stream (P1 Fig. 2) on this model: ‖part‖ / ‖residual‖ per layer "
               "and its cosine with the residual, with 95% bootstrap bands over prompts."),
     "02": Run("N = 10 GSM8K test problems, 4 positions each (P1's N); the headline variant: whole layers, "
               "effect on future tokens",
               lambda lm: future_effects(lm, data.load("gsm8k", 10), part="layer", mode="future"),
-              claims.future_effects, plotting.future_effects,
+              lambda r, f: claims.future_effects(r), plotting.future_effects,
               "The effect of skipping each layer (rows) on each later layer (columns) and on the output (P1 Fig. 3), "
               "on this model."),
     "03": Run("N = 20 GSM8K test problems (P1's N)", lambda lm: logit_lens(lm, data.load("gsm8k", 20)),
-              claims.logit_lens, plotting.logit_lens,
+              lambda r, f: claims.logit_lens(r), plotting.logit_lens,
               "The logit lens per layer (P1 Fig. 4) on this model: KL to the output and top-5 overlap, with 95% "
               "bootstrap bands over prompts."),
-    "04": Run("P1's two prompts, the baseline from 10 GSM8K problems", _erasure,
-              lambda rs: claims.context(rs, "erasing the residual"), plotting.residual_erasure,
+    "04": Run("P1's two prompts where the model answers them, else the first of 80 MQuAKE two-hop compositions and "
+              "20 addition chains it answers (and, for two hops, knows both hops of); the baseline from 10 GSM8K "
+              "problems", _erasure,
+              lambda rs, f: claims.context(rs, "erasing the residual", facts=f), plotting.residual_erasure,
               "The effect on the answer of erasing the residual at each layer (rows) and position (columns) "
               "(P1 Fig. 6b), on this model."),
-    "05": Run("P1's two prompts, the adaptive rule (tolerance 1e-4, at most 64 evaluations per layer)", _ig,
-              lambda rs: claims.context(rs, "the |attribution|"), plotting.integrated_gradients,
+    "05": Run("one arithmetic and one two-hop prompt the model answers, chosen as in chapter 4; the adaptive rule "
+              "(tolerance 1e-4, at most 64 evaluations per layer)", _ig,
+              lambda rs, f: claims.context(rs, "the |attribution|", facts=f), plotting.integrated_gradients,
               "Integrated-gradients attribution of the answer's probability to each layer (rows) and position "
               "(columns) (P1 Fig. 6a), on this model, by the adaptive rule."),
     "06": Run("6 problems per difficulty level", lambda lm: depth_score(lm, ("addition", "multihop", "mquake", "math"), n=6),
-              claims.depth_score, plotting.depth_score,
+              lambda r, f: claims.depth_score(r), plotting.depth_score,
               "The depth score per difficulty level on this model, with its 95% bootstrap interval where the model "
               "solved enough problems."),
 }
@@ -135,11 +138,12 @@ def _one(chapter: str, name: str, out_dir: str):
     run = RUNS[chapter]
     t0 = time.perf_counter()
     lm = load_model(name)
-    results = run.measure(lm)
+    out = run.measure(lm)
+    results, facts = out if isinstance(out, tuple) else (out, None)
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # GiB (ru_maxrss is in KiB on Linux)
-    v = run.claim(results)
-    return lm, results, v, seconds, peak
+    v = run.claim(results, facts)
+    return lm, results, v, seconds, peak, facts
 
 
 def _value(v) -> str:
@@ -163,7 +167,7 @@ def section(chapter: str, real_models, out_dir: str = "figures", left_out: dict 
     # the model that can test the claim first
     order = sorted(done, key=lambda n: (done[n][2].outcome == "not tested", OUTCOMES.index(done[n][2].outcome)))
     for name in order:
-        lm, results, v, seconds, peak = done[name]
+        lm, results, v, seconds, peak, facts = done[name]
         title = TITLES[name]
         display(Markdown(f"### {title}\n\n{run.what}; {lm.n_layers} layers; {lm.start} "
                          f"Measured in {seconds:.0f} s, with peak resident memory {peak:.1f} GiB "
@@ -175,6 +179,8 @@ def section(chapter: str, real_models, out_dir: str = "figures", left_out: dict 
             label = f" ({key} prompt)" if key else ""
             display(_figure_html(fig, f"{CLAIMS[v.key].short if v.key in CLAIMS else 'figure'} on {title}{label}",
                                  f"{run.caption} Model: {title}{label}."))
+        if facts is not None:
+            print(f"{title} · prompts: {facts.summary()}")
         for key, r in many.items():
             print(f"{title}{' · ' + key if key else ''}: {r.summary()}")
         display(Markdown(v.markdown()))
