@@ -168,23 +168,35 @@ def _yerr(values, bands):
     return np.array([lo, hi])
 
 
-def ratio_vs_depth(study, models):
+def ratio_vs_depth(study, models, uncontrolled=None):
     """P2's scale question: effective-depth ratio against the number of layers, per metric and task,
-    with each cell's 95% bootstrap interval over prompts."""
+    with each cell's 95% bootstrap interval over prompts. ``uncontrolled`` (a study of other models, e.g. the
+    real pretrained ones) adds their cells as hollow markers: other data, training and tokenizer, so they are
+    shown beside the controlled ladder, never joined to it."""
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), sharey=True)
     depths = [study.n_layers(m) for m in models]
+    extra = list(uncontrolled.models) if uncontrolled is not None else []
+    ticks = sorted(set(depths) | {uncontrolled.n_layers(m) for m in extra} if extra else set(depths))
     for ax, metric in zip(axes, METRICS):
         for j, task in enumerate(study.tasks):
             ratios = [study.cell(m, task, metric)[1] for m in models]
             bands = [study.cell_interval(m, task, metric) for m in models]
             shift = (j - (len(study.tasks) - 1) / 2) * 0.12  # keep the bars of different tasks apart
-            ax.errorbar(np.array(depths, float) + shift, [np.nan if r is None else r for r in ratios],
-                        yerr=_yerr(ratios, bands), marker="o", ms=4, capsize=2, label=task)
-        ax.set(xlabel="number of layers L", title=f"ED from {metric}", xticks=depths, ylim=(0, 1.05))
+            line = ax.errorbar(np.array(depths, float) + shift, [np.nan if r is None else r for r in ratios],
+                               yerr=_yerr(ratios, bands), marker="o", ms=4, capsize=2, label=task)
+            for m in extra if task in uncontrolled.tasks else []:
+                r = uncontrolled.cell(m, task, metric)[1]
+                if r is not None:
+                    ax.errorbar([uncontrolled.n_layers(m) + shift], [r], yerr=_yerr([r], [uncontrolled.cell_interval(m, task, metric)]),
+                                marker="D", ms=5, mfc="none", ls="none", capsize=2, color=line[0].get_color())
+        for m in extra:
+            ax.annotate(m, (uncontrolled.n_layers(m), 1.0), ha="center", fontsize=7, color="0.3")
+        ax.set(xlabel="number of layers L", title=f"ED from {metric}", xticks=ticks, ylim=(0, 1.05))
     axes[0].set_ylabel("effective-depth ratio (ED + 1) / L")
     axes[-1].legend(fontsize=8)
+    note = "; hollow diamonds: real models, uncontrolled" if extra else ""
     fig.suptitle("Does effective depth keep up with total depth? (bars: 95% bootstrap CI over prompts; "
-                 "missing points: undefined)", y=1.03)
+                 f"missing points: undefined{note})", y=1.03)
     return fig
 
 

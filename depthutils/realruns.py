@@ -33,13 +33,14 @@ from .plotstyle import save
 from .realmodels import REAL_MODELS, TermsNotAccepted
 from .residual_erasure import residual_erasure, residual_means
 from .residual_stream import residual_stream
+from .study import study
 
 try:
     from myst_nb import glue as _glue
 except ImportError:
     _glue = None
 
-__all__ = ["RUNS", "section", "available", "slug", "TITLES"]
+__all__ = ["RUNS", "section", "uncontrolled", "available", "slug", "TITLES"]
 
 #: how the pages name the real models
 TITLES = {"smollm2-135m": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M"}
@@ -169,7 +170,7 @@ def section(chapter: str, real_models, out_dir: str = "figures", left_out: dict 
     for name in order:
         lm, results, v, seconds, peak, facts = done[name]
         title = TITLES[name]
-        display(Markdown(f"### {title}\n\n{run.what}; {lm.n_layers} layers; {lm.start} "
+        display(Markdown(f"**{title}.** {run.what}; {lm.n_layers} layers. {lm.start} "
                          f"Measured in {seconds:.0f} s, with peak resident memory {peak:.1f} GiB "
                          "(this chapter's process)."))
         many = results if isinstance(results, dict) else {"": results}
@@ -194,3 +195,21 @@ def section(chapter: str, real_models, out_dir: str = "figures", left_out: dict 
             if _glue is not None:
                 _glue(f"verdict_{slug(name)}", "not run", display=False)
     return {TITLES[n]: done[n][2] for n in order}
+
+
+def uncontrolled(real_models, left_out: dict | None = None, **study_args):
+    """Chapter 9: P2's effective depth on the real models, as *uncontrolled* points beside the ladder (other
+    data, training and tokenizer: never counted by the verdict). Shows their table (the KL metric) and, for
+    each real model not run, why; returns their :class:`~depthutils.study.Study`, or None without any."""
+    unknown = [m for m in real_models if m not in REAL_MODELS]
+    if unknown:
+        raise DepthError(f"real_models names {', '.join(unknown)}; the named real models are {', '.join(REAL_MODELS)}.")
+    for name in REAL_MODELS:
+        if name not in real_models:
+            display(Markdown("*" + dict(left_out or {}).get(name, f"{TITLES[name]} is not in this run's real_models.") + "*"))
+    if not real_models:
+        return None
+    result = study(list(real_models), **study_args)
+    display(Markdown("**The real models, uncontrolled** (not counted by the verdicts): effective depth from the "
+                     "KL, `ED (ratio) [95% interval of the ratio]`.\n\n" + result.markdown(metrics=["kl"])))
+    return result
