@@ -127,7 +127,7 @@ def _book_is_fresh() -> bool:
 def book_url():
     if not _book_is_fresh():
         proc = subprocess.run([sys.executable, "-m", "depthutils", "book"], capture_output=True, text=True,
-                              cwd=ROOT, timeout=1200)
+                              cwd=ROOT, timeout=3600)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(HTML))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
