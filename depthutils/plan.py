@@ -96,7 +96,7 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
                                                                p["max_new_tokens"]), dtype, fast, remote,
                                         batch=batch)))
         elif chapter == "07":
-            if info is models[-1]:
+            if info is models[-1] and len(models) > 1:  # the target; one model alone is mapped onto itself
                 break
             texts = data.heldout_text(p["n_texts"]) + data.load("addition", p["n_task_prompts"]) + \
                 data.load("multihop", p["n_task_prompts"])
