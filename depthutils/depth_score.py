@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from . import data, stack
+from . import data, depth_tasks, stack
 from . import future_effects as fe
 from ._run import encode_all, resolve_max_tokens
 from .errors import DepthError, NothingFits
@@ -38,7 +38,14 @@ TASKS = {
     "math": ((1, 2, 3, 4, 5), lambda level, n, seed: data.math(n, type="Intermediate Algebra", level=level),
              "stride"),
     "mquake": ((1, 4), lambda level, n, seed: data.mquake(n, hops=level, question=True), "first"),
+    # few-shot families for pretrained models (depthutils.depth_tasks)
+    "sums": (tuple(depth_tasks.SUM_LEVELS), depth_tasks.sums, "first"),
+    "mquake_qa": ((1, 4), depth_tasks.mquake_qa, "first"),
 }
+
+#: tokens decoded past the answer's own length: room for a tokenization other than the teacher-forced one,
+#: and for the character after the answer, which must not continue it ("1" is not solved by "15")
+ANSWER_MARGIN = 2
 
 
 def score(D: np.ndarray) -> float | None:
@@ -65,7 +72,9 @@ def greedy_correct(model, prompt: Prompt, enc: Encoded, max_new_tokens: int = 48
     """Whether greedy decoding from the prompt's context produces its answer (teacher-free).
 
     A prompt with a ``final`` answer (MATH's boxed one) counts as solved when the generation (up to
-    ``max_new_tokens`` tokens) starts with it or boxes it; otherwise it must start with the answer.
+    ``max_new_tokens`` tokens) starts with it or boxes it; otherwise the generation (the answer's own
+    number of tokens plus :data:`ANSWER_MARGIN`) must start with the answer and not continue it
+    (:func:`starts_with_answer`).
     Decodes through nnsight, so on NDIF too when the model is remote.
     """
     context, n_new = _decoding(prompt, enc, max_new_tokens)
@@ -74,7 +83,7 @@ def greedy_correct(model, prompt: Prompt, enc: Encoded, max_new_tokens: int = 48
 
 def _decoding(prompt: Prompt, enc: Encoded, max_new_tokens: int) -> tuple:
     """What :func:`greedy_correct` decodes: the context's ids and how many tokens to generate."""
-    n_new = max_new_tokens if prompt.meta.get("final") else len(enc.answer_positions)
+    n_new = max_new_tokens if prompt.meta.get("final") else len(enc.answer_positions) + ANSWER_MARGIN
     return enc.input_ids[:, :enc.answer_positions[0]], n_new
 
 
@@ -85,7 +94,17 @@ def _solved(model, prompt: Prompt, context, out) -> bool:
     if final:
         alone = re.match(rf"\s*\$?{re.escape(final)}\$?(\s|[.,]|$)", text)  # "4." yes, "4x + 1" no
         return bool(alone) or f"\\boxed{{{final}}}" in text
-    return text.strip().startswith(prompt.answer.strip())
+    return starts_with_answer(text, prompt.answer)
+
+
+def starts_with_answer(text: str, answer: str) -> bool:
+    """Whether a generated ``text`` gives ``answer`` (surrounding whitespace aside) and then stops it:
+    the next character, if any, must not continue a word or number (``" 15"`` does not give ``"1"``)."""
+    text, answer = text.lstrip(), answer.strip()
+    if not answer or not text.startswith(answer):
+        return False
+    rest = text[len(answer):]
+    return not (rest and answer[-1].isalnum() and rest[0].isalnum())
 
 
 #: contexts per batched greedy decoding (:meth:`depthutils.models.ModelHandle.greedy_batch`)
@@ -215,7 +234,10 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
     Args:
         tasks: family names of :data:`TASKS`: the ladder's ``"addition"`` (2–6 operands) and
             ``"multihop"`` (1–3 hops), P1's ``"math"`` (intermediate algebra, levels 1–5) and
-            ``"mquake"`` (the shared subset has 1- and 4-hop questions only).
+            ``"mquake"`` (the shared subset has 1- and 4-hop questions only), and the few-shot
+            ``"sums"`` and ``"mquake_qa"`` for pretrained models (:mod:`depthutils.depth_tasks`); or a dict
+            ``{family: levels}`` for some of a family's levels, such as :func:`depthutils.depth_tasks.tasks_for`
+            gives for a model.
         n: prompts per level (P1: 20).
         groups: instead of ``tasks``, your own ``{task: {level: [Prompt, ...]}}`` (``"first"`` rule).
         accuracy: also decode greedily to measure whether the model solves each prompt.
@@ -225,7 +247,11 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
         unknown = [t for t in tasks if t not in TASKS]
         if unknown:
             raise DepthError(f"Unknown task(s) {unknown}; choose from {', '.join(TASKS)} or pass groups=.")
-        groups = {t: {lv: TASKS[t][1](lv, n, seed) for lv in TASKS[t][0]} for t in tasks}
+        wanted = tasks if isinstance(tasks, dict) else {t: TASKS[t][0] for t in tasks}
+        for t, lvs in wanted.items():
+            if not lvs or any(lv not in TASKS[t][0] for lv in lvs):
+                raise DepthError(f"Task {t!r} has levels {list(TASKS[t][0])}; got {list(lvs)!r}.")
+        groups = {t: {lv: TASKS[t][1](lv, n, seed) for lv in lvs} for t, lvs in wanted.items()}
     rules = {t: TASKS[t][2] if t in TASKS else "first" for t in groups}
     L = model.n_layers
     rows, scores, levels, names, correct = [], [], [], [], []
