@@ -14,6 +14,8 @@ from depthutils.depth_score import (ANSWER_MARGIN, TASKS, DepthScoreResult, _dec
 from depthutils.future_effects import fold, run, work
 from depthutils.prompts import Encoded, Prompt, encode
 
+from conftest import ATOL
+
 
 def upper(L, values):
     D = np.full((L, L), np.nan)
@@ -163,3 +165,21 @@ def test_starts_with_answer_rules():
     assert starts_with_answer(" 28\n", "28") and starts_with_answer("28", " 28") and starts_with_answer(" Paris.", " Paris")
     assert not starts_with_answer(" 2", "28") and not starts_with_answer(" 281", "28")
     assert not starts_with_answer(" Parisian", " Paris") and not starts_with_answer("x", "")
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3_text", "gpt2"])
+@pytest.mark.parametrize("mode", ["future", "all"])
+def test_one_pass_up_the_stack_equals_one_skipped_layer_at_a_time(tiny, family, mode):
+    """The layer effect alone runs every skipped layer in one pass up the stack (rows join above the layer
+    they skip): the same ``D`` as the fast path's one run per skipped layer and as the nnsight forwards,
+    with several positions ``t`` (MATH's stride rule)."""
+    handle, _ = tiny(family)
+    enc = encode(handle.tokenizer, Prompt.from_parts("5 + 7 + 5 + 3 + 1 = ", "21 and 22 and 23"))
+    ts = enc.answer_positions[::2][:3]
+    assert len(ts) == 3
+    wave = work(handle, enc, ts, fast=True, output=False, mode=mode)
+    per_layer = work(handle, enc, ts, fast=True, output=True, mode=mode)  # one stack run per skipped layer
+    slow = work(handle, enc, ts, fast=False, output=False, mode=mode)
+    D = fold(handle.n_layers, wave, run(handle, wave))[0]
+    for other in (per_layer, slow):
+        np.testing.assert_allclose(D, fold(handle.n_layers, other, run(handle, other))[0], rtol=0, atol=ATOL)
