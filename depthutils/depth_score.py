@@ -127,6 +127,50 @@ def _decoding_batches(decodings: list, size: int = DECODE_BATCH) -> tuple[list, 
     return [([decodings[i][0] for i in g], [decodings[i][1] for i in g]) for g in groups], groups
 
 
+def layer_passes(L: int, works: list, fast: bool) -> dict:
+    """Layer applications to one sequence that the skip interventions cost (``layer_passes``) against the
+    floor (``layer_pass_floor``): per prompt its clean pass (``L``) and, per skipped layer ``s`` and position
+    ``t``, the ``L-1-s`` layers above ``s``, which the skip changes; the layers below are the clean run's.
+    The fast path is at the floor; nnsight's batched forwards run every layer for every row and the clean one."""
+    floor = sum(L + sum(L - 1 - row.s for chunk in w.chunks for row in chunk) for w in works)
+    passes = floor if fast else sum(L * (len(chunk) + 1) for w in works for chunk in w.chunks)
+    return {"layer_passes": int(passes), "layer_pass_floor": int(floor)}
+
+
+def accuracies(model, tasks, *, n: int = 20, seed: int = 0, max_new_tokens: int = 48, max_tokens: int | None = None,
+               progress_bar: bool = True) -> dict:
+    """Greedy accuracy alone, ``{(task, level): (solved, n)}``, judged as :func:`depth_score` judges it
+    (no interventions): what :func:`tasks_for` was calibrated with."""
+    groups = _groups(tasks, n, seed)
+    keys, decodings, prompts = [], [], []
+    for t, by_level in groups.items():
+        for lv, ps in by_level.items():
+            kept, encs, _ = encode_all(model, ps, need_answer=True, max_tokens=max_tokens)
+            for p, enc in zip(kept, encs):
+                keys.append((t, lv))
+                prompts.append(p)
+                decodings.append(_decoding(p, enc, max_new_tokens))
+    batches, groups_of = _decoding_batches(decodings)
+    out = {k: [0, 0] for k in dict.fromkeys(keys)}
+    for g, generated in zip(groups_of, each(model, _measure, batches, "greedy accuracy", enabled=progress_bar)):
+        for i, ids in zip(g, generated):
+            out[keys[i]][0] += _solved(model, prompts[i], decodings[i][0], ids)
+            out[keys[i]][1] += 1
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _groups(tasks, n: int, seed: int) -> dict:
+    """``{task: {level: [Prompt, ...]}}`` for family names (all their levels) or ``{family: levels}``."""
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise DepthError(f"Unknown task(s) {unknown}; choose from {', '.join(TASKS)} or pass groups=.")
+    wanted = tasks if isinstance(tasks, dict) else {t: TASKS[t][0] for t in tasks}
+    for t, lvs in wanted.items():
+        if not lvs or any(lv not in TASKS[t][0] for lv in lvs):
+            raise DepthError(f"Task {t!r} has levels {list(TASKS[t][0])}; got {list(lvs)!r}.")
+    return {t: {lv: TASKS[t][1](lv, n, seed) for lv in lvs} for t, lvs in wanted.items()}
+
+
 @dataclass
 class DepthScoreResult(Result):
     """Depth scores per task family and level (long-form rows), with the per-prompt scores.
@@ -244,14 +288,7 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
         max_tokens: a prompt whose answer positions fall beyond it (default: the context) is skipped.
     """
     if groups is None:
-        unknown = [t for t in tasks if t not in TASKS]
-        if unknown:
-            raise DepthError(f"Unknown task(s) {unknown}; choose from {', '.join(TASKS)} or pass groups=.")
-        wanted = tasks if isinstance(tasks, dict) else {t: TASKS[t][0] for t in tasks}
-        for t, lvs in wanted.items():
-            if not lvs or any(lv not in TASKS[t][0] for lv in lvs):
-                raise DepthError(f"Task {t!r} has levels {list(TASKS[t][0])}; got {list(lvs)!r}.")
-        groups = {t: {lv: TASKS[t][1](lv, n, seed) for lv in lvs} for t, lvs in wanted.items()}
+        groups = _groups(tasks, n, seed)
     rules = {t: TASKS[t][2] if t in TASKS else "first" for t in groups}
     L = model.n_layers
     rows, scores, levels, names, correct = [], [], [], [], []
@@ -306,6 +343,7 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
         raise DepthError("No prompt had an answer position to intervene on; check the answers, or raise max_tokens.")
     fit = Fit("skip", resolve_max_tokens(model, max_tokens), used=len(scores), skipped=skipped)
     meta = make_meta(model, dataset="+".join(groups), n=len(scores), seed=seed, fit=fit, tasks=list(groups),
-                     n_per_level=n, rules=rules, accuracy=accuracy, max_new_tokens=max_new_tokens)
+                     n_per_level=n, rules=rules, accuracy=accuracy, max_new_tokens=max_new_tokens,
+                     levels={t: list(by_level) for t, by_level in groups.items()}, **layer_passes(L, works, fast))
     return DepthScoreResult(meta=meta, prompt_scores=np.array(scores, float), prompt_levels=np.array(levels),
                             prompt_tasks=np.array(names), prompt_correct=np.array(correct, float), rows=rows)
