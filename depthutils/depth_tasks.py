@@ -59,10 +59,55 @@ def mquake_qa(hops: int, n: int, seed: int = 0, shots: int = SHOTS) -> list[Prom
         r = rows[i]
         q, a = ((r["single_hops"][k % len(r["single_hops"])]["question"], r["single_hops"][k % len(r["single_hops"])]
                  ["answer"]) if hops == 1 else (r["questions"][0], r["answer"]))
-        others = [j for j in rng.sample(range(len(rows)), shots + 1) if j != i][:shots]
-        ex = [rows[j]["single_hops"][rng.randrange(len(rows[j]["single_hops"]))] for j in others]
+        own = {h["question"] for h in r["single_hops"]}
+        ex = []
+        while len(ex) < shots:  # single hops of other cases that are none of this case's hops (cases share hops)
+            h = rows[rng.randrange(len(rows))]["single_hops"][rng.randrange(4)]
+            if h["question"] not in own and h not in ex:
+                ex.append(h)
         context = "".join(f"Question: {h['question']}\nAnswer: {h['answer']}\n\n" for h in ex)
         out.append(Prompt.from_parts(context + f"Question: {q}\nAnswer:", " " + a, "mquake_qa", hops=hops))
     if len(out) < n:
         raise DepthError(f"MQuAKE has {len(out)} {hops}-hop questions; ask for at most that many (n={n}).")
     return out
+
+
+#: the embedded (ladder) models' families, every level: chapter 6's own default, unchanged
+LADDER_TASKS = ("addition", "multihop", "mquake", "math")
+
+#: per real model, the families and levels of :func:`tasks_for` (see its docstring for the measurements)
+CALIBRATED = {
+    "smollm2-135m": {"sums": (1, 2)},
+    "gemma3-270m": {"sums": (1, 2)},
+}
+
+
+def tasks_for(model) -> dict | tuple:
+    """The depth score's task families and levels for ``model`` (a handle or a name): the calibrated
+    ``{family: levels}`` of :data:`CALIBRATED` for a real model, :data:`LADDER_TASKS` for any other.
+
+    Chosen by measurement, so that at least two levels of a family are solved often enough to count
+    (greedy accuracy at or above :data:`depthutils.claim_table.ACCURACY_FLOOR`, 25%, at 20 problems per
+    level). Greedy accuracy with :func:`depthutils.depth_score.accuracies` (the score's own judge),
+    4 examples before each problem, 40 problems per level and seed (seeds 0 and 1 for SmolLM2, 0 for
+    Gemma; 2 CPU threads, fp32 dequantized weights, the tokenizer's start token prepended):
+
+    ======================  ==========  ==========  ==========  ============  ============
+    model                   sums 1      sums 2      sums 3      mquake_qa 1   mquake_qa 4
+                            (d + d)     (dd + d)    (dd + dd)   (1 hop)       (4 hops)
+    ======================  ==========  ==========  ==========  ============  ============
+    SmolLM2-135M (seed 0)   75%         35%         35%         20%           12%
+    SmolLM2-135M (seed 1)   65%         38%         25%         22%           10%
+    Gemma 3 270M (seed 0)   78%         48%         0%          32%           10%
+    ======================  ==========  ==========  ==========  ============  ============
+
+    Two-digit plus two-digit sums swing with the sample (SmolLM2 6/12 and 1/12 solved on two seeds of 12,
+    Gemma 0% here and 2.5% on another sample of 40), so level 3 would often drop the family below the
+    floor; levels 1 and 2 are solved on both models. MQuAKE is not counted on either: its 4-hop questions
+    are solved at about chance for a guessed continent (10–12%), and SmolLM2's single hops at ~21%; pass
+    ``{"mquake_qa": (1, 4)}`` to see its accuracy table and its "not counted" line in the verdict. The
+    ladder's zero-shot families give a pretrained model no format to follow, and P1's MATH levels are far
+    beyond a 135M/270M model.
+    """
+    name = model if isinstance(model, str) else getattr(model, "name", "")
+    return dict(CALIBRATED[name]) if name in CALIBRATED else LADDER_TASKS
