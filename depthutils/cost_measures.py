@@ -54,11 +54,13 @@ def future_effects(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: i
         if fast:
             saved = _stack(a, s, T, dtype)
             work = 0.0
+            wave = part == "layer" and not output  # one pass up the stack: up to k·(L-1) rows at once
             for l in range(L):
                 a.layers(L - 1 - l + (part != "layer"), k, T)
                 if output:
                     a.unembed(k, T - first)
-                work = max(work, 2 * k * T * s.hidden * BYTES[dtype] + s.act_bytes(k, T, dtype),
+                rows = k * max(L - 1, 1) if wave else k
+                work = max(work, 2 * rows * T * s.hidden * BYTES[dtype] + s.act_bytes(rows, T, dtype),
                            s.logit_bytes(k, T - first) if output else 0.0)
             costs.append(a.done(saved, work, batch=k))
         else:

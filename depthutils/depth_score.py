@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from . import data, stack
+from . import data, depth_tasks, stack
 from . import future_effects as fe
 from ._run import encode_all, resolve_max_tokens
 from .errors import DepthError, NothingFits
@@ -38,7 +38,14 @@ TASKS = {
     "math": ((1, 2, 3, 4, 5), lambda level, n, seed: data.math(n, type="Intermediate Algebra", level=level),
              "stride"),
     "mquake": ((1, 4), lambda level, n, seed: data.mquake(n, hops=level, question=True), "first"),
+    # few-shot families for pretrained models (depthutils.depth_tasks)
+    "sums": (tuple(depth_tasks.SUM_LEVELS), depth_tasks.sums, "first"),
+    "mquake_qa": ((1, 4), depth_tasks.mquake_qa, "first"),
 }
+
+#: tokens decoded past the answer's own length: room for a tokenization other than the teacher-forced one,
+#: and for the character after the answer, which must not continue it ("1" is not solved by "15")
+ANSWER_MARGIN = 2
 
 
 def score(D: np.ndarray) -> float | None:
@@ -65,7 +72,9 @@ def greedy_correct(model, prompt: Prompt, enc: Encoded, max_new_tokens: int = 48
     """Whether greedy decoding from the prompt's context produces its answer (teacher-free).
 
     A prompt with a ``final`` answer (MATH's boxed one) counts as solved when the generation (up to
-    ``max_new_tokens`` tokens) starts with it or boxes it; otherwise it must start with the answer.
+    ``max_new_tokens`` tokens) starts with it or boxes it; otherwise the generation (the answer's own
+    number of tokens plus :data:`ANSWER_MARGIN`) must start with the answer and not continue it
+    (:func:`starts_with_answer`).
     Decodes through nnsight, so on NDIF too when the model is remote.
     """
     context, n_new = _decoding(prompt, enc, max_new_tokens)
@@ -74,7 +83,7 @@ def greedy_correct(model, prompt: Prompt, enc: Encoded, max_new_tokens: int = 48
 
 def _decoding(prompt: Prompt, enc: Encoded, max_new_tokens: int) -> tuple:
     """What :func:`greedy_correct` decodes: the context's ids and how many tokens to generate."""
-    n_new = max_new_tokens if prompt.meta.get("final") else len(enc.answer_positions)
+    n_new = max_new_tokens if prompt.meta.get("final") else len(enc.answer_positions) + ANSWER_MARGIN
     return enc.input_ids[:, :enc.answer_positions[0]], n_new
 
 
@@ -85,7 +94,17 @@ def _solved(model, prompt: Prompt, context, out) -> bool:
     if final:
         alone = re.match(rf"\s*\$?{re.escape(final)}\$?(\s|[.,]|$)", text)  # "4." yes, "4x + 1" no
         return bool(alone) or f"\\boxed{{{final}}}" in text
-    return text.strip().startswith(prompt.answer.strip())
+    return starts_with_answer(text, prompt.answer)
+
+
+def starts_with_answer(text: str, answer: str) -> bool:
+    """Whether a generated ``text`` gives ``answer`` (surrounding whitespace aside) and then stops it:
+    the next character, if any, must not continue a word or number (``" 15"`` does not give ``"1"``)."""
+    text, answer = text.lstrip(), answer.strip()
+    if not answer or not text.startswith(answer):
+        return False
+    rest = text[len(answer):]
+    return not (rest and answer[-1].isalnum() and rest[0].isalnum())
 
 
 #: contexts per batched greedy decoding (:meth:`depthutils.models.ModelHandle.greedy_batch`)
@@ -106,6 +125,50 @@ def _decoding_batches(decodings: list, size: int = DECODE_BATCH) -> tuple[list, 
     order = sorted(range(len(decodings)), key=lambda i: (decodings[i][1], decodings[i][0].shape[1]))
     groups = [order[k:k + size] for k in range(0, len(order), size)]
     return [([decodings[i][0] for i in g], [decodings[i][1] for i in g]) for g in groups], groups
+
+
+def layer_passes(L: int, works: list, fast: bool) -> dict:
+    """Layer applications to one sequence that the skip interventions cost (``layer_passes``) against the
+    floor (``layer_pass_floor``): per prompt its clean pass (``L``) and, per skipped layer ``s`` and position
+    ``t``, the ``L-1-s`` layers above ``s``, which the skip changes; the layers below are the clean run's.
+    The fast path is at the floor; nnsight's batched forwards run every layer for every row and the clean one."""
+    floor = sum(L + sum(L - 1 - row.s for chunk in w.chunks for row in chunk) for w in works)
+    passes = floor if fast else sum(L * (len(chunk) + 1) for w in works for chunk in w.chunks)
+    return {"layer_passes": int(passes), "layer_pass_floor": int(floor)}
+
+
+def accuracies(model, tasks, *, n: int = 20, seed: int = 0, max_new_tokens: int = 48, max_tokens: int | None = None,
+               progress_bar: bool = True) -> dict:
+    """Greedy accuracy alone, ``{(task, level): (solved, n)}``, judged as :func:`depth_score` judges it
+    (no interventions): what :func:`tasks_for` was calibrated with."""
+    groups = _groups(tasks, n, seed)
+    keys, decodings, prompts = [], [], []
+    for t, by_level in groups.items():
+        for lv, ps in by_level.items():
+            kept, encs, _ = encode_all(model, ps, need_answer=True, max_tokens=max_tokens)
+            for p, enc in zip(kept, encs):
+                keys.append((t, lv))
+                prompts.append(p)
+                decodings.append(_decoding(p, enc, max_new_tokens))
+    batches, groups_of = _decoding_batches(decodings)
+    out = {k: [0, 0] for k in dict.fromkeys(keys)}
+    for g, generated in zip(groups_of, each(model, _measure, batches, "greedy accuracy", enabled=progress_bar)):
+        for i, ids in zip(g, generated):
+            out[keys[i]][0] += _solved(model, prompts[i], decodings[i][0], ids)
+            out[keys[i]][1] += 1
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _groups(tasks, n: int, seed: int) -> dict:
+    """``{task: {level: [Prompt, ...]}}`` for family names (all their levels) or ``{family: levels}``."""
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise DepthError(f"Unknown task(s) {unknown}; choose from {', '.join(TASKS)} or pass groups=.")
+    wanted = tasks if isinstance(tasks, dict) else {t: TASKS[t][0] for t in tasks}
+    for t, lvs in wanted.items():
+        if not lvs or any(lv not in TASKS[t][0] for lv in lvs):
+            raise DepthError(f"Task {t!r} has levels {list(TASKS[t][0])}; got {list(lvs)!r}.")
+    return {t: {lv: TASKS[t][1](lv, n, seed) for lv in lvs} for t, lvs in wanted.items()}
 
 
 @dataclass
@@ -215,17 +278,17 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
     Args:
         tasks: family names of :data:`TASKS`: the ladder's ``"addition"`` (2–6 operands) and
             ``"multihop"`` (1–3 hops), P1's ``"math"`` (intermediate algebra, levels 1–5) and
-            ``"mquake"`` (the shared subset has 1- and 4-hop questions only).
+            ``"mquake"`` (the shared subset has 1- and 4-hop questions only), and the few-shot
+            ``"sums"`` and ``"mquake_qa"`` for pretrained models (:mod:`depthutils.depth_tasks`); or a dict
+            ``{family: levels}`` for some of a family's levels, such as :func:`depthutils.depth_tasks.tasks_for`
+            gives for a model.
         n: prompts per level (P1: 20).
         groups: instead of ``tasks``, your own ``{task: {level: [Prompt, ...]}}`` (``"first"`` rule).
         accuracy: also decode greedily to measure whether the model solves each prompt.
         max_tokens: a prompt whose answer positions fall beyond it (default: the context) is skipped.
     """
     if groups is None:
-        unknown = [t for t in tasks if t not in TASKS]
-        if unknown:
-            raise DepthError(f"Unknown task(s) {unknown}; choose from {', '.join(TASKS)} or pass groups=.")
-        groups = {t: {lv: TASKS[t][1](lv, n, seed) for lv in TASKS[t][0]} for t in tasks}
+        groups = _groups(tasks, n, seed)
     rules = {t: TASKS[t][2] if t in TASKS else "first" for t in groups}
     L = model.n_layers
     rows, scores, levels, names, correct = [], [], [], [], []
@@ -280,6 +343,7 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
         raise DepthError("No prompt had an answer position to intervene on; check the answers, or raise max_tokens.")
     fit = Fit("skip", resolve_max_tokens(model, max_tokens), used=len(scores), skipped=skipped)
     meta = make_meta(model, dataset="+".join(groups), n=len(scores), seed=seed, fit=fit, tasks=list(groups),
-                     n_per_level=n, rules=rules, accuracy=accuracy, max_new_tokens=max_new_tokens)
+                     n_per_level=n, rules=rules, accuracy=accuracy, max_new_tokens=max_new_tokens,
+                     levels={t: list(by_level) for t, by_level in groups.items()}, **layer_passes(L, works, fast))
     return DepthScoreResult(meta=meta, prompt_scores=np.array(scores, float), prompt_levels=np.array(levels),
                             prompt_tasks=np.array(names), prompt_correct=np.array(correct, float), rows=rows)

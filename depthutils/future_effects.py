@@ -201,6 +201,35 @@ def _stack_chunk(st, chunk: list[_Row], part: str, first: int, output: bool = Tr
     return ratios, out_diff
 
 
+def _stack_wave(st, chunks: list, mode: str) -> list:
+    """The fast path for the layer effect alone (no output), all skipped layers in one pass up the stack:
+    layer ``j`` runs once on the batch of every row that skipped a layer below it (the row skipping
+    ``s`` joins at ``s + 1``), so each layer call is one large product instead of one per skipped layer,
+    at the same count of layer-passes, ``Σ_s (L-1-s)`` rows, as :func:`_stack_chunk`. Returns what
+    :func:`run` returns for ``chunks``: each chunk's maxima (:func:`_row_maxima`)."""
+    L, T = st.L, st.T
+    rows = [row for chunk in chunks for row in chunk]
+    ratios = torch.zeros(L, len(rows), T)
+    x, active = None, []
+    for j in range(1, L):
+        enter = [i for i, row in enumerate(rows) if row.s == j - 1]
+        if enter:
+            new = st.outputs[j - 1].expand(len(enter), -1, -1).clone()
+            for k, i in enumerate(enter):
+                new[k, 1:rows[i].t] = st.h(j - 1)[0, 1:rows[i].t]
+            x, active = (new if x is None else torch.cat([x, new])), active + enter
+        out = st.layer(j, x)
+        d0 = st.deltas[j].float()
+        ratios[j, active] = (out.float() - x.float() - d0).norm(dim=-1) / d0.norm(dim=-1)
+        x = out
+    maxima, start = [], 0
+    for chunk in chunks:
+        mine = torch.cat([torch.zeros(L, 1, T), ratios[:, start:start + len(chunk)]], 1)
+        maxima.append(_row_maxima(mine, torch.zeros(len(chunk) + 1, T), _measured(chunk, T, mode)))
+        start += len(chunk)
+    return maxima
+
+
 @dataclass(frozen=True)
 class Work:
     """One prompt's interventions: ``chunks`` of rows, each one forward (or, ``fast``, one stack run).
@@ -233,6 +262,8 @@ def run(model, w: Work) -> list:
     Batched chunks are nnsight traces, so :func:`depthutils.remote.each` can send them to NDIF."""
     T = w.ids.shape[1]
     st = stack.Stack(model, w.ids) if w.fast else None
+    if w.fast and w.part == "layer" and not w.local and not w.output:
+        return _stack_wave(st, w.chunks, w.mode)
     out = []
     for chunk in w.chunks:
         keep = _measured(chunk, T, w.mode)

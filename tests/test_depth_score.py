@@ -9,9 +9,12 @@ import depthutils
 from depthutils import claims
 from depthutils.claims import OUTCOMES
 from depthutils._run import encode_all
-from depthutils.depth_score import TASKS, DepthScoreResult, _decoding, _decoding_batches, positions, score
+from depthutils.depth_score import (ANSWER_MARGIN, TASKS, DepthScoreResult, _decoding, _decoding_batches, _solved,
+                                    positions, score, starts_with_answer)
 from depthutils.future_effects import fold, run, work
 from depthutils.prompts import Encoded, Prompt, encode
+
+from conftest import ATOL
 
 
 def upper(L, values):
@@ -112,3 +115,71 @@ def test_layer_effect_without_the_output_effect(tiny):
         D2, O2 = fold(handle.n_layers, bare, run(handle, bare))
         np.testing.assert_allclose(D2, D, rtol=0, atol=1e-6)
         assert np.isfinite(O).all() and np.isnan(O2).all()
+
+
+# ------------------------------------------------------------------ judging a real, digit-by-digit tokenizer
+
+def _smollm2_tokenizer():
+    """SmolLM2's tokenizer (numbers in single digits) from the shared cache; skipped when not fetched."""
+    from transformers import PreTrainedTokenizerFast
+
+    from depthutils.realmodels import cache_root
+    folder = cache_root() / "smollm2-135m"
+    if not (folder / "tokenizer.json").exists():
+        pytest.skip("smollm2-135m is not in the cache (python -m depthutils fetch smollm2-135m)")
+    return PreTrainedTokenizerFast.from_pretrained(str(folder))
+
+
+class _Handle:
+    """Just what encoding and judging read from a model handle."""
+    def __init__(self, tokenizer):
+        self.tokenizer, self.prepend_bos, self.max_length = tokenizer, True, None
+
+
+@pytest.mark.parametrize("context, answer", [("3 + 4 = 7\n8 + 5 =", " 13"), ("3 + 4 = 7\n8 + 5 = ", "13"),
+                                             ("Question: Who wrote Hamlet?\nAnswer:", " William Shakespeare"),
+                                             ("Question: 2 + 2?\nAnswer:", "4")])
+def test_multi_token_answers_are_judged_on_what_follows_them(context, answer):
+    """SmolLM2 writes " 13" as three tokens. The decoding budget leaves room past the answer, and a
+    continuation that extends it is wrong: "1" is not solved by "15" (the old judge said it was, because
+    it read only the answer's own number of tokens and compared prefixes)."""
+    tok = _smollm2_tokenizer()
+    handle = _Handle(tok)
+    p = Prompt.from_parts(context, answer)
+    enc = encode(tok, p, need_answer=True)
+    assert tok.decode(enc.answer_ids) == answer  # the answer tokens are the answer's, and nothing of the context
+    ctx, n_new = _decoding(p, enc, 48)
+    assert n_new == len(enc.answer_ids) + ANSWER_MARGIN and torch.equal(ctx, enc.input_ids[:, :enc.answer_positions[0]])
+
+    def solved(continuation):
+        ids = tok(continuation, add_special_tokens=False, return_tensors="pt").input_ids
+        return _solved(handle, p, ctx, torch.cat([ctx, ids], 1))
+
+    assert solved(answer + "\n") and solved(" " + answer.strip() + "\n\n") and solved(answer.strip())
+    wrong = answer.strip()[:-1] if len(answer.strip()) > 1 else answer.strip() + "0"
+    assert not solved(" " + wrong + "\n")                     # a shorter number / an extended one
+    assert not solved(" " + answer.strip() + "5\n")            # the answer continued: "13" is not "135"
+
+
+def test_starts_with_answer_rules():
+    assert starts_with_answer(" 28\n", "28") and starts_with_answer("28", " 28") and starts_with_answer(" Paris.", " Paris")
+    assert not starts_with_answer(" 2", "28") and not starts_with_answer(" 281", "28")
+    assert not starts_with_answer(" Parisian", " Paris") and not starts_with_answer("x", "")
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3_text", "gpt2"])
+@pytest.mark.parametrize("mode", ["future", "all"])
+def test_one_pass_up_the_stack_equals_one_skipped_layer_at_a_time(tiny, family, mode):
+    """The layer effect alone runs every skipped layer in one pass up the stack (rows join above the layer
+    they skip): the same ``D`` as the fast path's one run per skipped layer and as the nnsight forwards,
+    with several positions ``t`` (MATH's stride rule)."""
+    handle, _ = tiny(family)
+    enc = encode(handle.tokenizer, Prompt.from_parts("5 + 7 + 5 + 3 + 1 = ", "21 and 22 and 23"))
+    ts = enc.answer_positions[::2][:3]
+    assert len(ts) == 3
+    wave = work(handle, enc, ts, fast=True, output=False, mode=mode)
+    per_layer = work(handle, enc, ts, fast=True, output=True, mode=mode)  # one stack run per skipped layer
+    slow = work(handle, enc, ts, fast=False, output=False, mode=mode)
+    D = fold(handle.n_layers, wave, run(handle, wave))[0]
+    for other in (per_layer, slow):
+        np.testing.assert_allclose(D, fold(handle.n_layers, other, run(handle, other))[0], rtol=0, atol=ATOL)
