@@ -27,7 +27,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 import torch
 
-from . import stack
+from . import future_shared, stack
 from ._run import encode_all
 from .errors import DepthError, check_finite
 from .models import check_residual
@@ -212,12 +212,14 @@ class Work:
     local: bool
     fast: bool
     output: bool = True
+    shared: bool = True
 
 
 def work(model, enc, ts: Sequence[int], *, part: str = "layer", mode: str = "future", local: bool = False,
-         fast: bool = False, batch_size: int | None = None, output: bool = True) -> Work:
+         fast: bool = False, batch_size: int | None = None, output: bool = True, shared: bool = True) -> Work:
     """The interventions that measure one prompt at positions ``ts``; ``output=False`` when only the
-    layer effect is wanted (the fast path then skips the unembedding, the costliest step of a short model)."""
+    layer effect is wanted (the fast path then skips the unembedding, the costliest step of a short model).
+    ``shared=False`` keeps the fast path per skipped layer instead of :mod:`depthutils.future_shared`'s."""
     L = model.n_layers
     rows = _rows(L, ts, local)
     if fast:
@@ -225,7 +227,7 @@ def work(model, enc, ts: Sequence[int], *, part: str = "layer", mode: str = "fut
     else:
         size = len(rows) if batch_size is None else batch_size - 1
         chunks = [rows[start:start + size] for start in range(0, len(rows), size)]
-    return Work(enc.input_ids, chunks, part, mode, local, fast, output)
+    return Work(enc.input_ids, chunks, part, mode, local, fast, output, shared)
 
 
 def run(model, w: Work) -> list:
@@ -233,6 +235,10 @@ def run(model, w: Work) -> list:
     Batched chunks are nnsight traces, so :func:`depthutils.remote.each` can send them to NDIF."""
     T = w.ids.shape[1]
     st = stack.Stack(model, w.ids) if w.fast else None
+    if w.fast and w.shared and w.chunks:
+        ts = [row.t for row in w.chunks[0]]
+        if future_shared.applies(st, ts):
+            return future_shared.prompt_maxima(st, ts, w.part, w.mode, w.output)
     out = []
     for chunk in w.chunks:
         keep = _measured(chunk, T, w.mode)
