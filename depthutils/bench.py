@@ -163,11 +163,14 @@ class Counter:
             h.remove()
 
 
-def floors(L: int, T_fe: list[int], n_t: list[int], T_er: int, steps: int) -> dict:
-    """The least layer-passes each measurement needs (clean run included); ``T_er`` is the erasure's
-    prompt up to its last answer-predicting position (later positions cannot change the answer)."""
-    # clean + layers s+1…L-1 per (t, s): skipping layer s means its output is its input, nothing to run
-    fe = sum(L + k * sum(L - 1 - s for s in range(L)) for k in n_t)
+def floors(L: int, T_fe: list[int], positions: list[list[int]], T_er: int, steps: int) -> dict:
+    """The least layer-passes each measurement needs (clean run included); ``positions`` are each future-effects
+    prompt's ``t``; ``T_er`` is the erasure's prompt up to its last answer-predicting position (later
+    positions cannot change the answer)."""
+    # clean + layers s+1…L-1 per (t, s): skipping layer s means its output is its input, nothing to run; and
+    # rows with a smaller t share the prefix before it with the largest t's row (depthutils.future_shared)
+    fe = sum(L + sum(L - 1 - s for s in range(L)) * (len(ts) * T - sum(ts) + max(ts)) / T
+             for T, ts in zip(T_fe, positions))
     # erasure: layers l…L-1 over positions t…T-1 only, as a fraction of a sequence, plus one clean run
     er = L + sum((L - l) * (T_er - t) / T_er for l in range(L + 1) for t in range(1, T_er))
     ig = L + sum((L - 1 - l) * steps for l in range(L))  # layers above l for every interpolation point
@@ -212,7 +215,7 @@ def _measure(model_spec, measurement, algorithm, repeats, steps, threads, device
     return {"times": times, "passes": counter.passes, "layer_passes": counter.layer_passes,
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                "arrays": {k: np.asarray(v).tolist() for k, v in arrays.items() if k != "tokens"},
-               "L": L, "T_fe": T_fe, "n_t": [len(p) for p in positions],
+               "L": L, "T_fe": T_fe, "n_t": [len(p) for p in positions], "positions": positions,
                "T_er": max(encode(handle.tokenizer, arith, need_answer=True).predict_positions) + 1}
 
 
@@ -282,7 +285,7 @@ def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path
         for meas in ("future_effects", "residual_erasure", "integrated_gradients"):
             ref = _isolated(_worker, spec, meas, "reference", repeats, steps, threads, device, dtype)
             ours = _isolated(_worker, spec, meas, "ours", repeats, steps, threads, device, dtype)
-            floor = floors(ref["L"], ref["T_fe"], ref["n_t"], ref["T_er"], steps)[meas]
+            floor = floors(ref["L"], ref["T_fe"], ref["positions"], ref["T_er"], steps)[meas]
             rows[meas] = {
                 alg: {"median_s": statistics.median(r["times"]), "min_s": min(r["times"]), "max_s": max(r["times"]),
                       "passes": r["passes"], "layer_passes": round(r["layer_passes"], 1),
