@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from .bench_ig import _rules_worker, ig_rule_table, print_rules
+from .bench_real import REAL_MODELS, real_rows
 from .benchkit import ARITH, _isolated, _setup, _timed
 from .models import _get, check_residual
 
@@ -268,8 +269,10 @@ def _lens_memory(vocab, L, tokens):
 
 def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path: str | None = None,
           threads: int | None = None, device: str = "cpu", dtype: str = "float32",
-          ig_models=("default", "ladder-16"), only: str = "all") -> dict:
+          ig_models=("default", "ladder-16"), only: str = "all", real=REAL_MODELS) -> dict:
     """Run every measurement with both algorithms on every model; print a table, optionally write JSON.
+    ``real``: the cached real models whose chapter 2, 3 and 5 headline calls get a row
+    (:mod:`depthutils.bench_real`); ``only="real"`` runs those rows alone.
 
     Each row reports the median of ``repeats`` timed runs and their spread (fastest, slowest); the
     speed-up's spread pairs the reference's slowest with ours' fastest and the other way round.
@@ -299,7 +302,9 @@ def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path
             rows[meas]["max_abs_diff"] = _max_diff(ref["arrays"], ours["arrays"])
             _print_row(spec, meas, rows[meas])
         report["models"][spec] = rows
-    for spec in ig_models:
+    if only in ("all", "real") and real:
+        report["real_models"] = real_rows(real, threads)
+    for spec in ig_models if only in ("all", "ig-rules") else ():
         table = ig_rule_table(_isolated(_rules_worker, spec, repeats, threads, device, dtype))
         print_rules(spec, table)
         report["models"].setdefault(spec, {})["ig_rules"] = table
