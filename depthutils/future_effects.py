@@ -291,7 +291,8 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
         local: the direct-only variant (see the module docstring).
         batch_size: rows per forward, clean row included (default: all interventions of a prompt).
         method: ``"stack"`` re-runs only the layers above each skipped one (local fp32 models,
-            see :mod:`depthutils.stack`); ``"batched"`` runs every intervention of a prompt as a
+            see :mod:`depthutils.stack`), every skipped layer a row of one batch per layer, and the
+            rows with a smaller ``t`` only from ``t`` on (:mod:`depthutils.future_shared`); ``"batched"`` runs every intervention of a prompt as a
             row of one nnsight forward, clean row included (remote, bf16, ``local=True``);
             ``"auto"`` picks ``"stack"`` where it applies.
         max_tokens: a prompt longer than this (default: the model's context) is cut to its
