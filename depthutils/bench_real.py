@@ -20,7 +20,12 @@ import time
 import numpy as np
 import torch
 
+import depthutils as du
+
+from ._run import encode_all
+from .bench_count import Counter, floors
 from .benchkit import ARITH, _isolated
+from .realmodels import MANIFEST, cache_root, terms_accepted
 
 REAL_MODELS = ("smollm2-135m", "gemma3-270m")
 N_FUTURE, N_LENS = 10, 20
@@ -29,8 +34,6 @@ IG = dict(rule="adaptive", tol=1e-4, budget=64)
 
 def unavailable(name: str) -> str | None:
     """Why ``name`` cannot be benched from the cache (one sentence), or None."""
-    from .realmodels import MANIFEST, cache_root, terms_accepted
-
     folder = cache_root() / name
     if not (folder / MANIFEST).exists():
         return f"{name} is not in the cache ({folder}); `python -m depthutils fetch {name}` puts it there."
@@ -47,10 +50,6 @@ def _worker(args, queue):
 
 
 def _measure(name: str, chapter: str, threads: int) -> dict:
-    import depthutils as du
-    from ._run import encode_all
-    from .bench import Counter, floors
-
     torch.set_num_threads(threads)
     lm = du.load_model(name)
     L = lm.n_layers

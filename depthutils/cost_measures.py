@@ -65,10 +65,8 @@ def future_effects(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: i
     L, costs = s.layers, []
     for i, T in enumerate(Ts):
         a = Acc(s, what, T)
-        k = 1 if mode == "all" else n_t
         ts = [T] if mode == "all" else (positions[i] if positions is not None else _positions(T, n_t))
         k = len(ts)
-        first = 1 if mode == "all" else min(ts)
         if fast:
             saved = _stack(a, s, T, dtype)
             rest = sorted(ts)[:-1]

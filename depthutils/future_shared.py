@@ -84,7 +84,7 @@ def _entering(st: Stack, s: int, ts, full: int, part: str):
 
 def _group(st: Stack, group: list[int], ts, first, part, mode, output, layer_max, out_max):
     """The skipped layers ``group`` as batch rows: layers from the lowest start to ``L-1``, then the output."""
-    L, T = st.L, st.T
+    L = st.L
     full = max(range(len(ts)), key=lambda k: ts[k])
     start = {s: s + 1 if part == "layer" else s for s in group}
     members: list[int] = []  # skipped layers in the batch, in batch order
