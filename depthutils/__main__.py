@@ -89,7 +89,7 @@ def cmd_bench(args) -> int:
 
     bench(models=args.models.split(","), repeats=args.repeats, steps=args.steps, json_path=args.json,
           threads=args.threads, device=args.device, dtype=args.dtype, ig_models=args.ig_models.split(","),
-          only=args.only)
+          only=args.only, real=[m for m in args.real.split(",") if m and m != "none"])
     return 0
 
 
@@ -155,8 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--dtype", default="float32", help="float32 or bfloat16 (default: %(default)s)")
     bench.add_argument("--ig-models", default="default,ladder-16",
                        help="models of the integrated-gradients rule table (default: %(default)s)")
-    bench.add_argument("--only", choices=["all", "ig-rules"], default="all",
-                       help="run every table, or only the integrated-gradients rule table (default: %(default)s)")
+    bench.add_argument("--only", choices=["all", "ig-rules", "real"], default="all",
+                       help="run every table, or only the integrated-gradients rule table, or only the real "
+                            "models' rows (default: %(default)s)")
+    bench.add_argument("--real", default="smollm2-135m,gemma3-270m",
+                       help="cached real models with rows for chapters 2, 3 and 5 ('none': no rows; default: "
+                            "%(default)s)")
     bench.set_defaults(func=cmd_bench)
     plan = sub.add_parser("plan", help="layer-passes, FLOPs, peak memory, batch size and time of a chapter's run")
     plan.add_argument("chapter", nargs="?", help="chapter number (2, 02) or name (future_effects)")

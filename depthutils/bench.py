@@ -33,8 +33,10 @@ import numpy as np
 import torch
 
 from .bench_ig import _rules_worker, ig_rule_table, print_rules
+from .bench_count import Counter, floors  # noqa: F401  (bench.Counter and bench.floors, as before)
+from .bench_real import REAL_MODELS, real_rows
 from .benchkit import ARITH, _isolated, _setup, _timed
-from .models import _get, check_residual
+from .models import check_residual
 
 
 
@@ -126,54 +128,6 @@ def ref_integrated_gradients(model, prompt, steps, batch_size=16):
     return {"attribution": A}
 
 
-# ------------------------------------------------------------------ counting and floors
-
-class Counter:
-    """Counts forward passes and layer-passes through forward hooks on the decoder layers.
-
-    A layer call on ``B`` rows of ``T'`` positions adds ``B·T'`` layer-tokens; layer-passes are
-    layer-tokens over the longest sequence seen (the whole prompt, which every run starts with).
-    """
-
-    def __init__(self, model):
-        self.layers = list(_get(model.nn._module, model.arch.layers))
-        self.reset()
-        self.hooks = [layer.register_forward_pre_hook(self._hook(i), with_kwargs=True)
-                      for i, layer in enumerate(self.layers)]
-
-    def reset(self):
-        self.passes = self.tokens = self.longest = 0
-
-    @property
-    def layer_passes(self) -> float:
-        return self.tokens / max(self.longest, 1)
-
-    def _hook(self, i):
-        def hook(mod, args, kwargs):
-            x = args[0] if args else kwargs.get("hidden_states")
-            b, t = (x.shape[0], x.shape[1]) if torch.is_tensor(x) and x.ndim == 3 else (1, 1)
-            self.tokens += b * t
-            self.longest = max(self.longest, t)
-            if i == len(self.layers) - 1:
-                self.passes += 1
-        return hook
-
-    def close(self):
-        for h in self.hooks:
-            h.remove()
-
-
-def floors(L: int, T_fe: list[int], n_t: list[int], T_er: int, steps: int) -> dict:
-    """The least layer-passes each measurement needs (clean run included); ``T_er`` is the erasure's
-    prompt up to its last answer-predicting position (later positions cannot change the answer)."""
-    # clean + layers s+1…L-1 per (t, s): skipping layer s means its output is its input, nothing to run
-    fe = sum(L + k * sum(L - 1 - s for s in range(L)) for k in n_t)
-    # erasure: layers l…L-1 over positions t…T-1 only, as a fraction of a sequence, plus one clean run
-    er = L + sum((L - l) * (T_er - t) / T_er for l in range(L + 1) for t in range(1, T_er))
-    ig = L + sum((L - 1 - l) * steps for l in range(L))  # layers above l for every interpolation point
-    return {"future_effects": fe, "residual_erasure": er, "integrated_gradients": ig}
-
-
 # ------------------------------------------------------------------ one run, in its own process
 
 def _worker(args, queue):
@@ -212,7 +166,7 @@ def _measure(model_spec, measurement, algorithm, repeats, steps, threads, device
     return {"times": times, "passes": counter.passes, "layer_passes": counter.layer_passes,
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                "arrays": {k: np.asarray(v).tolist() for k, v in arrays.items() if k != "tokens"},
-               "L": L, "T_fe": T_fe, "n_t": [len(p) for p in positions],
+               "L": L, "T_fe": T_fe, "n_t": [len(p) for p in positions], "positions": positions,
                "T_er": max(encode(handle.tokenizer, arith, need_answer=True).predict_positions) + 1}
 
 
@@ -265,8 +219,10 @@ def _lens_memory(vocab, L, tokens):
 
 def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path: str | None = None,
           threads: int | None = None, device: str = "cpu", dtype: str = "float32",
-          ig_models=("default", "ladder-16"), only: str = "all") -> dict:
+          ig_models=("default", "ladder-16"), only: str = "all", real=REAL_MODELS) -> dict:
     """Run every measurement with both algorithms on every model; print a table, optionally write JSON.
+    ``real``: the cached real models whose chapter 2, 3 and 5 headline calls get a row
+    (:mod:`depthutils.bench_real`); ``only="real"`` runs those rows alone.
 
     Each row reports the median of ``repeats`` timed runs and their spread (fastest, slowest); the
     speed-up's spread pairs the reference's slowest with ours' fastest and the other way round.
@@ -282,7 +238,7 @@ def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path
         for meas in ("future_effects", "residual_erasure", "integrated_gradients"):
             ref = _isolated(_worker, spec, meas, "reference", repeats, steps, threads, device, dtype)
             ours = _isolated(_worker, spec, meas, "ours", repeats, steps, threads, device, dtype)
-            floor = floors(ref["L"], ref["T_fe"], ref["n_t"], ref["T_er"], steps)[meas]
+            floor = floors(ref["L"], ref["T_fe"], ref["positions"], ref["T_er"], steps)[meas]
             rows[meas] = {
                 alg: {"median_s": statistics.median(r["times"]), "min_s": min(r["times"]), "max_s": max(r["times"]),
                       "passes": r["passes"], "layer_passes": round(r["layer_passes"], 1),
@@ -296,7 +252,9 @@ def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path
             rows[meas]["max_abs_diff"] = _max_diff(ref["arrays"], ours["arrays"])
             _print_row(spec, meas, rows[meas])
         report["models"][spec] = rows
-    for spec in ig_models:
+    if only in ("all", "real") and real:
+        report["real_models"] = real_rows(real, threads)
+    for spec in ig_models if only in ("all", "ig-rules") else ():
         table = ig_rule_table(_isolated(_rules_worker, spec, repeats, threads, device, dtype))
         print_rules(spec, table)
         report["models"].setdefault(spec, {})["ig_rules"] = table

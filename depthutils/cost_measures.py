@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 
 from .cost import BYTES, Acc, Cost, Shape, total, with_requests
+from .future_effects import sample_positions
+from .future_shared import GROUP_BYTES, UNEMBED_BYTES
 
 
 def _stack(a: Acc, s: Shape, T: int, dtype: str) -> float:
@@ -43,26 +45,55 @@ def forward_only(s: Shape, Ts, dtype: str, remote: bool, what: str, lens: bool =
     return with_requests(total(costs), remote)
 
 
+def _positions(T: int, n_t: int) -> list[int]:
+    """The ``t`` of one prompt: P1's sample where the prompt has room for ``n_t`` of them, else the last
+    ``n_t`` positions at stride 4 (the depth score's answer tokens)."""
+    ts = sample_positions(T, 123, n_t)
+    return ts if len(ts) == n_t else sorted({max(1, T - 1 - 4 * i) for i in range(n_t)})
+
+
 def future_effects(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: int = 4, part: str = "layer",
-                   mode: str = "future", output: bool = True, batch: int | None = None, what="future_effects") -> Cost:
-    """P1's future effects (and the depth score's interventions: ``output=False``, ``n_t`` per prompt)."""
+                   mode: str = "future", output: bool = True, batch: int | None = None, what="future_effects",
+                   positions: list | None = None) -> Cost:
+    """P1's future effects (and the depth score's interventions: ``output=False``, ``n_t`` per prompt);
+    ``positions`` gives each prompt's ``t`` (default: :func:`_positions`).
+
+    The fast path is :mod:`depthutils.future_shared`'s: the row with the largest ``t`` runs the whole prompt,
+    the others positions ``t …`` only, after the suffix check (two layers' clean keys and values and two
+    layers on the prompt's second half); the output only at the measured positions, none for the last
+    layer in the future-tokens mode."""
     L, costs = s.layers, []
-    for T in Ts:
+    for i, T in enumerate(Ts):
         a = Acc(s, what, T)
-        k = 1 if mode == "all" else n_t
-        first = 1 if mode == "all" else min(T - 1, 8 + (T - 12) // 5)  # the expected smallest of P1's t
+        ts = [T] if mode == "all" else (positions[i] if positions is not None else _positions(T, n_t))
+        k = len(ts)
         if fast:
             saved = _stack(a, s, T, dtype)
-            work = 0.0
-            wave = part == "layer" and not output  # one pass up the stack: up to k·(L-1) rows at once
+            if part == "layer" and not output:  # the depth score's skips: one pass up the stack, k·(L-1) rows at once
+                work, rows = 0.0, k * max(L - 1, 1)
+                for l in range(L):
+                    a.layers(L - 1 - l, k, T)
+                    work = max(work, 2 * rows * T * s.hidden * BYTES[dtype] + s.act_bytes(rows, T, dtype))
+                costs.append(a.done(saved, work, batch=k))
+                continue
+            rest = sorted(ts)[:-1]
+            if rest:
+                a.layers(2, 1, T)
+                a.layers(2, 1, T - T // 2, context=T)
+            measured = [T - 1] if mode == "all" else [T - t for t in ts]
             for l in range(L):
-                a.layers(L - 1 - l + (part != "layer"), k, T)
-                if output:
-                    a.unembed(k, T - first)
-                rows = k * max(L - 1, 1) if wave else k
-                work = max(work, 2 * rows * T * s.hidden * BYTES[dtype] + s.act_bytes(rows, T, dtype),
-                           s.logit_bytes(k, T - first) if output else 0.0)
-            costs.append(a.done(saved, work, batch=k))
+                n = L - 1 - l + (part != "layer")
+                a.layers(n, 1, T)
+                for t in rest:
+                    a.layers(n, 1, T - t, context=T)
+                if output and not (mode == "future" and l == L - 1):
+                    for m in measured:
+                        a.unembed(1, m)
+            group = min(L, max(1, int(GROUP_BYTES // max(4 * k * T * (s.heads * T + 3 * s.intermediate), 1))))
+            chunk = min(L * sum(measured), max(1, UNEMBED_BYTES // (12 * s.vocab)))
+            work = max(group * (2 * k * T * s.hidden * BYTES[dtype] + s.act_bytes(k, T, dtype)),
+                       s.logit_bytes(chunk, 1) if output else 0.0)
+            costs.append(a.done(saved, work, batch=k * group))
         else:
             rows = k * L
             size = rows if batch is None else max(1, batch - 1)

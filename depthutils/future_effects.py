@@ -27,7 +27,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 import torch
 
-from . import stack
+from . import future_shared, stack
 from ._run import encode_all
 from .errors import DepthError, check_finite
 from .models import check_residual
@@ -241,12 +241,14 @@ class Work:
     local: bool
     fast: bool
     output: bool = True
+    shared: bool = True
 
 
 def work(model, enc, ts: Sequence[int], *, part: str = "layer", mode: str = "future", local: bool = False,
-         fast: bool = False, batch_size: int | None = None, output: bool = True) -> Work:
+         fast: bool = False, batch_size: int | None = None, output: bool = True, shared: bool = True) -> Work:
     """The interventions that measure one prompt at positions ``ts``; ``output=False`` when only the
-    layer effect is wanted (the fast path then skips the unembedding, the costliest step of a short model)."""
+    layer effect is wanted (the fast path then skips the unembedding, the costliest step of a short model).
+    ``shared=False`` keeps the fast path per skipped layer instead of :mod:`depthutils.future_shared`'s."""
     L = model.n_layers
     rows = _rows(L, ts, local)
     if fast:
@@ -254,7 +256,7 @@ def work(model, enc, ts: Sequence[int], *, part: str = "layer", mode: str = "fut
     else:
         size = len(rows) if batch_size is None else batch_size - 1
         chunks = [rows[start:start + size] for start in range(0, len(rows), size)]
-    return Work(enc.input_ids, chunks, part, mode, local, fast, output)
+    return Work(enc.input_ids, chunks, part, mode, local, fast, output, shared)
 
 
 def run(model, w: Work) -> list:
@@ -262,8 +264,12 @@ def run(model, w: Work) -> list:
     Batched chunks are nnsight traces, so :func:`depthutils.remote.each` can send them to NDIF."""
     T = w.ids.shape[1]
     st = stack.Stack(model, w.ids) if w.fast else None
-    if w.fast and w.part == "layer" and not w.local and not w.output:
+    if w.fast and w.part == "layer" and not w.local and not w.output:  # the depth score's skips: one wave up the stack
         return _stack_wave(st, w.chunks, w.mode)
+    if w.fast and w.shared and w.chunks:
+        ts = [row.t for row in w.chunks[0]]
+        if future_shared.applies(st, ts):
+            return future_shared.prompt_maxima(st, ts, w.part, w.mode, w.output)
     out = []
     for chunk in w.chunks:
         keep = _measured(chunk, T, w.mode)
@@ -316,7 +322,8 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
         local: the direct-only variant (see the module docstring).
         batch_size: rows per forward, clean row included (default: all interventions of a prompt).
         method: ``"stack"`` re-runs only the layers above each skipped one (local fp32 models,
-            see :mod:`depthutils.stack`); ``"batched"`` runs every intervention of a prompt as a
+            see :mod:`depthutils.stack`), every skipped layer a row of one batch per layer, and the
+            rows with a smaller ``t`` only from ``t`` on (:mod:`depthutils.future_shared`); ``"batched"`` runs every intervention of a prompt as a
             row of one nnsight forward, clean row included (remote, bf16, ``local=True``);
             ``"auto"`` picks ``"stack"`` where it applies.
         max_tokens: a prompt longer than this (default: the model's context) is cut to its

@@ -11,9 +11,13 @@ import torch
 from ._run import encode_all
 from .curves import ed_kl, ed_overlap, ratio
 from .errors import check_finite
-from .models import check_residual
+from .models import _get, check_residual
 from .remote import each
 from .results import Result, describe, make_meta
+
+
+#: one slice of the vocabulary's lens logits (every layer, every token) and its exponentials, bytes
+LENS_CHUNK_BYTES = 512 * 2**20
 
 
 @dataclass
@@ -79,13 +83,63 @@ def read_lens(model, hs: list, k: int) -> list:
 
 def prompt_lens(model, item) -> torch.Tensor:
     """``[L, 2, T]``: KL and top-``k`` overlap of every layer's lens at every token of one prompt (one trace);
-    ``item`` is the prompt's encoding and ``k``."""
+    ``item`` is the prompt's encoding and ``k``. A local model takes :func:`chunked_lens` after the trace."""
     enc, k = item
     L, T = model.n_layers, enc.n_tokens
+    head = _get(model.nn._module, model.arch.unembed)
+    if model.remote or not isinstance(head, torch.nn.Linear) or L < 2:
+        with model.no_grad(), model.trace(enc.input_ids):
+            hs = [check_residual(model.layers_output(l), 1, T, f"layer {l} output") for l in range(L)]
+            per_layer = read_lens(model, hs, k)
+        return torch.stack(list(per_layer))
     with model.no_grad(), model.trace(enc.input_ids):
-        hs = [check_residual(model.layers_output(l), 1, T, f"layer {l} output") for l in range(L)]
-        per_layer = read_lens(model, hs, k)
-    return torch.stack(list(per_layer))
+        hs = nnsight.save([])  # a list made inside the trace must be saved to outlive it
+        for l in range(L - 1):
+            hs.append(check_residual(model.layers_output(l), 1, T, f"layer {l} output")[0].save())
+        final = model.logits()[0].save()
+    with torch.no_grad():
+        return chunked_lens(model, torch.stack(list(hs)), final, k)
+
+
+def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int) -> torch.Tensor:
+    """``[L, 2, T]`` as :func:`read_lens` gives it, from the layer outputs ``hs`` ``[L-1, T, H]`` below the last
+    and the model's logits ``final`` ``[T, V]``: every layer's lens in one matrix product per slice of the
+    vocabulary (within :data:`LENS_CHUNK_BYTES`), never a whole ``[L, T, V]``.
+
+    Per row, over the slices: the running max ``m``, ``S = Σ e^{z−m}`` and ``W = Σ e^{z−m}(z − z_final)`` (in
+    float64 between slices), and the running top-``k``; then ``KL(q ‖ q_final) = W/S − lse(z) + lse(z_final)``.
+    The last layer's lens is the model's output: KL 0 and overlap 1.
+    """
+    module = model.nn._module
+    norm, head = _get(module, model.arch.final_norm), _get(module, model.arch.unembed)
+    Lm1, T, _ = hs.shape
+    x = norm(hs.to(head.weight.device)).reshape(Lm1 * T, -1)
+    final = final.float()
+    V, M = final.shape[-1], Lm1 * T
+    m = torch.full((M,), -torch.inf, dtype=torch.float64)
+    S, W = torch.zeros(M, dtype=torch.float64), torch.zeros(M, dtype=torch.float64)
+    top_v, top_i = torch.empty(M, 0), torch.empty(M, 0, dtype=torch.long)
+    step = max(k, LENS_CHUNK_BYTES // (8 * M))
+    for v0 in range(0, V, step):
+        bias = None if head.bias is None else head.bias[v0:v0 + step]
+        z = model.finish_logits(torch.nn.functional.linear(x, head.weight[v0:v0 + step], bias)).float().cpu()
+        cv, ci = z.topk(min(k, z.shape[-1]), dim=-1)
+        top_v, idx = torch.cat([top_v, cv], -1).topk(min(k, top_v.shape[-1] + cv.shape[-1]), dim=-1)
+        top_i = torch.cat([top_i, ci + v0], -1).gather(-1, idx)
+        m_new = torch.maximum(m, z.amax(-1).double())
+        scale = torch.exp(m - m_new)
+        e = z.sub(m_new.float()[:, None]).exp_()
+        S = S * scale + e.sum(-1).double()
+        d = z.view(Lm1, T, -1).sub_(final[None, :, v0:v0 + step]).view(M, -1)
+        W = W * scale + e.mul_(d).sum(-1).double()
+        m = m_new
+    lse_final = torch.logsumexp(final, -1).double()
+    kl = (W / S - (m + S.log())).view(Lm1, T) + lse_final[None]
+    top_final = final.topk(k, dim=-1).indices
+    overlap = (top_i.view(Lm1, T, k, 1) == top_final[None, :, None, :]).any(-1).float().sum(-1) / k
+    stats = torch.stack([kl.float(), overlap], 1)  # [L-1, 2, T]
+    last = torch.stack([torch.zeros(T), torch.ones(T)])[None]
+    return torch.cat([stats, last])
 
 
 def logit_lens(model, prompts, k: int = 5, *, max_tokens: int | None = None,

@@ -49,8 +49,10 @@ def test_layer_passes_match_the_counter(tiny, tiny_root):
     ts = [8, 16]
     du.future_effects(handle, [p], positions=ts, progress_bar=False)
     fe = counter.layer_passes
-    assert cm.future_effects(s, [T], "float32", True, False, n_t=2).layer_passes == pytest.approx(fe, rel=1e-9)
-    assert fe == pytest.approx(floors(s.layers, [T], [2], T, 1)["future_effects"], rel=1e-9)
+    assert cm.future_effects(s, [T], "float32", True, False, positions=[ts]).layer_passes == pytest.approx(
+        fe, rel=1e-9)
+    check = 2 * (T + T - T // 2) / T  # the suffix check: two layers' clean keys and values, then a half prompt
+    assert fe == pytest.approx(floors(s.layers, [T], [ts], T, 1)["future_effects"] + check, rel=1e-9)
     counter.reset()
     du.residual_erasure(handle, p, baseline=torch.zeros(s.layers + 1, s.hidden).numpy(), progress_bar=False)
     er = counter.layer_passes * counter.longest / (T - 1)  # the counter's unit is the longest sequence seen

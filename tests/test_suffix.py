@@ -119,8 +119,9 @@ def test_erasure_work_is_at_the_floor(tiny, prompts):
 
 
 def test_bench_floors_and_rule_table():
-    fl = bench.floors(L=4, T_fe=[10], n_t=[2], T_er=5, steps=8)
-    assert fl["future_effects"] == 4 + 2 * (3 + 2 + 1 + 0)  # skipping layer s runs layers s+1 … L-1
+    fl = bench.floors(L=4, T_fe=[10], positions=[[2, 6]], T_er=5, steps=8)
+    # skipping layer s runs layers s+1 … L-1; the row with t = 2 shares positions 0, 1 with the row with t = 6
+    assert fl["future_effects"] == pytest.approx(4 + (3 + 2 + 1 + 0) * (10 + 8) / 10)
     assert fl["residual_erasure"] == pytest.approx(4 + sum((4 - l) * (5 - t) / 5 for l in range(5) for t in range(1, 5)))
     rows = {"riemann-256": dict(rule="riemann", K=256, median_s=8.0, error=1e-3),
             "gauss-8": dict(rule="gauss", K=8, median_s=0.5, error=1e-2),
