@@ -184,7 +184,7 @@ def ratio_vs_depth(study, models, uncontrolled=None):
             shift = (j - (len(study.tasks) - 1) / 2) * 0.12  # keep the bars of different tasks apart
             line = ax.errorbar(np.array(depths, float) + shift, [np.nan if r is None else r for r in ratios],
                                yerr=_yerr(ratios, bands), marker="o", ms=4, capsize=2, label=task)
-            for m in extra if task in uncontrolled.tasks else []:
+            for m in (extra if extra and task in uncontrolled.tasks else []):
                 r = uncontrolled.cell(m, task, metric)[1]
                 if r is not None:
                     ax.errorbar([uncontrolled.n_layers(m) + shift], [r], yerr=_yerr([r], [uncontrolled.cell_interval(m, task, metric)]),
