@@ -37,6 +37,11 @@ def test_every_chapter_runs_on_an_outside_model(outsider, tmp_path, chapter, spe
     nb = nbformat.read(dest, as_version=4)
     text = _outputs(nb)
     assert "Verdict: " in text  # every chapter ends with its computed verdict
+    if chapter == "04" and "Verdict: not tested" in text:
+        # a model outside the ladder is graded only on prompts it answers (known_facts); a random one answers none,
+        # so nothing is measured and the verdict says so, with the accuracy
+        assert "the model answers 0 of" in text and "0 graded" in text
+        return
     assert "Prompts: " in text and "BOS prepended by depthutils" in text
     saved = list((tmp_path / "figures").glob("*.json"))
     assert saved or chapter == "09", "the chapter saved no result"  # chapter 9 keeps its results in its cache
