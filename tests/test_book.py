@@ -241,7 +241,7 @@ def test_sidebar_order_and_the_intros_verdict_table(book_url, browser):
     assert numbers == list(range(len(chapters()))), titles
     head, rows = browser.execute_script("""
         const t = Array.from(document.querySelectorAll('main table')).find(t => t.innerText.includes('this build'));
-        return t ? [Array.from(t.querySelectorAll('thead th')).map(c => c.innerText.trim()),
+        return t ? [Array.from(t.querySelectorAll('thead th')).map(c => c.innerText.trim().replace('\u2019', "'")),
                     Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText.trim()))]
                  : [[], []];""")
     assert len(rows) >= len(chapters()), rows
