@@ -122,7 +122,7 @@ def available(names=None) -> tuple[list[str], dict[str, str]]:
             ok.append(name)
         except TermsNotAccepted:
             why[name] = (f"{TITLES[name]} is left out: its Gemma Terms of Use are not accepted on this machine "
-                         f"(python -m depthutils fetch {name} --accept-terms).")
+                         f"(`python -m depthutils fetch {name} --accept-terms`).")
         except DepthError as e:
             why[name] = f"{TITLES.get(name, name)} is left out: {e}"
     return ok, why
@@ -192,7 +192,7 @@ def section(chapter: str, real_models, out_dir: str = "figures", left_out: dict 
             _glue(f"verdict_{slug(name)}", _value(v), display=False)
     for name in REAL_MODELS:
         if name not in done:
-            why = left_out.get(name, f"{TITLES[name]} is not in this run's real_models (python -m depthutils book "
+            why = left_out.get(name, f"{TITLES[name]} is not in this run's real_models (`python -m depthutils book` "
                                      "runs every real model that is cached or can be fetched).")
             display(Markdown(f"*{why}*"))
             if _glue is not None:
