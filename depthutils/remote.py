@@ -64,6 +64,17 @@ def api_answers(host: str, timeout: float = PROBE_SECONDS) -> bool:
         return False
 
 
+def _goes_away(host: str, seconds: float = 10.0) -> bool:
+    """Whether the API at ``host`` stops answering within ``seconds``: NDIF reports a job's replica as evicted
+    when its server is shutting down, a moment before the server itself goes away."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not api_answers(host):
+            return True
+        time.sleep(0.5)
+    return False
+
+
 class _Display:
     """What nnsight's backend calls on each status (``update``) and while it waits (``refresh``):
     one bar, and the deadline."""
@@ -157,6 +168,8 @@ class Backend(RemoteBackend):
         cause = e.__cause__
         if isinstance(cause, httpx.TransportError):  # the request never reached the API
             return self.lost(cause)
+        if "evicted" in detail.lower() and _goes_away(self.host):  # the server stopped under the job
+            return self.lost(e)
         return RemoteFault(
             f"NDIF answered {'job ' + self.job if self.job else 'the request'} ({self.what} on {self.name}) with an "
             f"error ({detail.rstrip('.')}); if NDIF does not serve this model, pick one that nnsight.ndif.status() "
