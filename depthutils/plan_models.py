@@ -13,7 +13,9 @@ from pathlib import Path
 
 from .cost import Shape
 from .errors import DepthError
+from .fetch import ensure
 from .ladder.registry import resolve_alias
+from .realmodels import REAL_MODELS
 
 CHARS_PER_TOKEN = 4.0
 
@@ -72,6 +74,8 @@ class ModelInfo:
 def model_info(name: str) -> ModelInfo:
     """The shape and token counter of ``name`` (an alias, a local folder, a papers' model or a hub id)."""
     path = resolve_alias(name)
+    if path is None and name in REAL_MODELS:  # a named real model: its verified cache, fetched on first use
+        path = ensure(name)
     path = Path(path) if path is not None else Path(name).expanduser()
     if path.is_dir():
         if not (path / "config.json").exists():

@@ -67,3 +67,17 @@ def test_chapter_1_on_smollm2_shows_a_captioned_figure_and_its_verdict(tmp_path,
     assert "<figcaption>" in html and "SmolLM2-135M" in html and 'alt="' in html
     assert (tmp_path / "real_smollm2_01.png").exists() and (tmp_path / "real_smollm2_01.pdf").exists()
     assert any("N = 20 GSM8K" in s and "Position 0 holds" in s for s in shown)
+
+
+def test_plan_takes_a_named_real_model_from_its_cache_not_the_hub(tiny_root, monkeypatch):
+    """`run 03 --model smollm2-135m` from a fresh HOME: the preflight plan fetches the model (ensure), never asks the
+    hub for 'smollm2-135m' (which failed offline before the run could fetch)."""
+    from conftest import build_tiny
+    from depthutils import plan_models
+
+    folder = build_tiny("llama", tiny_root)
+    asked = []
+    monkeypatch.setattr(plan_models, "ensure", lambda name: asked.append(name) or folder)
+    monkeypatch.setattr(plan_models, "_hub_config", lambda name: pytest.fail(f"asked the hub for {name}"))
+    info = plan_models.model_info("smollm2-135m")
+    assert asked == ["smollm2-135m"] and info.source == "local folder" and info.shape.layers == 3
