@@ -9,7 +9,6 @@ the claim first, and glues each verdict as ``verdict_<slug>`` for the intro's ta
 from __future__ import annotations
 
 import base64
-import io
 import resource
 import time
 from dataclasses import dataclass
@@ -128,17 +127,14 @@ def available(names=None) -> tuple[list[str], dict[str, str]]:
     return ok, why
 
 
-def _figure_html(fig, alt: str, caption: str) -> HTML:
-    """A captioned figure that opens full size on a click, as the book's own figures do."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    src = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+def _figure_html(png, alt: str, caption: str) -> HTML:
+    """A captioned figure (the saved PNG, inlined) that opens full size on a click, as the book's own figures do."""
+    src = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
     return HTML(f'<figure class="real-model-figure"><a href="{src}"><img src="{src}" alt="{alt}" '
                 f'style="max-width:100%"></a><figcaption>{caption}</figcaption></figure>')
 
 
-def _one(chapter: str, name: str, out_dir: str):
+def _one(chapter: str, name: str):
     run = RUNS[chapter]
     t0 = time.perf_counter()
     lm = load_model(name)
@@ -167,7 +163,7 @@ def section(chapter: str, real_models, out_dir: str = "figures", left_out: dict 
     run, left_out = RUNS[chapter], dict(left_out or {})
     done = {}
     for name in real_models:
-        done[name] = _one(chapter, name, out_dir)
+        done[name] = _one(chapter, name)
     # the model that can test the claim first
     order = sorted(done, key=lambda n: (done[n][2].outcome == "not tested", OUTCOMES.index(done[n][2].outcome)))
     for name in order:
@@ -179,9 +175,10 @@ def section(chapter: str, real_models, out_dir: str = "figures", left_out: dict 
         many = results if isinstance(results, dict) else {"": results}
         for key, r in many.items():
             fig = run.figure(r)
-            save(fig, out_dir, f"real_{slug(name)}_{chapter}{'_' + key if key else ''}")
+            png, _ = save(fig, out_dir, f"real_{slug(name)}_{chapter}{'_' + key if key else ''}")  # PNG and PDF
+            plt.close(fig)
             label = f" ({key} prompt)" if key else ""
-            display(_figure_html(fig, f"{CLAIMS[v.key].short if v.key in CLAIMS else 'figure'} on {title}{label}",
+            display(_figure_html(png, f"{CLAIMS[v.key].short if v.key in CLAIMS else 'figure'} on {title}{label}",
                                  f"{run.caption} Model: {title}{label}."))
         if facts is not None:
             print(f"{title} · prompts: {facts.summary()}")
