@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import inspect
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -206,11 +207,12 @@ def solution(id: str) -> Callable:
 
 
 def source(id: str) -> str:
-    """The source code of :func:`solution` (``id``), with the helpers of :mod:`depthutils.solutions` it calls."""
+    """The source code of :func:`solution` (``id``), with the private helpers of its module
+    (:mod:`depthutils.solutions` ``.chNN``, or those it imports from ``.common``) that it calls."""
     fn = solution(id)
-    names = [n for n in dir(solutions) if n.startswith("_") and callable(getattr(solutions, n))
-             and n in inspect.getsource(fn)]
-    return "\n\n".join([inspect.getsource(getattr(solutions, n)) for n in names] + [inspect.getsource(fn)])
+    scope, own = vars(sys.modules[fn.__module__]), inspect.getsource(fn)
+    helpers = [f for n, f in scope.items() if n.startswith("_") and inspect.isfunction(f) and n in own]
+    return "\n\n".join([inspect.getsource(f) for f in helpers] + [own])
 
 
 def show(id: str) -> Markdown:
