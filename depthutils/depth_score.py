@@ -281,14 +281,15 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
             ``"mquake"`` (the shared subset has 1- and 4-hop questions only), and the few-shot
             ``"sums"`` and ``"mquake_qa"`` for pretrained models (:mod:`depthutils.depth_tasks`); or a dict
             ``{family: levels}`` for some of a family's levels, such as :func:`depthutils.depth_tasks.tasks_for`
-            gives for a model.
+            gives for a model; or ``"auto"``, that choice: the ladder's families for an embedded model, the
+            calibrated few-shot levels for the book's real models, and every few-shot level for any other.
         n: prompts per level (P1: 20).
         groups: instead of ``tasks``, your own ``{task: {level: [Prompt, ...]}}`` (``"first"`` rule).
         accuracy: also decode greedily to measure whether the model solves each prompt.
         max_tokens: a prompt whose answer positions fall beyond it (default: the context) is skipped.
     """
     if groups is None:
-        groups = _groups(tasks, n, seed)
+        groups = _groups(depth_tasks.tasks_for(model) if isinstance(tasks, str) and tasks == "auto" else tasks, n, seed)
     rules = {t: TASKS[t][2] if t in TASKS else "first" for t in groups}
     L = model.n_layers
     rows, scores, levels, names, correct = [], [], [], [], []

@@ -12,6 +12,7 @@ import random
 
 from . import data
 from .errors import DepthError
+from .ladder.registry import is_embedded
 from .prompts import Prompt
 
 #: solved examples before each question
@@ -81,10 +82,16 @@ CALIBRATED = {
     "gemma3-270m": {"sums": (1, 2)},
 }
 
+#: any other pretrained model (a hub id, a local folder): the few-shot families at every level they have, not
+#: calibrated for it; the verdict counts only the levels it solves often enough (the accuracy floor)
+PRETRAINED_TASKS = {"sums": tuple(SUM_LEVELS), "mquake_qa": (1, 4)}
+
 
 def tasks_for(model) -> dict | tuple:
     """The depth score's task families and levels for ``model`` (a handle or a name): the calibrated
-    ``{family: levels}`` of :data:`CALIBRATED` for a real model, :data:`LADDER_TASKS` for any other.
+    ``{family: levels}`` of :data:`CALIBRATED` for the book's real models, :data:`LADDER_TASKS` for an
+    embedded (ladder) model, whose facts are the ladder's own, and :data:`PRETRAINED_TASKS` for any other
+    model, which knows real facts only.
 
     Chosen by measurement, so that at least two levels of a family are solved often enough to count
     (greedy accuracy at or above :data:`depthutils.claim_table.ACCURACY_FLOOR`, 25%, at 20 problems per
@@ -115,4 +122,6 @@ def tasks_for(model) -> dict | tuple:
     beyond a 135M/270M model.
     """
     name = model if isinstance(model, str) else getattr(model, "name", "")
-    return dict(CALIBRATED[name]) if name in CALIBRATED else LADDER_TASKS
+    if name in CALIBRATED:
+        return dict(CALIBRATED[name])
+    return LADDER_TASKS if is_embedded(model) else dict(PRETRAINED_TASKS)

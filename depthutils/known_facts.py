@@ -26,7 +26,6 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -34,7 +33,7 @@ import torch
 from . import data
 from ._run import encode_all, progress
 from .errors import DepthError
-from .ladder.registry import MODELS_DIR, resolve_alias
+from .ladder.registry import is_embedded
 from .prompts import Prompt
 
 #: P1's two prompts (Fig. 6), with the single hops of the two-hop one written as MQuAKE's clozes
@@ -266,16 +265,6 @@ def check(lm, cands, *, max_new: int = 8, batch_size: int = 16, progress_bar: bo
 
 
 # ------------------------------------------------------------------------------------ the entry point
-
-def is_embedded(lm) -> bool:
-    """True for the book's own models (an alias, or a folder in ``data/models``)."""
-    name = str(getattr(lm, "name", ""))
-    try:  # resolve_alias also accepts any absolute folder (pathlib's join), so its place decides
-        path = resolve_alias(name) or Path(name).expanduser()
-        return path.resolve().parent == MODELS_DIR.resolve()
-    except OSError:
-        return False
-
 
 def prompts_for(lm, *, synthetic: dict | None = None, n: int = 3, n_arithmetic: int = 1, tried: int = 120,
                 tried_arithmetic: int = 20, seed: int = 0, max_new: int = 6, batch_size: int = 16,

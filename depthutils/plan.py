@@ -19,6 +19,7 @@ from . import cost_measures as cm
 from . import data
 from .cost import Cost, total
 from .depth_score import TASKS
+from .depth_tasks import tasks_for
 from .errors import DepthError
 from .plan_models import ModelInfo, model_info
 from .plan_time import DEVICES, available_memory, base_rss, calibration, cpu_seconds, gpu_seconds
@@ -42,9 +43,14 @@ def _cap(Ts, max_tokens, shape):
 
 
 def _score_prompts(info, tasks, n, seed, max_new_tokens):
+    """``(T, answer positions, context, decoded tokens)`` of every depth-score prompt; ``tasks`` as
+    :func:`depthutils.depth_score.depth_score` takes it (``"auto"``, family names, or ``{family: levels}``)."""
+    if isinstance(tasks, str) and tasks == "auto":
+        tasks = tasks_for(info.name)
+    chosen = tasks.items() if isinstance(tasks, dict) else ((t, TASKS[t][0]) for t in tasks)
     out = []
-    for t in tasks:
-        levels, load, rule = TASKS[t]
+    for t, levels in chosen:
+        _, load, rule = TASKS[t]
         for lv in levels:
             for p in load(lv, n, seed):
                 T = info.count(p.context + p.answer)

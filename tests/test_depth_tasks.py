@@ -51,7 +51,19 @@ def test_tasks_for_names_real_families_and_keeps_the_ladder_default():
         assert got == chosen and all(len(levels) >= 2 for levels in got.values())
         assert all(set(levels) <= set(TASKS[t][0]) for t, levels in got.items())
     assert depth_tasks.tasks_for("ladder-8") == depth_tasks.LADDER_TASKS
+    assert depth_tasks.tasks_for("default") == depth_tasks.LADDER_TASKS
     assert 0 < ACCURACY_FLOOR < 1
+
+
+def test_any_other_model_gets_real_tasks_not_the_ladders_invented_facts(tiny):
+    """A hub id or an outside folder knows real facts only: "auto" gives it the few-shot families, every level."""
+    for name in ("Qwen/Qwen2.5-1.5B", "/tmp/some/folder"):
+        assert depth_tasks.tasks_for(name) == depth_tasks.PRETRAINED_TASKS
+    assert all(set(levels) <= set(TASKS[t][0]) for t, levels in depth_tasks.PRETRAINED_TASKS.items())
+    handle, _ = tiny("llama")  # a model outside the ladder
+    r = depthutils.depth_score(handle, "auto", n=1, accuracy=False)
+    assert {row["task"] for row in r.rows} == set(depth_tasks.PRETRAINED_TASKS)
+    assert r.meta["params"]["tasks"] == list(depth_tasks.PRETRAINED_TASKS)
 
 
 def test_levels_of_a_family_can_be_chosen(tiny):

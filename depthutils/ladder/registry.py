@@ -97,6 +97,17 @@ def resolve_alias(name: str) -> Path | None:
     return None
 
 
+def is_embedded(model) -> bool:
+    """True for the book's own models: ``model`` (a handle, or its name) is an alias or a folder of
+    :data:`MODELS_DIR`."""
+    name = model if isinstance(model, str) else str(getattr(model, "name", ""))
+    try:  # resolve_alias also accepts any absolute folder (pathlib's join), so its place decides
+        path = resolve_alias(name) or Path(name).expanduser()
+        return path.resolve().parent == MODELS_DIR.resolve()
+    except OSError:
+        return False
+
+
 def training_tokens(name: str) -> int | None:
     """Training tokens of an embedded model (alias or folder name) from its ``training.json``
     (a fine-tune adds its own to its base model's); None for any other model."""
