@@ -207,26 +207,37 @@ class Integrand:
         return self._batched(alphas)
 
     def _stack(self, alphas):
-        """Fast path: for layer l, only layers l+1 … L-1 run on the interpolated batch, and only on the
+        """Fast path: for layer l, only layers l+1 … L-1 run on the interpolated rows, and only on the
         positions up to the last one that predicts an answer token (later ones cannot change ``f``, and
         their attribution is 0); in the last layer only the answer-predicting positions are computed
-        whole (see :meth:`~depthutils.stack.Stack.run_to`)."""
+        whole (see :meth:`~depthutils.stack.Stack.run_to`). The rows of every layer, in layer order, are
+        cut into batches of ``batch_size``; a batch that spans several layers runs them in one pass, each
+        row joining where its layer's output is (:meth:`~depthutils.stack.Stack.run_joined`), so the few
+        new points per layer of an adaptive round still fill whole batches."""
         st, pred, gold = self.st, self.pred, self.gold
         cut = st.suffix_ok()  # whether layers can be run on a window of positions
         hi, first = (int(pred.max()) + 1, int(pred.min())) if cut else (self.T, 0)
         out = [(np.zeros((len(a), self.T)), np.zeros(len(a))) for a in alphas]
-        chunks = [(l, s) for l, a in enumerate(alphas) for s in range(0, len(a), self.batch_size)]
-        for l, s in progress(chunks, "integrated gradients (layer)", enabled=self.bar):
-            ks = slice(s, min(s + self.batch_size, len(alphas[l])))
-            x = st.outputs[l]
-            b = x.mean(dim=1, keepdim=True)  # mean over all positions (the sequence axis)
-            alpha = torch.as_tensor(alphas[l][ks], dtype=x.dtype, device=x.device).view(-1, 1, 1)
-            z = (b + alpha * (x[:, :hi] - b)).detach().requires_grad_(True)
+        rows = [(l, k) for l, a in enumerate(alphas) for k in range(len(a))]
+        batches = [rows[s:s + self.batch_size] for s in range(0, len(rows), self.batch_size)]
+        for batch in progress(batches, "integrated gradients (batch)", enabled=self.bar):
+            spans = [(l, [k for m, k in batch if m == l]) for l in sorted({l for l, _ in batch})]
+            zs, diffs = [], []
+            for l, ks in spans:
+                x = st.outputs[l]
+                b = x.mean(dim=1, keepdim=True)  # mean over all positions (the sequence axis)
+                alpha = torch.as_tensor(np.asarray(alphas[l])[ks], dtype=x.dtype, device=x.device).view(-1, 1, 1)
+                zs.append((b + alpha * (x[:, :hi] - b)).detach().requires_grad_(True))
+                diffs.append(x[:, :hi] - b)
             with torch.enable_grad():
-                f = _answer_probability(st.unembed(st.run_to(z, l + 1, first)[:, pred - first]), gold)
-                (grad,) = torch.autograd.grad(f.sum(), z)
-            out[l][0][ks, :hi] = (grad.float() * (x[:, :hi] - b).float()).sum(-1).double().cpu().numpy()
-            out[l][1][ks] = f.detach().double().cpu().numpy()
+                h = st.run_joined([(l + 1, z) for (l, _), z in zip(spans, zs)], first)
+                f = _answer_probability(st.unembed(h[:, pred - first]), gold)
+                grads = torch.autograd.grad(f.sum(), zs)
+            r = 0
+            for (l, ks), grad, diff in zip(spans, grads, diffs):
+                out[l][0][ks, :hi] = (grad.float() * diff.float()).sum(-1).double().cpu().numpy()
+                out[l][1][ks] = f[r:r + len(ks)].detach().double().cpu().numpy()
+                r += len(ks)
         return out
 
     def _batched(self, alphas):

@@ -204,6 +204,29 @@ class Stack:
             pass
         return self.suffix(j, x[:, first:], first, x.shape[1], prefix=_Prefix(rec.k, rec.v))
 
+    def run_joined(self, entries: list, first: int) -> torch.Tensor:
+        """:meth:`run_to` for rows that enter at different layers, in one batch. ``entries`` is
+        ``[(start, x)]`` with ``x [k, hi, H]`` entering layer ``start`` (``start = L``: past the last layer),
+        in increasing ``start``. A row joins the batch when the layers reach it, so it runs exactly the layers
+        :meth:`run_to` would run for it, and the rows share each layer's call. Returns ``h_L`` at positions
+        ``first … hi-1`` for every row, in the order of ``entries``."""
+        starts = [start for start, _ in entries]
+        if starts != sorted(starts):
+            raise ValueError("entries must come in increasing start layer")
+        live = [x for start, x in entries if start < self.L]
+        past = [x[:, first:] for start, x in entries if start >= self.L]
+        if not live:
+            return torch.cat(past)
+        x, k = None, 0
+        for j in range(starts[0], self.L - 1):
+            while k < len(live) and entries[k][0] == j:
+                x = live[k] if x is None else torch.cat([x, live[k]])
+                k += 1
+            if x is not None:
+                x = self.layer(j, x)
+        x = torch.cat(([] if x is None else [x]) + live[k:])  # the rows that enter the last layer join here
+        return torch.cat([self.run_to(x, self.L - 1, first)] + past)
+
     def suffix_ok(self) -> bool:
         """Whether :meth:`suffix` reproduces the clean run (checked once, at ``t = T // 2``) in the first
         layer of each kind of attention mask the layers get (sliding-window and global layers differ)

@@ -153,3 +153,34 @@ def test_counter_counts_rows_times_positions(tiny, prompts):
         counter.close()
     assert counter.passes == 1 and counter.longest == T
     assert counter.tokens == handle.n_layers * T + T + 3 * (T - 2)  # clean run, layer 0's keys, the suffix
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma2"])
+def test_rows_that_join_at_different_layers_get_what_each_gets_alone(tiny, prompts, family):
+    """``Stack.run_joined``: each row equals :meth:`run_to` from its own start layer (one call per row)."""
+    handle, _ = tiny(family)
+    ids = encode(handle.tokenizer, prompts[0]).input_ids
+    st = stack.Stack(handle, ids)
+    L, T = st.L, ids.shape[1]
+    first = T - 2 if st.suffix_ok() else 0
+    g = torch.Generator().manual_seed(0)
+    entries = [(s, st.outputs[s - 1] + 0.1 * torch.randn((k, T, st.outputs[0].shape[-1]), generator=g))
+               for s, k in ((1, 2), (1, 1), (L - 1, 1), (L, 2))]
+    joined = st.run_joined(entries, first)
+    alone = torch.cat([st.run_to(x, s, first) for s, x in entries])
+    assert joined.shape == alone.shape == (6, T - first, st.outputs[0].shape[-1])
+    torch.testing.assert_close(joined, alone, atol=ATOL, rtol=0)
+    with pytest.raises(ValueError, match="increasing"):
+        st.run_joined(entries[::-1], first)
+
+
+def test_ig_batches_that_span_layers_give_the_one_layer_batches_result(tiny, prompts):
+    """IG's fast path cuts the rows of all layers into batches; a batch of 5 spans layers, a batch of 1
+    never does: the attributions agree, on a fixed rule and on the adaptive one."""
+    handle, _ = tiny("llama")
+    for kw in (dict(steps=8), dict(rule="adaptive", budget=24)):
+        spanning = depthutils.integrated_gradients(handle, prompts[1], batch_size=5, progress_bar=False, **kw)
+        single = depthutils.integrated_gradients(handle, prompts[1], batch_size=1, progress_bar=False, **kw)
+        assert spanning.meta["params"]["method"] == "stack"
+        np.testing.assert_allclose(spanning.attribution, single.attribution, atol=ATOL)
+        assert np.abs(spanning.attribution).max() > 1e-4
