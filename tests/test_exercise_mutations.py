@@ -8,6 +8,9 @@ passes that wrong answer or stops naming it. ``python tests/test_exercise_mutati
 """
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -328,9 +331,25 @@ def message(id: str, fn) -> str | None:
     return None
 
 
+def _stretch_tables() -> list:
+    """The mutations of the stretch exercises, each chapter group's in its own file
+    (``tests/test_stretch_mutations_*.py``, with its own ``MUTATIONS``)."""
+    rows = []
+    for path in sorted(Path(__file__).parent.glob("test_stretch_mutations_*.py")):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        rows += module.MUTATIONS
+    return rows
+
+
 def test_every_exercise_has_mutations():
-    assert {m[0] for m in MUTATIONS} == set(exercises.EXERCISES)
-    assert all(sum(m[0] == id for m in MUTATIONS) >= 5 for id in exercises.EXERCISES)
+    """Every exercise has a mutation table: the core ones here (at least 5 each), the stretch ones in the
+    stretch files (at least 4 each)."""
+    stretch = _stretch_tables()
+    assert {m[0] for m in MUTATIONS} | {m[0] for m in stretch} == set(exercises.EXERCISES)
+    assert all(sum(m[0] == id for m in MUTATIONS) >= 5 for id in {m[0] for m in MUTATIONS})
+    assert all(sum(m[0] == id for m in stretch) >= 4 for id in {m[0] for m in stretch})
 
 
 @pytest.mark.parametrize("id, mistake, fn, phrase", MUTATIONS, ids=[f"{m[0]}: {m[1]}" for m in MUTATIONS])

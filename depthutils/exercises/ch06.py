@@ -71,7 +71,7 @@ def _slope_reference(lm, case):
     return np.array(r.mean_slope_interval("t", n_boot=case["n_boot"], seed=case["seed"]))
 
 
-def _boot(case, stratified=True, by_rank=True, norm=True, q=(2.5, 97.5), means=True, order=None) -> np.ndarray:
+def _boot(case, stratified=True, by_rank=True, norm=lambda L: L - 1, q=(2.5, 97.5), means=True, order=None) -> np.ndarray:
     """The interval with one step done wrong (each keyword is one step; the defaults are right)."""
     scores, levels = np.asarray(case["scores"], float), np.asarray(case["levels"])
     L = case["n_layers"]
@@ -80,7 +80,7 @@ def _boot(case, stratified=True, by_rank=True, norm=True, q=(2.5, 97.5), means=T
     rng = np.random.default_rng(case["seed"])
 
     def slope(idx):
-        s, lv = scores[idx] / ((L - 1) if norm else 1), levels[idx]
+        s, lv = scores[idx] / norm(L), levels[idx]
         x = [(i if by_rank else v) for i, v in enumerate(sorted(set(levels.tolist())))]
         where = {v: x[i] for i, v in enumerate(sorted(set(levels.tolist())))}
         ok = np.isfinite(s)
@@ -103,7 +103,9 @@ def _slope_mistakes(lm, case):
             _boot(case, order=list(dict.fromkeys(levels.tolist()))),
             "you regressed on the level's value: the slope is against its rank 0, 1, … (levels need not be "
             "consecutive)": _boot(case, by_rank=False),
-            "you did not normalise: divide each score by L − 1": _boot(case, norm=False),
+            "you did not normalise: divide each score by L − 1": _boot(case, norm=lambda L: 1),
+            "off by one: the normalised score is score / (L − 1), not score / L":
+            _boot(case, norm=lambda L: L),
             "you fitted the slope to every prompt: fit it to the level means": _boot(case, means=False),
             "this is a 90% interval (5th–95th percentiles): the 95% interval is the 2.5th–97.5th":
             _boot(case, q=(5, 95)),

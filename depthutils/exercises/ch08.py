@@ -120,6 +120,8 @@ def _later_ratio_mistakes(lm, case):
             _ratio_of(D, whole_row=True),
             "this is first half / second half: the ratio is second half / first half (larger: later layers "
             "matter more)": _ratio_of(D, invert=True),
+            "a row with an undefined (NaN) entry came out NaN, so its layer dropped out of its half: average each "
+            "row with `np.nanmean`": _ratio_of(D, per_row=np.mean),
             "your answer is NaN: an undefined entry of D is NaN, so average with `np.nanmean`": np.nan}
 
 

@@ -88,6 +88,9 @@ def _cosine_mistakes(lm, case):
             ((cos(a, h, dim=-1) + cos(m, h, dim=-1) + cos(out - h, h, dim=-1)) / 3).mean((1, 2)),
             "you compared h_{l+1} with h_l: the whole layer's cosine is cos(Δ_l, h_l) with Δ_l = h_{l+1} − h_l":
             ((cos(a, h, dim=-1) + cos(m, h + a, dim=-1) + cos(out, h, dim=-1)) / 3).mean((1, 2)),
+            "you compared each part with the layer's output h_{l+1}: each cosine compares with the residual the "
+            "part reads or is added to, cos(a_l, h_l), cos(m_l, h_l + a_l), cos(Δ_l, h_l)":
+            ((cos(a, out, dim=-1) + cos(m, out, dim=-1) + cos(out - h, out, dim=-1)) / 3).mean((1, 2)),
             "these are the relative norms ‖part‖ / ‖residual‖: take the cosines": stats[:, :, [0, 2, 4]].mean((0, 2, 3)),
             "you left out position 0: c̄_l averages every token, BOS included": cos3[:, :, 1:].mean((0, 2)),
             "you kept batch row 0 only: average over every token of every prompt": cos3[0].mean(-1),
