@@ -97,22 +97,9 @@ def _split_at_half(D):
 
 def _cosines_without_bos(lm, input_ids):
     """9.3 averaged over the positions 1 … T−1 only (BOS left out)."""
-    seen, hooks = {}, []
-    for l in range(lm.n_layers):
-        blk = lm.hf_layer(l)
-        hooks += [blk.register_forward_pre_hook(lambda m, a, l=l: seen.__setitem__(("h", l), a[0])),
-                  blk.self_attn.register_forward_hook(lambda m, a, o, l=l: seen.__setitem__(("a", l), o[0])),
-                  blk.mlp.register_forward_hook(lambda m, a, o, l=l: seen.__setitem__(("m", l), o)),
-                  blk.register_forward_hook(lambda m, a, o, l=l: seen.__setitem__(("o", l), o))]
-    try:
-        with torch.no_grad():
-            lm.hf(input_ids)
-    finally:
-        for hk in hooks:
-            hk.remove()
     cos = torch.nn.functional.cosine_similarity
     return torch.stack([((cos(a, h, dim=-1) + cos(m, h + a, dim=-1) + cos(o - h, h, dim=-1)) / 3)[:, 1:].mean()
-                        for h, a, m, o in ([seen[(k, l)] for k in "hamo"] for l in range(lm.n_layers))])
+                        for h, a, m, o in solutions._layer_parts(lm, input_ids)])
 
 
 def _zero_based_depth(error, n_perm, seed):

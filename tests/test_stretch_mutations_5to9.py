@@ -31,13 +31,8 @@ def _gauss(nodes="unit", weights="half", baseline="mean", sum_hidden=True, shift
         b = x.mean(dim=1, keepdim=True) if baseline == "mean" else torch.zeros_like(x)
         total = torch.zeros(x.shape[1:]) if not sum_hidden else torch.zeros(x.shape[1])
         for a, wk in zip(alphas, w):
-            point = (b + float(a) * (x - b)).detach().requires_grad_(True)
-            hook = lm.hf_layer(layer).register_forward_hook(lambda m, args, out: point)
-            try:
-                probs = lm.hf(input_ids).logits.float().softmax(-1)
-            finally:
-                hook.remove()
-            (grad,) = torch.autograd.grad(probs[0, predict_positions, answer_ids].sum(), point)
+            grad = solutions._answer_gradient(lm, input_ids, layer, b + float(a) * (x - b), predict_positions,
+                                              answer_ids)
             term = (grad * (x - b))[0].detach()
             total += float(wk) * (term.sum(-1) if sum_hidden else term)
         return total
@@ -104,25 +99,11 @@ def _cosine(mlp_against="h+a", layer_part="delta", against_out=False, what="cos"
     """:func:`solutions.mean_cosine` with one step written wrong (what is compared, over which axis, which
     tokens and prompts are averaged)."""
     def mean_cosine(lm, input_ids):
-        seen, hooks = {}, []
-        for l in range(lm.n_layers):
-            blk = lm.hf_layer(l)
-            hooks += [blk.register_forward_pre_hook(lambda m, a, l=l: seen.__setitem__(("h", l), a[0])),
-                      blk.self_attn.register_forward_hook(lambda m, a, o, l=l: seen.__setitem__(("a", l), o[0])),
-                      blk.mlp.register_forward_hook(lambda m, a, o, l=l: seen.__setitem__(("m", l), o)),
-                      blk.register_forward_hook(lambda m, a, o, l=l: seen.__setitem__(("o", l), o))]
-        try:
-            with torch.no_grad():
-                lm.hf(input_ids)
-        finally:
-            for hk in hooks:
-                hk.remove()
         cos = torch.nn.functional.cosine_similarity
         ratio = lambda x, y, dim: x.norm(dim=dim) / y.norm(dim=dim)  # noqa: E731
         f = cos if what == "cos" else ratio
         curve = []
-        for l in range(lm.n_layers):
-            h, a, m, out = (seen[(k, l)] for k in "hamo")
+        for h, a, m, out in solutions._layer_parts(lm, input_ids):
             ref_a, ref_m = (out, out) if against_out else (h, h + a if mlp_against == "h+a" else h)
             part = out - h if layer_part == "delta" else out
             terms = [f(a, ref_a, dim), f(m, ref_m, dim), f(part, out if against_out else h, dim)]

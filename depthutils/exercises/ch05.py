@@ -28,14 +28,8 @@ def _ig_terms(lm, case, baseline, alphas, weights=None) -> torch.Tensor:
     total = torch.zeros(x.shape[1:])
     weights = [1 / len(alphas)] * len(alphas) if weights is None else weights
     for a, w in zip(alphas, weights):
-        point = (b + a * (x - b)).detach().requires_grad_(True)
-        hook = lm.hf_layer(l).register_forward_hook(lambda m, args, out: point)
-        try:
-            probs = lm.hf(ids).logits.float().softmax(-1)
-        finally:
-            hook.remove()
-        f = probs[0, case["predict_positions"], case["answer_ids"]].sum()
-        (grad,) = torch.autograd.grad(f, point)
+        grad = solutions._answer_gradient(lm, ids, l, b + float(a) * (x - b), case["predict_positions"],
+                                          case["answer_ids"])
         total += float(w) * (grad * (x - b))[0].detach()
     return total
 

@@ -11,6 +11,7 @@ import functools
 import numpy as np
 import torch
 
+from .. import solutions
 from ..curves import ed_kl
 from .core import Exercise, register
 from .inputs import _model, _stats, batch
@@ -51,21 +52,8 @@ EXERCISE = Exercise(
 # ------------------------------------------------------------------- 9.3, the curve ED_cos reads
 def _parts(lm, ids) -> dict:
     """Every layer's ``h_l``, ``a_l``, ``m_l`` and ``h_{l+1}`` (``[L, B, T, d]`` each), read with plain hooks."""
-    seen = {k: [None] * lm.n_layers for k in ("h", "a", "m", "out")}
-    hooks = []
-    for l in range(lm.n_layers):
-        block = lm.hf_layer(l)
-        hooks += [block.register_forward_pre_hook(lambda m, a, l=l: seen["h"].__setitem__(l, a[0])),
-                  block.self_attn.register_forward_hook(lambda m, a, o, l=l: seen["a"].__setitem__(l, o[0])),
-                  block.mlp.register_forward_hook(lambda m, a, o, l=l: seen["m"].__setitem__(l, o)),
-                  block.register_forward_hook(lambda m, a, o, l=l: seen["out"].__setitem__(l, o))]
-    try:
-        with torch.no_grad():
-            lm.hf(ids)
-    finally:
-        for h in hooks:
-            h.remove()
-    return {k: torch.stack(v) for k, v in seen.items()}
+    parts = solutions._layer_parts(lm, ids)
+    return {k: torch.stack([p[i] for p in parts]) for i, k in enumerate(("h", "a", "m", "out"))}
 
 
 @functools.lru_cache(maxsize=None)

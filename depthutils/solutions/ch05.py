@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .common import _residual_around
+from .common import _answer_gradient, _residual_around
 
 __all__ = ["ig_riemann", "ig_gauss"]
 
@@ -17,18 +17,8 @@ def ig_riemann(lm, input_ids, layer, predict_positions, answer_ids, steps):
     b = x.mean(dim=1, keepdim=True)                     # mean over positions (dim 1), not over the hidden axis
     total = torch.zeros(x.shape[1])
     for k in range(steps):
-        point = (b + (k / steps) * (x - b)).detach().requires_grad_(True)
-
-        def put(module, args, output):
-            return point                                 # the layer outputs the interpolated point
-
-        hook = lm.hf_layer(layer).register_forward_hook(put)
-        try:
-            probs = lm.hf(input_ids).logits.float().softmax(-1)
-        finally:
-            hook.remove()
-        f = probs[0, predict_positions, answer_ids].sum()
-        (grad,) = torch.autograd.grad(f, point)
+        point = b + (k / steps) * (x - b)                 # the point at α = k/K on the path
+        grad = _answer_gradient(lm, input_ids, layer, point, predict_positions, answer_ids)   # the layer outputs it
         total += (grad * (x - b)).sum(-1)[0].detach() / steps
     return total
 
@@ -45,18 +35,7 @@ def ig_gauss(lm, input_ids, layer, predict_positions, answer_ids, steps):
     b = x.mean(dim=1, keepdim=True)                      # mean over positions
     total = torch.zeros(x.shape[1])
     for a, w in zip(alphas, weights):
-        point = (b + float(a) * (x - b)).detach().requires_grad_(True)
-
-        def put(module, args, output):
-            return point                                 # the layer outputs the point on the path
-
-        hook = lm.hf_layer(layer).register_forward_hook(put)
-        try:
-            probs = lm.hf(input_ids).logits.float().softmax(-1)
-        finally:
-            hook.remove()
-        f = probs[0, predict_positions, answer_ids].sum()
-        (grad,) = torch.autograd.grad(f, point)
+        grad = _answer_gradient(lm, input_ids, layer, b + float(a) * (x - b), predict_positions, answer_ids)
         assert grad.shape == x.shape
         total += float(w) * (grad * (x - b)).sum(-1)[0].detach()
     return total

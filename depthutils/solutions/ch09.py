@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .common import _layer_parts
+
 __all__ = ["effective_depth_kl", "mean_cosine"]
 
 
@@ -21,26 +23,11 @@ def mean_cosine(lm, input_ids):
     """P2's ``c̄_l`` for every layer, ``[L]`` (the curve ED_cos reads, chapter 9): the mean of the three
     cosines ``cos(a_l, h_l)``, ``cos(m_l, h_l + a_l)`` and ``cos(Δ_l, h_l)``, each taken per token over the
     hidden axis and averaged over every token of every prompt (BOS included)."""
-    seen = {}
-    hooks = []
-    for l in range(lm.n_layers):
-        block = lm.hf_layer(l)
-        hooks += [block.register_forward_pre_hook(lambda m, args, l=l: seen.__setitem__(("h", l), args[0])),
-                  block.self_attn.register_forward_hook(lambda m, a, out, l=l: seen.__setitem__(("a", l), out[0])),
-                  block.mlp.register_forward_hook(lambda m, a, out, l=l: seen.__setitem__(("m", l), out)),
-                  block.register_forward_hook(lambda m, a, out, l=l: seen.__setitem__(("out", l), out))]
-    try:
-        with torch.no_grad():
-            lm.hf(input_ids)
-    finally:
-        for hook in hooks:
-            hook.remove()
     cos = torch.nn.functional.cosine_similarity
     curve = []
-    for l in range(lm.n_layers):
-        h, a, m = seen[("h", l)], seen[("a", l)], seen[("m", l)]
-        delta = seen[("out", l)] - h                      # Δ_l = h_{l+1} − h_l
+    for h, a, m, out in _layer_parts(lm, input_ids):      # h_l, a_l, m_l, h_{l+1} of each layer
         assert h.shape == a.shape == m.shape == (*input_ids.shape, h.shape[-1])
+        delta = out - h                                   # Δ_l = h_{l+1} − h_l
         three = (cos(a, h, dim=-1) + cos(m, h + a, dim=-1) + cos(delta, h, dim=-1)) / 3   # [B, T]
         curve.append(three.mean())                        # over every token of every prompt
     return torch.stack(curve)
