@@ -343,6 +343,15 @@ def _stretch_tables() -> list:
     return rows
 
 
+def assert_named(id: str, mistake: str, fn, phrase: str) -> None:
+    """The checker fails ``fn`` (the wrong answer ``mistake``) with a message containing ``phrase``, never
+    only a generic fallback."""
+    msg = message(id, fn)
+    assert msg is not None, f"{id} passes the wrong answer '{mistake}'"
+    assert phrase in msg, msg
+    assert not any(generic in msg for generic in GENERIC), msg
+
+
 def test_every_exercise_has_mutations():
     """Every exercise has a mutation table: the core ones here (at least 5 each), the stretch ones in the
     stretch files (at least 4 each)."""
@@ -354,10 +363,7 @@ def test_every_exercise_has_mutations():
 
 @pytest.mark.parametrize("id, mistake, fn, phrase", MUTATIONS, ids=[f"{m[0]}: {m[1]}" for m in MUTATIONS])
 def test_the_checker_fails_the_mistake_and_names_it(id, mistake, fn, phrase):
-    msg = message(id, fn)
-    assert msg is not None, f"{id} passes the wrong answer '{mistake}'"
-    assert phrase in msg, msg
-    assert not any(generic in msg for generic in GENERIC), msg
+    assert_named(id, mistake, fn, phrase)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from depthutils import exercises, solutions
+from test_exercise_mutations import assert_named, message  # the core table's checks, shared
 
 STRETCH = ("ig_gauss", "slope_interval", "diagonal_distance", "later_ratio", "mean_cosine")
 
@@ -158,19 +159,6 @@ MUTATIONS = [
 ]
 
 
-#: the checker's fallbacks, which say where and by how much an answer differs but name no mistake
-GENERIC = ("values differ; the largest difference", "(off by ", "all zeros")
-
-
-def message(id: str, fn) -> str | None:
-    """The checker's message for ``fn`` (``None`` when it passes)."""
-    try:
-        exercises.check(id, fn)
-    except AssertionError as err:
-        return str(err)
-    return None
-
-
 def test_every_stretch_exercise_has_mutations():
     assert set(STRETCH) <= set(exercises.EXERCISES)
     assert {m[0] for m in MUTATIONS} == set(STRETCH)
@@ -179,10 +167,7 @@ def test_every_stretch_exercise_has_mutations():
 
 @pytest.mark.parametrize("id, mistake, fn, phrase", MUTATIONS, ids=[f"{m[0]}: {m[1]}" for m in MUTATIONS])
 def test_the_checker_fails_the_mistake_and_names_it(id, mistake, fn, phrase):
-    msg = message(id, fn)
-    assert msg is not None, f"{id} passes the wrong answer '{mistake}'"
-    assert phrase in msg, msg
-    assert not any(generic in msg for generic in GENERIC), msg
+    assert_named(id, mistake, fn, phrase)
 
 
 @pytest.mark.parametrize("id", STRETCH)
