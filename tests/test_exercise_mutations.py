@@ -8,6 +8,9 @@ passes that wrong answer or stops naming it. ``python tests/test_exercise_mutati
 """
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -328,17 +331,39 @@ def message(id: str, fn) -> str | None:
     return None
 
 
-def test_every_exercise_has_mutations():
-    assert {m[0] for m in MUTATIONS} == set(exercises.EXERCISES)
-    assert all(sum(m[0] == id for m in MUTATIONS) >= 5 for id in exercises.EXERCISES)
+def _stretch_tables() -> list:
+    """The mutations of the stretch exercises, each chapter group's in its own file
+    (``tests/test_stretch_mutations_*.py``, with its own ``MUTATIONS``)."""
+    rows = []
+    for path in sorted(Path(__file__).parent.glob("test_stretch_mutations_*.py")):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        rows += module.MUTATIONS
+    return rows
 
 
-@pytest.mark.parametrize("id, mistake, fn, phrase", MUTATIONS, ids=[f"{m[0]}: {m[1]}" for m in MUTATIONS])
-def test_the_checker_fails_the_mistake_and_names_it(id, mistake, fn, phrase):
+def assert_named(id: str, mistake: str, fn, phrase: str) -> None:
+    """The checker fails ``fn`` (the wrong answer ``mistake``) with a message containing ``phrase``, never
+    only a generic fallback."""
     msg = message(id, fn)
     assert msg is not None, f"{id} passes the wrong answer '{mistake}'"
     assert phrase in msg, msg
     assert not any(generic in msg for generic in GENERIC), msg
+
+
+def test_every_exercise_has_mutations():
+    """Every exercise has a mutation table: the core ones here (at least 5 each), the stretch ones in the
+    stretch files (at least 4 each)."""
+    stretch = _stretch_tables()
+    assert {m[0] for m in MUTATIONS} | {m[0] for m in stretch} == set(exercises.EXERCISES)
+    assert all(sum(m[0] == id for m in MUTATIONS) >= 5 for id in {m[0] for m in MUTATIONS})
+    assert all(sum(m[0] == id for m in stretch) >= 4 for id in {m[0] for m in stretch})
+
+
+@pytest.mark.parametrize("id, mistake, fn, phrase", MUTATIONS, ids=[f"{m[0]}: {m[1]}" for m in MUTATIONS])
+def test_the_checker_fails_the_mistake_and_names_it(id, mistake, fn, phrase):
+    assert_named(id, mistake, fn, phrase)
 
 
 if __name__ == "__main__":

@@ -78,7 +78,37 @@ WRONG_LAYER = {  # id -> (wrong answer, phrases its message must contain)
                   ["held-out tokens"]),
     "effective_depth_kl": (lambda kl: (lambda hits: int(hits[-1]) if hits.size else None)(
         np.flatnonzero(np.asarray(kl) < 0.5 * np.max(kl))), ["last qualifying layer"]),
+    "ig_gauss": (shifted("ig_gauss", layer=1), ["layer=4", "next layer"]),
+    "slope_interval": (lambda scores, levels, n_layers, n_boot, seed: solutions.slope_interval(
+        scores, levels, 2, n_boot, seed), ["did not normalise"]),  # L − 1 = 1: the raw scores
+    "diagonal_distance": (lambda error, n_perm, seed: solutions.diagonal_distance(np.asarray(error).T, n_perm, seed),
+                          ["argmin over axis 0"]),
+    "later_ratio": (lambda D: 1 / solutions.later_ratio(D), ["first half / second half"]),
+    "mean_cosine": (lambda lm, input_ids: solutions.mean_cosine(lm, input_ids[:1]), ["batch row 0"]),
 }
+
+
+def _split_at_half(D):
+    """8.3 with the middle layer of an odd L in the second half (``L // 2``)."""
+    D = np.asarray(D, float)
+    e = np.array([np.nanmean(D[s, s + 1:]) for s in range(len(D) - 1)] + [np.nan])
+    return float(np.nanmean(e[len(D) // 2:]) / np.nanmean(e[:len(D) // 2]))
+
+
+def _cosines_without_bos(lm, input_ids):
+    """9.3 averaged over the positions 1 … T−1 only (BOS left out)."""
+    cos = torch.nn.functional.cosine_similarity
+    return torch.stack([((cos(a, h, dim=-1) + cos(m, h + a, dim=-1) + cos(o - h, h, dim=-1)) / 3)[:, 1:].mean()
+                        for h, a, m, o in solutions._layer_parts(lm, input_ids)])
+
+
+def _zero_based_depth(error, n_perm, seed):
+    """7.3 with the relative depth of layer l taken as l / L (the last layer short of 1)."""
+    error = np.asarray(error, float)
+    Ls, Lt = error.shape
+    best, src = error.argmin(axis=1), np.arange(Ls) / Ls
+    perms = np.argsort(np.random.default_rng(seed).random((n_perm, Lt)), axis=1)
+    return np.array([np.abs(best / Lt - src).mean(), np.percentile(np.abs(perms[:, best] / Lt - src).mean(1), 5)])
 
 OFF_BY_ONE = {
     "layer_output": (shifted("layer_output", layer=-1), ["layer=2", "layer's input"]),
@@ -95,6 +125,12 @@ OFF_BY_ONE = {
         / np.linalg.norm(Y_test, axis=1))), ["no bias"]),
     "effective_depth_kl": (lambda kl: (lambda l: None if l is None else l + 1)(solutions.effective_depth_kl(kl)),
                            ["off by one"]),
+    "ig_gauss": (shifted("ig_gauss", layer=-1), ["layer=2", "layer's input"]),
+    "slope_interval": (lambda scores, levels, n_layers, n_boot, seed: solutions.slope_interval(
+        scores, levels, n_layers + 1, n_boot, seed), ["off by one", "not score / L"]),
+    "diagonal_distance": (_zero_based_depth, ["is l / L"]),
+    "later_ratio": (_split_at_half, ["middle layer of an odd L"]),
+    "mean_cosine": (lambda lm, input_ids: _cosines_without_bos(lm, input_ids), ["position 0"]),
 }
 
 

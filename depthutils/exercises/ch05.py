@@ -1,12 +1,14 @@
-"""Chapter 5, integrated gradients: integrated gradients on one layer, by a Riemann sum.
+"""Chapter 5, integrated gradients: integrated gradients on one layer, by a Riemann sum (5.2, core) and by
+Gauss–Legendre quadrature (5.4, stretch).
 
-The chapter's prediction exercise is 5.1 (prose only, on the page); this is 5.2, checked by
-:func:`depthutils.exercises.check`.
+The chapter's prediction exercise is 5.1 and its "Where are the steps?" 5.3 (prose only, on the page); 5.2
+and 5.4 are checked by :func:`depthutils.exercises.check`.
 """
 from __future__ import annotations
 
 import functools
 
+import numpy as np
 import torch
 
 from .. import solutions
@@ -16,23 +18,19 @@ from .core import _LAYER_INPUT, _NEXT_LAYER, Exercise, register
 from .inputs import _answer, _model
 
 
-def _ig_terms(lm, case, baseline, alphas) -> torch.Tensor:
-    """``Σ_α ∂f/∂x(b + α(x − b)) ⊙ (x − b) / K`` per hidden unit, ``[T, d]``, for the output ``x`` of layer
-    ``case["layer"]``, a baseline ``baseline(x)`` and the points ``alphas`` (``K = len(alphas)``)."""
+def _ig_terms(lm, case, baseline, alphas, weights=None) -> torch.Tensor:
+    """``Σ_k w_k ∂f/∂x(b + α_k(x − b)) ⊙ (x − b)`` per hidden unit, ``[T, d]``, for the output ``x`` of layer
+    ``case["layer"]``, a baseline ``baseline(x)``, the points ``alphas`` and the weights ``weights`` (default
+    ``1/K`` each, ``K = len(alphas)``)."""
     ids, l = case["input_ids"], case["layer"]
     _, x = solutions._residual_around(lm, ids, l)
     b = baseline(x)
     total = torch.zeros(x.shape[1:])
-    for a in alphas:
-        point = (b + a * (x - b)).detach().requires_grad_(True)
-        hook = lm.hf_layer(l).register_forward_hook(lambda m, args, out: point)
-        try:
-            probs = lm.hf(ids).logits.float().softmax(-1)
-        finally:
-            hook.remove()
-        f = probs[0, case["predict_positions"], case["answer_ids"]].sum()
-        (grad,) = torch.autograd.grad(f, point)
-        total += (grad * (x - b))[0].detach() / len(alphas)
+    weights = [1 / len(alphas)] * len(alphas) if weights is None else weights
+    for a, w in zip(alphas, weights):
+        grad = solutions._answer_gradient(lm, ids, l, b + float(a) * (x - b), case["predict_positions"],
+                                          case["answer_ids"])
+        total += float(w) * (grad * (x - b))[0].detach()
     return total
 
 
@@ -82,4 +80,50 @@ EXERCISE = Exercise(
     shifts={"layer": {-1: _LAYER_INPUT, 1: _NEXT_LAYER}},
     number="5.2")
 
-register(EXERCISE)
+
+@functools.lru_cache(maxsize=None)
+def _ig_gauss(name: str, steps: int):
+    """The library's Gauss–Legendre attribution ``[L, T]`` of the chapter's prompt."""
+    lm = _model(name)
+    p, _ = _ig(name, 8)
+    return integrated_gradients(lm, p, steps=steps, rule="gauss", progress_bar=False).attribution
+
+
+@functools.lru_cache(maxsize=None)
+def _gauss_mistaken(name: str, layer: int, steps: int) -> dict:
+    lm = _model(name)
+    case = dict(_answer(lm, _ig(name, 8)[0]), layer=layer)
+    u, v = np.polynomial.legendre.leggauss(steps)
+    nodes, w = (u + 1) / 2, v / 2
+    by_position = lambda x: x.mean(dim=1, keepdim=True)  # noqa: E731
+    per_unit = _ig_terms(lm, case, by_position, nodes, w)
+    return {"these are the Legendre nodes and weights of [−1, 1]: move them to [0, 1], α_k = (u_k + 1)/2 and "
+            "w_k = v_k/2": _ig_terms(lm, case, by_position, u, v).sum(-1),
+            "your weights sum to 2, not 1: on [0, 1] the Legendre weights are halved, w_k = v_k/2": 2 * per_unit.sum(-1),
+            "you weighted every node 1/K: each Gauss–Legendre node has its own weight w_k = v_k/2":
+            _ig_terms(lm, case, by_position, nodes).sum(-1),
+            "this is 5.2's left Riemann sum (α = k/K): use the Gauss–Legendre nodes, "
+            "`np.polynomial.legendre.leggauss(steps)`": _ig_terms(lm, case, by_position, np.arange(steps) / steps).sum(-1),
+            "your baseline is zero: b is x's mean over the positions":
+            _ig_terms(lm, case, torch.zeros_like, nodes, w).sum(-1),
+            "you did not sum over the hidden axis: A[t] is one number per position, `.sum(-1)`": per_unit}
+
+
+EXERCISE_GAUSS = Exercise(
+    "ig_gauss", "05_integrated_gradients", "Integrated gradients by Gauss–Legendre quadrature",
+    "ig_gauss(lm, input_ids, layer, predict_positions, answer_ids, steps) -> torch.Tensor",
+    "A[t] for every position t, [T]: Σ_k w_k · ∂f/∂x(b + α_k(x − b)) · (x − b), summed over the hidden axis, "
+    "with the `steps`-point Gauss–Legendre nodes α_k and weights w_k moved from [−1, 1] to [0, 1], x the output "
+    "of layer `layer`, b its mean over positions and f = Σ p(answer token)",
+    difficulty=4, importance=2,
+    hints=("`u, v = np.polynomial.legendre.leggauss(steps)` gives nodes and weights on [−1, 1]; on [0, 1] the "
+           "nodes are (u + 1)/2 and the weights v/2 (they must sum to 1, the length of the path).",
+           "The path, the baseline and f are 5.2's: only the points and their weights change.",
+           "No node is at α = 0 or α = 1: Gauss–Legendre puts its nodes inside the interval."),
+    cases=lambda lm: [dict(_answer(lm, _ig(lm.name, 8)[0]), layer=l, steps=4) for l in (3, 6)],
+    reference=lambda lm, case: _ig_gauss(lm.name, case["steps"])[case["layer"]],
+    axes=("position",), mistakes=lambda lm, case: _gauss_mistaken(lm.name, case["layer"], case["steps"]),
+    shifts={"layer": {-1: _LAYER_INPUT, 1: _NEXT_LAYER}},
+    number="5.4")
+
+register(EXERCISE, EXERCISE_GAUSS)

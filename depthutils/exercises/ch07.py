@@ -1,6 +1,7 @@
-"""Chapter 7, cross-model mapping: a linear map between two layers, scored on held-out text.
+"""Chapter 7, cross-model mapping: a linear map between two layers, scored on held-out text (7.2, core), and
+how far a heatmap's best matches lie from the relative-depth diagonal, against chance (7.3, stretch).
 
-The chapter's prediction exercise is 7.1 (prose only, on the page); this is 7.2, checked by
+The chapter's prediction exercise is 7.1 (prose only, on the page); 7.2 and 7.3 are checked by
 :func:`depthutils.exercises.check`.
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numpy as np
 import torch
 
 from .. import data
-from ..cross_model_mapping import _with_bias, fit_maps, residuals
+from ..cross_model_mapping import MappingResult, _with_bias, fit_maps, residuals
 from .core import Exercise, register
 from .inputs import _encoded, _model
 
@@ -71,4 +72,66 @@ EXERCISE = Exercise(
     reference=_map_reference, mistakes=_map_mistakes,
     number="7.2")
 
-register(EXERCISE)
+
+# --------------------------------------------------------------------- 7.3, distance from the diagonal
+def _heatmap(Ls: int, Lt: int, seed: int) -> np.ndarray:
+    """A synthetic held-out error heatmap ``[Ls, Lt]``: smallest near the relative-depth diagonal, with noise
+    (and, for a deeper target, rows that are nearly flat over several target layers, as the book's models give)."""
+    rng = np.random.default_rng(seed)
+    src, tgt = (np.arange(Ls) + 1) / Ls, (np.arange(Lt) + 1) / Lt
+    return 0.3 + 0.5 * np.abs(src[:, None] - tgt[None] - 0.1) + 0.08 * rng.random((Ls, Lt))
+
+
+def _distance_reference(lm, case):
+    E = np.asarray(case["error"], float)
+    r = MappingResult(error=E, best=E.argmin(axis=1))
+    return np.array([r.diagonal_distance(), np.percentile(r.null_distances(case["n_perm"], case["seed"]), 5)])
+
+
+def _distance(E, n_perm, seed, best=None, src=None, tgt=None, signed=False, q=5):
+    """:func:`depthutils.solutions.diagonal_distance` with one step replaced (``best``, the relative depths
+    ``src(L)`` and ``tgt(L)``, the sign, the percentile)."""
+    Ls, Lt = E.shape
+    best = E.argmin(axis=1) if best is None else best
+    rel = (lambda L: (np.arange(L) + 1) / L)  # noqa: E731
+    s, t = (src or rel)(Ls), (tgt or rel)(Lt)
+    gap = lambda b: (b - s) if signed else np.abs(b - s)  # noqa: E731
+    perms = np.argsort(np.random.default_rng(seed).random((n_perm, Lt)), axis=1)
+    return np.array([gap(t[best]).mean(), np.percentile(gap(t[perms[:, best]]).mean(axis=1), q)])
+
+
+def _distance_mistakes(lm, case):
+    E, n, seed = np.asarray(case["error"], float), case["n_perm"], case["seed"]
+    zero_based = lambda L: np.arange(L) / L  # noqa: E731
+    return {"you took the best source for each target layer (the argmin over axis 0, the transposed heatmap): "
+            "the best match is per source layer, `error.argmin(axis=1)`": _distance(E.T, n, seed),
+            "you took the worst match (argmax): the best target has the least error, `argmin`":
+            _distance(E, n, seed, best=E.argmax(axis=1)),
+            "your relative depth is l / L: layer l is at (l + 1) / L, so the last layer is at 1":
+            _distance(E, n, seed, src=zero_based, tgt=zero_based),
+            "your relative depth is l / (L − 1): P1 places layer l at (l + 1) / L":
+            _distance(E, n, seed, src=lambda L: np.arange(L) / (L - 1), tgt=lambda L: np.arange(L) / (L - 1)),
+            "you averaged the signed distances: take |best − source| before the mean, or shallow and deep "
+            "misses cancel": _distance(E, n, seed, signed=True),
+            "this compares with the median of chance: the verdict's threshold is its 5th percentile":
+            _distance(E, n, seed, q=50),
+            "this is chance's 95th percentile: the verdict's threshold is its 5th": _distance(E, n, seed, q=95)}
+
+
+EXERCISE_DISTANCE = Exercise(
+    "diagonal_distance", "07_cross_model_mapping", "How far the best matches lie from the diagonal, against chance",
+    "diagonal_distance(error, n_perm, seed) -> np.ndarray",
+    "[d, q05]: d = mean over source layers s of |(best_s + 1)/L_tgt − (s + 1)/L_src| with best_s = argmin_j "
+    "error[s, j], and q05 the 5th percentile of d over `n_perm` permutations of the target layers, "
+    "`perms = np.argsort(np.random.default_rng(seed).random((n_perm, L_tgt)), axis=1)` (target j → perms[:, j])",
+    difficulty=3, importance=4,
+    hints=("Rows are source layers, columns target layers: the best target of source s is the argmin of row s.",
+           "Relative depth: layer l of an L-layer model is at (l + 1) / L, so both models' last layers are at 1.",
+           "A permutation relabels the target columns: apply it to `best` (perms[:, best]), so source layers that "
+           "share a best target still share one."),
+    cases=lambda lm: [dict(error=_heatmap(6, 10, 0), n_perm=500, seed=0),
+                      dict(error=_heatmap(8, 16, 1), n_perm=500, seed=3)],
+    reference=_distance_reference, mistakes=_distance_mistakes, model=None,
+    number="7.3")
+
+register(EXERCISE, EXERCISE_DISTANCE)

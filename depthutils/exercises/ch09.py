@@ -1,14 +1,20 @@
-"""Chapter 9, effective depth across scale: P2's effective depth from a KL curve.
+"""Chapter 9, effective depth across scale: P2's effective depth from a KL curve (9.2, core), and the mean
+cosine curve that P2's ED_cos reads, from the model (9.3, stretch).
 
-The chapter's prediction exercise is 9.1 (prose only, on the page); this is 9.2, checked by
+The chapter's prediction exercise is 9.1 (prose only, on the page); 9.2 and 9.3 are checked by
 :func:`depthutils.exercises.check`.
 """
 from __future__ import annotations
 
-import numpy as np
+import functools
 
+import numpy as np
+import torch
+
+from .. import solutions
 from ..curves import ed_kl
 from .core import Exercise, register
+from .inputs import _model, _stats, batch
 
 
 def _ed_mistakes(lm, case):
@@ -42,4 +48,58 @@ EXERCISE = Exercise(
     reference=lambda lm, case: ed_kl(case["kl"]), mistakes=_ed_mistakes, model=None,
     number="9.2")
 
-register(EXERCISE)
+
+# ------------------------------------------------------------------- 9.3, the curve ED_cos reads
+def _parts(lm, ids) -> dict:
+    """Every layer's ``h_l``, ``a_l``, ``m_l`` and ``h_{l+1}`` (``[L, B, T, d]`` each), read with plain hooks."""
+    parts = solutions._layer_parts(lm, ids)
+    return {k: torch.stack([p[i] for p in parts]) for i, k in enumerate(("h", "a", "m", "out"))}
+
+
+@functools.lru_cache(maxsize=None)
+def _cos_reference(name: str, size: tuple) -> torch.Tensor:
+    """The library's c̄_l ``[L]`` on :func:`batch` ``(n, tokens) = size`` (one nnsight trace per prompt: cached,
+    so a second check, the solution's after the student's, costs only the student's function)."""
+    lm = _model(name)
+    return _stats(lm, dict(input_ids=batch(lm, *size)))[:, :, [1, 3, 5]].mean((0, 2, 3))
+
+
+def _cosine_mistakes(lm, case):
+    stats = _stats(lm, case)  # [B, L, 6, T]: attention, MLP, layer (ratio, cos) each
+    cos3 = stats[:, :, [1, 3, 5]].mean(2)  # [B, L, T]
+    p = _parts(lm, case["input_ids"])
+    h, a, m, out = p["h"], p["a"], p["m"], p["out"]
+    cos = torch.nn.functional.cosine_similarity
+    return {"this is the whole layer's cosine cos(Δ_l, h_l) alone: c̄_l is the mean of the three cosines "
+            "(attention, MLP, whole layer)": stats[:, :, 5].mean((0, 2)),
+            "you compared the MLP's output with h_l: the MLP reads h_l + a_l, so take cos(m_l, h_l + a_l)":
+            ((cos(a, h, dim=-1) + cos(m, h, dim=-1) + cos(out - h, h, dim=-1)) / 3).mean((1, 2)),
+            "you compared h_{l+1} with h_l: the whole layer's cosine is cos(Δ_l, h_l) with Δ_l = h_{l+1} − h_l":
+            ((cos(a, h, dim=-1) + cos(m, h + a, dim=-1) + cos(out, h, dim=-1)) / 3).mean((1, 2)),
+            "you compared each part with the layer's output h_{l+1}: each cosine compares with the residual the "
+            "part reads or is added to, cos(a_l, h_l), cos(m_l, h_l + a_l), cos(Δ_l, h_l)":
+            ((cos(a, out, dim=-1) + cos(m, out, dim=-1) + cos(out - h, out, dim=-1)) / 3).mean((1, 2)),
+            "these are the relative norms ‖part‖ / ‖residual‖: take the cosines": stats[:, :, [0, 2, 4]].mean((0, 2, 3)),
+            "you left out position 0: c̄_l averages every token, BOS included": cos3[:, :, 1:].mean((0, 2)),
+            "you kept batch row 0 only: average over every token of every prompt": cos3[0].mean(-1),
+            "your cosines run over the tokens (dim=-2): take each token's cosine over the hidden axis (dim=-1)":
+            ((cos(a, h, dim=-2) + cos(m, h + a, dim=-2) + cos(out - h, h, dim=-2)) / 3).mean((1, 2))}
+
+
+EXERCISE_COS = Exercise(
+    "mean_cosine", "09_depth_across_scale", "The mean cosine c̄_l that P2's ED_cos reads, from the model",
+    "mean_cosine(lm, input_ids) -> torch.Tensor",
+    "c̄_l for every layer, [L]: the mean of cos(a_l, h_l), cos(m_l, h_l + a_l) and cos(Δ_l, h_l), each per "
+    "token over the hidden axis, averaged over every token of every prompt; ED_cos is then the last l with "
+    "c̄_l < 0 ≤ c̄_{l+1} (`du.curves.ed_cos`)",
+    difficulty=3, importance=3,
+    hints=("Four plain forward hooks per layer read h_l (a pre-hook on the layer), a_l (the attention module's "
+           "output[0]: it returns a tuple), m_l (the MLP's output) and h_{l+1} (the layer's output, a tensor).",
+           "The MLP reads the residual after attention, h_l + a_l; the whole layer adds Δ_l = h_{l+1} − h_l.",
+           "`torch.nn.functional.cosine_similarity(x, y, dim=-1)` gives one cosine per token."),
+    cases=lambda lm: [dict(input_ids=batch(lm, n, t), _size=(n, t)) for n, t in ((2, 24), (3, 10))],
+    reference=lambda lm, case: _cos_reference(lm.name, case["_size"]),
+    axes=("layer",), mistakes=_cosine_mistakes,
+    number="9.3")
+
+register(EXERCISE, EXERCISE_COS)

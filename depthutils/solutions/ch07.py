@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["map_error"]
+__all__ = ["map_error", "diagonal_distance"]
 
 
 def map_error(X_fit, Y_fit, X_test, Y_test):
@@ -16,3 +16,20 @@ def map_error(X_fit, Y_fit, X_test, Y_test):
     pred = with_bias(np.asarray(X_test, float)) @ W
     Y_test = np.asarray(Y_test, float)
     return float(np.mean(np.linalg.norm(pred - Y_test, axis=1) / np.linalg.norm(Y_test, axis=1)))
+
+
+def diagonal_distance(error, n_perm, seed):
+    """How far the best matches of a mapping heatmap ``error [L_src, L_tgt]`` lie from P1's relative-depth
+    diagonal, and how often chance does as well (chapter 7): ``best_s = argmin_j error[s, j]``,
+    ``d = mean_s |(best_s + 1)/L_tgt − (s + 1)/L_src|``; chance permutes the target layers ``n_perm`` times
+    (``perms = np.argsort(np.random.default_rng(seed).random((n_perm, L_tgt)), axis=1)``, target ``j`` →
+    ``perms[:, j]``), and the chapter's verdict compares ``d`` with the 5th percentile ``q05`` of those permuted
+    distances (``d < q05``: closer to the diagonal than chance). Returns ``[d, q05]``."""
+    error = np.asarray(error, float)
+    Ls, Lt = error.shape
+    best = error.argmin(axis=1)                          # for each SOURCE layer (row), its best target
+    src = (np.arange(Ls) + 1) / Ls                       # relative depth of layer s: (s+1)/L, the last is 1
+    d = np.abs((best + 1) / Lt - src).mean()
+    perms = np.argsort(np.random.default_rng(seed).random((n_perm, Lt)), axis=1)   # [n_perm, Lt]
+    null = np.abs((perms[:, best] + 1) / Lt - src).mean(axis=1)                    # [n_perm]
+    return np.array([d, np.percentile(null, 5)])

@@ -1,9 +1,10 @@
 """Chapter 8, shared layers: the reference solutions of its implement-it exercises."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-__all__ = ["later_effect"]
+__all__ = ["later_effect", "later_ratio"]
 
 
 def later_effect(lm, input_ids, layer, later, position):
@@ -34,3 +35,18 @@ def later_effect(lm, input_ids, layer, later, position):
     clean, skipped = seen["runs"]
     ratio = (clean - skipped).norm(dim=-1) / clean.norm(dim=-1)   # [1, T]
     return float(ratio[0, position:].max())
+
+
+def later_ratio(D):
+    """Chapter 8's first depth-use number from a future-effect matrix ``D [L, L]`` (``D[s, j]``, only
+    ``j > s`` counts): each layer's mean effect on the layers above it, ``e_s = mean_{j>s} D[s, j]`` (the last
+    layer has none: undefined), then the mean of ``e_s`` over the second half of the layers divided by its
+    mean over the first half (the middle layer of an odd ``L`` goes to the first half; undefined ``e_s``
+    are left out)."""
+    D = np.asarray(D, dtype=float)
+    L = D.shape[0]
+    assert D.shape == (L, L)
+    e = np.array([np.nanmean(D[s, s + 1:]) for s in range(L - 1)] + [np.nan])   # [L]: e_{L-1} undefined
+    mid = (L + 1) // 2                                   # first half: layers 0 … mid-1
+    first, second = np.nanmean(e[:mid]), np.nanmean(e[mid:])
+    return float(second / first)

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
-__all__ = ["effective_depth_kl"]
+from .common import _layer_parts
+
+__all__ = ["effective_depth_kl", "mean_cosine"]
 
 
 def effective_depth_kl(kl):
@@ -14,3 +17,17 @@ def effective_depth_kl(kl):
         if value < 0.5 * kl.max():
             return l
     return None
+
+
+def mean_cosine(lm, input_ids):
+    """P2's ``c̄_l`` for every layer, ``[L]`` (the curve ED_cos reads, chapter 9): the mean of the three
+    cosines ``cos(a_l, h_l)``, ``cos(m_l, h_l + a_l)`` and ``cos(Δ_l, h_l)``, each taken per token over the
+    hidden axis and averaged over every token of every prompt (BOS included)."""
+    cos = torch.nn.functional.cosine_similarity
+    curve = []
+    for h, a, m, out in _layer_parts(lm, input_ids):      # h_l, a_l, m_l, h_{l+1} of each layer
+        assert h.shape == a.shape == m.shape == (*input_ids.shape, h.shape[-1])
+        delta = out - h                                   # Δ_l = h_{l+1} − h_l
+        three = (cos(a, h, dim=-1) + cos(m, h + a, dim=-1) + cos(delta, h, dim=-1)) / 3   # [B, T]
+        curve.append(three.mean())                        # over every token of every prompt
+    return torch.stack(curve)
