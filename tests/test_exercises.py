@@ -6,6 +6,8 @@ checker stops catching that mistake or stops naming it.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -200,3 +202,13 @@ def test_every_exercise_is_complete():
 def test_unknown_exercise_is_one_sentence():
     with pytest.raises(DepthError, match="No exercise 'nope'; the exercises are: layer_output"):
         exercises.check("nope", print)
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_the_shown_solution_defines_every_helper_it_calls(id):
+    """``exercises.show`` prints the solution with its helpers, and theirs: a student who copies it has every
+    private function it calls."""
+    src = exercises.source(id)
+    called = set(re.findall(r"\b(_[a-z]\w*)\(", src))
+    defined = set(re.findall(r"^def (_\w+)\(", src, flags=re.M))
+    assert called <= defined, f"{id}: the shown source calls {sorted(called - defined)} without showing them"

@@ -207,12 +207,20 @@ def solution(id: str) -> Callable:
 
 
 def source(id: str) -> str:
-    """The source code of :func:`solution` (``id``), with the private helpers of its module
-    (:mod:`depthutils.solutions` ``.chNN``, or those it imports from ``.common``) that it calls."""
+    """The source code of :func:`solution` (``id``), with the private helpers it calls (of its module,
+    :mod:`depthutils.solutions` ``.chNN``, or of ``.common``), and the helpers those call."""
     fn = solution(id)
-    scope, own = vars(sys.modules[fn.__module__]), inspect.getsource(fn)
-    helpers = [f for n, f in scope.items() if n.startswith("_") and inspect.isfunction(f) and n in own]
-    return "\n\n".join([inspect.getsource(f) for f in helpers] + [own])
+    scopes = [vars(sys.modules[fn.__module__]), vars(sys.modules[f"{solutions.__name__}.common"])]
+    private = {n: f for scope in scopes for n, f in scope.items() if n.startswith("_") and inspect.isfunction(f)}
+    shown, todo = [], [inspect.getsource(fn)]
+    while todo:  # the helpers it calls, and theirs, each once
+        text = todo.pop()
+        for n, f in private.items():
+            if re.search(rf"\b{n}\(", text) and f not in shown:
+                shown.append(f)
+                todo.append(inspect.getsource(f))
+    return "\n\n".join([inspect.getsource(f) for f in sorted(shown, key=lambda f: f.__code__.co_firstlineno)]
+                       + [inspect.getsource(fn)])
 
 
 def show(id: str) -> Markdown:
