@@ -102,8 +102,6 @@ def _map(lm, case, value="mean", at="input", read="predict", first=1):
         vector = torch.as_tensor(case["means"][l], dtype=torch.float32)
         vector = torch.zeros_like(vector) if value == "zeros" else vector
         layer, output = (l, at == "output") if l < L else (L - 1, True)
-        if at == "output" and l == L:
-            continue  # a layer L has no output to erase: its row stays 0
         ts = list(range(first, T))
         probs = _erased(lm, ids.expand(len(ts), -1), layer, ts, vector, output)[:, reads]  # [T - first, P, V]
         E[l, first:] = (probs - clean).norm(dim=-1).amax(dim=-1)
