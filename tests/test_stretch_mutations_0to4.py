@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from depthutils import exercises, solutions
-from depthutils.errors import DepthError
+from test_exercise_mutations import GENERIC as CORE_GENERIC, message  # the checker's runner and fallbacks
 
 
 # --------------------------------------------------------------------------- 0.3 residual_terms
@@ -34,12 +34,7 @@ def _terms(start="input", order="am", attn="self_attn", mlp="mlp", per_layer=Non
             else:  # the residual between the sublayers, h_l + a_l: the input of post_attention_layernorm
                 hooks.append(block.post_attention_layernorm.register_forward_pre_hook(
                     lambda m, a, l=l: seen.__setitem__(("a", l), a[0])))
-        try:
-            with torch.no_grad():
-                lm.hf(input_ids)
-        finally:
-            for h in hooks:
-                h.remove()
+        solutions._run_hooked(lm, input_ids, hooks)
         first = seen["h0"] if start == "input" else seen[("out", 0)]
         terms = [first] if start else []
         for l in range(L):
@@ -76,12 +71,7 @@ def _cosines(attn_vs="h", mlp_vs="h+a", layer_vs="h", how="cos", dim=-1, shift=0
                  block.self_attn.register_forward_hook(lambda m, a, out: seen.update(a=out[0])),
                  block.mlp.register_forward_hook(lambda m, a, out: seen.update(m=out)),
                  block.register_forward_hook(lambda m, a, out: seen.update(out=out))]
-        try:
-            with torch.no_grad():
-                lm.hf(input_ids)
-        finally:
-            for h in hooks:
-                h.remove()
+        solutions._run_hooked(lm, input_ids, hooks)
         h, a, m, out = seen["h"], seen["a"], seen["m"], seen["out"]
         against = {"h": h, "h+a": h + a, "out": out, "normed": seen["normed"]}
         stat = {"cos": lambda x, y: F.cosine_similarity(x, y, dim=dim),
@@ -107,13 +97,8 @@ def _matrix(skipped=lambda t: slice(1, t), measured=lambda t: slice(t, None), by
                 seen[s] = h if what == "residual" else h - args[0]
                 return h
             return fn
-        hooks = [lm.hf_layer(s).register_forward_hook(hook(s)) for s in range(L)]
-        try:
-            with torch.no_grad():
-                lm.hf(input_ids.expand(L + 1, -1))
-        finally:
-            for h in hooks:
-                h.remove()
+        solutions._run_hooked(lm, input_ids.expand(L + 1, -1),
+                              [lm.hf_layer(s).register_forward_hook(hook(s)) for s in range(L)])
         D = torch.full((L, L), below)
         for j in range(L):
             for s in range(j):
@@ -167,11 +152,7 @@ def _erasure(value="mean", at="input", read="predict", first=1, rows=None, trans
             block = lm.hf_layer(min(l, L - 1))
             hook = (block.register_forward_hook(lambda m, a, out: erase(out)) if at == "output" or l == L
                     else block.register_forward_pre_hook(lambda m, a: (erase(a[0]), *a[1:])))
-            try:
-                with torch.no_grad():
-                    probs = lm.hf(input_ids.expand(len(ts), -1)).logits.float().softmax(-1)[:, reads]
-            finally:
-                hook.remove()
+            probs = solutions._run_hooked(lm, input_ids.expand(len(ts), -1), [hook]).logits.float().softmax(-1)[:, reads]
             E[l, ts] = (probs - clean).norm(dim=-1).amax(dim=-1)
         return E.T if transpose else E
     return wrong
@@ -220,20 +201,10 @@ MUTATIONS = [
     ("erasure_matrix", "transposed", _erasure(transpose=True), "transposed"),
 ]
 
+#: the checker's fallbacks, which say where and by how much an answer differs (or its shape) but name no mistake
+GENERIC = (*CORE_GENERIC, "expected (")
+
 STRETCH = ("residual_terms", "layer_cosines", "skip_matrix", "lens_overlap", "erasure_matrix")
-
-#: the checker's fallbacks, which say where and by how much an answer differs but name no mistake
-GENERIC = ("values differ; the largest difference", "(off by ", "all zeros", "expected (")
-
-
-def message(id: str, fn) -> str | None:
-    """The checker's message for ``fn`` (``None`` when it passes)."""
-    try:
-        exercises.check(id, fn)
-    except (AssertionError, DepthError) as err:
-        return str(err)
-    return None
-
 
 def test_every_stretch_exercise_is_registered_and_has_four_mutations():
     numbers = {id: exercises.EXERCISES[id].number for id in STRETCH}

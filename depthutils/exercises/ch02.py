@@ -97,13 +97,7 @@ def _updates(lm, ids, skip=None, what="update"):
             seen.append((output if what == "output" else output - args[0])[0])
             return output
         return fn
-    hooks = [lm.hf_layer(j).register_forward_hook(hook(j)) for j in range(lm.n_layers)]
-    try:
-        with torch.no_grad():
-            lm.hf(ids)
-    finally:
-        for h in hooks:
-            h.remove()
+    solutions._run_hooked(lm, ids, [lm.hf_layer(j).register_forward_hook(hook(j)) for j in range(lm.n_layers)])
     return torch.stack(seen)
 
 

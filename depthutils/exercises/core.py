@@ -149,10 +149,10 @@ def _diagnose(ex: Exercise, lm, case: dict, got, want) -> str:
         return f"your answer has shape {got.shape}, expected {want.shape} ({ex.returns})."
     if want is None:
         return "no layer qualifies here, so the answer is None (undefined), not a number."
-    if not _defined_as(got, want):
-        return "your answer contains NaN or inf where the expected one is a number (or a number where it is NaN)."
     if not got.any() and want.any():
         return "your answer is all zeros: the function does not compute anything yet."
+    if not _defined_as(got, want):
+        return "your answer contains NaN or inf where the expected one is a number (or a number where it is NaN)."
     diff = np.abs(got - want)
     if got.ndim == 0:
         return f"got {float(got):.6g}, expected {float(want):.6g} (off by {float(diff):.3g})."

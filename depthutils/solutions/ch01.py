@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .common import _residual_around
+from .common import _residual_around, _run_hooked
 
 __all__ = ["relative_contribution", "layer_cosines"]
 
@@ -24,12 +24,7 @@ def layer_cosines(lm, input_ids, layer):
              block.self_attn.register_forward_hook(lambda m, a, out: seen.update(a=out[0])),  # a_l (a tuple)
              block.mlp.register_forward_hook(lambda m, a, out: seen.update(m=out)),          # m_l
              block.register_forward_hook(lambda m, a, out: seen.update(out=out))]            # h_{l+1}
-    try:
-        with torch.no_grad():
-            lm.hf(input_ids)
-    finally:
-        for h in hooks:
-            h.remove()
+    _run_hooked(lm, input_ids, hooks)
     h, a, m = seen["h"], seen["a"], seen["m"]
     cos = lambda x, y: torch.nn.functional.cosine_similarity(x, y, dim=-1)  # noqa: E731  over the hidden axis
     out = torch.stack([cos(a, h), cos(m, h + a), cos(seen["out"] - h, h)], dim=1)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .common import _output_probs
+from .common import _output_probs, _run_hooked
 
 __all__ = ["skip_effect", "skip_matrix"]
 
@@ -43,13 +43,7 @@ def skip_matrix(lm, input_ids, position):
             return h_new
         return fn
 
-    hooks = [lm.hf_layer(s).register_forward_hook(hook(s)) for s in range(L)]
-    try:
-        with torch.no_grad():
-            lm.hf(rows)
-    finally:
-        for h in hooks:
-            h.remove()
+    _run_hooked(lm, rows, [lm.hf_layer(s).register_forward_hook(hook(s)) for s in range(L)])
     D = torch.full((L, L), float("nan"))
     for j in range(L):
         clean = updates[j][0, t:]                           # Δ_j of the clean run at p ≥ t, [T - t, d]

@@ -42,3 +42,14 @@ def _output_probs(lm, input_ids, layer=None, edit=None):
         for h in hooks:
             h.remove()
     return logits.float().softmax(-1)
+
+
+def _run_hooked(lm, input_ids, hooks):
+    """One forward pass without gradients, with ``hooks`` (the handles of hooks just registered) removed
+    afterwards, even when the pass fails. Returns the model's output (``.logits``)."""
+    try:
+        with torch.no_grad():
+            return lm.hf(input_ids)
+    finally:
+        for h in hooks:
+            h.remove()
