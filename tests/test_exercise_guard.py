@@ -167,10 +167,14 @@ def test_a_type_error_inside_the_students_code_is_not_misnamed():
 
 
 def test_exercises_are_numbered_per_chapter(capsys):
+    """Chapter N's exercises are N.2 (core, after the prediction exercise N.1), then N.3, … (stretch)."""
     numbers = {ex.id: ex.number for ex in exercises.EXERCISES.values()}
-    for ex in exercises.EXERCISES.values():  # N.2 the core exercise, N.3 (or later) a stretch one
+    by_chapter = {}
+    for ex in exercises.EXERCISES.values():
         n, k = ex.number.split(".")
         assert int(n) == int(ex.chapter[:2]) and int(k) >= 2, (ex.id, ex.number)
+        by_chapter.setdefault(int(n), []).append(int(k))
+    assert all(2 in ks for ks in by_chapter.values()), by_chapter  # every chapter has its core exercise N.2
     assert len(set(numbers.values())) == len(numbers)
     assert {f"{int(ex.chapter[:2])}.2" for ex in exercises.EXERCISES.values()} <= set(numbers.values())
     exercises.check("9.2", exercises.solution("9.2"))

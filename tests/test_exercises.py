@@ -67,6 +67,17 @@ def test_not_implemented_is_reported_not_raised(capsys):
 
 
 # ----------------------------------------------------------------------- wrong layer and off by one
+def overlap_of_inputs(lm, input_ids):
+    """3.3 off by one: the top-5 overlap of the lens on each layer's input h_l, not its output h_{l+1}."""
+    lens = []
+    with torch.no_grad(), lm.nn.trace(input_ids):
+        for l in range(lm.n_layers):
+            lens.append(lm.unembed(lm.final_norm(lm.layer(l).input)).save())
+        top_final = lm.unembed.output.topk(5, dim=-1).indices.save()
+    return torch.stack([(z.topk(5, dim=-1).indices[..., :, None] == top_final[..., None, :]).any(-1).float().mean(-1)
+                        for z in lens], dim=1)
+
+
 WRONG_LAYER = {  # id -> (wrong answer, phrases its message must contain)
     "layer_output": (shifted("layer_output", layer=1), ["layer=4", "next layer"]),
     "relative_contribution": (shifted("relative_contribution", layer=1), ["layer=3", "next layer"]),
@@ -87,6 +98,14 @@ WRONG_LAYER = {  # id -> (wrong answer, phrases its message must contain)
                           ["argmin over axis 0"]),
     "later_ratio": (lambda D: 1 / solutions.later_ratio(D), ["first half / second half"]),
     "mean_cosine": (lambda lm, input_ids: solutions.mean_cosine(lm, input_ids[:1]), ["batch row 0"]),
+    # the stretch exercises (their full mutation tables: tests/test_stretch_mutations_0to4.py)
+    "residual_terms": (lambda lm, input_ids: (lambda t: torch.stack([t[0], *(t[1::2] + t[2::2])]))(
+        solutions.residual_terms(lm, input_ids)), ["each layer's update Δ_l"]),
+    "layer_cosines": (shifted("layer_cosines", layer=1), ["layer=2", "next layer"]),
+    "skip_matrix": (lambda lm, input_ids, position: solutions.skip_matrix(lm, input_ids, position).T, ["transposed"]),
+    "lens_overlap": (lambda lm, input_ids: solutions.lens_overlap(lm, input_ids) * 5, ["divided by 5"]),
+    "erasure_matrix": (lambda lm, input_ids, means, predict_positions: solutions.erasure_matrix(
+        lm, input_ids, means, predict_positions)[:-1], ["no row for h_L"]),
 }
 
 
@@ -133,6 +152,12 @@ OFF_BY_ONE = {
     "diagonal_distance": (_zero_based_depth, ["is l / L"]),
     "later_ratio": (_split_at_half, ["middle layer of an odd L"]),
     "mean_cosine": (lambda lm, input_ids: _cosines_without_bos(lm, input_ids), ["position 0"]),
+    "residual_terms": (lambda lm, input_ids: solutions.residual_terms(lm, input_ids)[1:], ["no h_0"]),
+    "layer_cosines": (shifted("layer_cosines", layer=-1), ["layer=0", "previous layer"]),
+    "skip_matrix": (shifted("skip_matrix", position=1), ["position=13", "off by one"]),
+    "lens_overlap": (lambda lm, input_ids: overlap_of_inputs(lm, input_ids), ["each layer's input"]),
+    "erasure_matrix": (lambda lm, input_ids, means, predict_positions: solutions.erasure_matrix(
+        lm, input_ids, means, [p + 1 for p in predict_positions]), ["at its own positions"]),
 }
 
 

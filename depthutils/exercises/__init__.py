@@ -1,9 +1,9 @@
 """Exercises for learners: write a measurement in a few lines, then check it against the library.
 
-Every chapter of the book has an implement-it exercise (ARENA-style: a difficulty and an importance
+Every chapter of the book has implement-it exercises (ARENA-style: a difficulty and an importance
 rating, hints, a checker and a solution), numbered in its chapter: chapter N's prediction exercise is
-N.1, its implement-it exercise N.2 and, in chapters 5–9, a harder stretch exercise N.3 (5.4 in chapter 5,
-whose 5.3 is prose). :data:`EXERCISES` maps an id to what to implement::
+N.1, its core implement-it exercise N.2 and its harder stretch exercise the next number: N.3, or 5.4 in
+chapter 5, whose 5.3 is prose. :data:`EXERCISES` maps an id to what to implement::
 
     from depthutils import exercises
     exercises.EXERCISES["relative_contribution"].signature   # what to write

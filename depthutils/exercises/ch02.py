@@ -1,7 +1,8 @@
 """Chapter 2, future effects: the effect on the output of skipping one layer.
 
-The chapter's prediction exercise is 2.1 (prose only, on the page); this is 2.2, checked by
-:func:`depthutils.exercises.check`.
+The chapter's prediction exercise is 2.1 (prose only, on the page); 2.2 (core) is the effect on the output of
+skipping one layer and 2.3 (stretch) the whole matrix of effects on the later layers in one batched pass, both
+checked by :func:`depthutils.exercises.check`.
 """
 from __future__ import annotations
 
@@ -82,4 +83,75 @@ EXERCISE = Exercise(
                          1: "off by one in the positions: skip 1 … t−1 (range(1, t)) and measure p ≥ t"}},
     number="2.2")
 
-register(EXERCISE)
+
+def _updates(lm, ids, skip=None, what="update"):
+    """Every layer's update ``Δ_j`` ``[L, T, d]`` of one prompt (or its output ``h_{j+1}``, ``what="output"``);
+    ``skip = (s, positions)`` skips layer ``s`` there (its output replaced by its input)."""
+    seen = []
+
+    def hook(j):
+        def fn(module, args, output):
+            if skip is not None and skip[0] == j:
+                output = output.clone()
+                output[:, skip[1]] = args[0][:, skip[1]]
+            seen.append((output if what == "output" else output - args[0])[0])
+            return output
+        return fn
+    solutions._run_hooked(lm, ids, [lm.hf_layer(j).register_forward_hook(hook(j)) for j in range(lm.n_layers)])
+    return torch.stack(seen)
+
+
+def _matrix(lm, ids, t, skipped=lambda t: slice(1, t), measured=lambda t: slice(t, None), by="clean",
+            what="update", reduce="max", below=float("nan")):
+    """``D [L, L]`` as a known mistake computes it (the defaults compute it right)."""
+    L = lm.n_layers
+    clean = _updates(lm, ids, what=what)
+    D = torch.full((L, L), below)
+    for s in range(L):
+        other = _updates(lm, ids, (s, skipped(t)), what)
+        diff = (clean - other).norm(dim=-1)
+        den = {"clean": clean.norm(dim=-1), "skipped": other.norm(dim=-1), None: torch.ones_like(diff)}[by]
+        ratio = (diff / den)[:, measured(t)]
+        D[s, s + 1:] = getattr(ratio, "amax" if reduce == "max" else reduce)(dim=-1)[s + 1:]
+    return D
+
+
+def _matrix_mistakes(lm, case):
+    ids, t = case["input_ids"], case["position"]
+    return {"you skipped position 0 too: position 0 is the BOS attention sink; skip positions 1 … t−1 only":
+            _matrix(lm, ids, t, skipped=lambda t: slice(0, t)),
+            "this is ‖Δ_j − Δ′_j‖ alone: divide it by ‖Δ_j‖, the clean run's update": _matrix(lm, ids, t, by=None),
+            "you divided by ‖Δ′_j‖, the skipped run's update: divide by the clean run's ‖Δ_j‖":
+            _matrix(lm, ids, t, by="skipped"),
+            "you compared the residuals h_{j+1}, not the layers' updates Δ_j = h_{j+1} − h_j":
+            _matrix(lm, ids, t, what="output"),
+            "you took the maximum over every position: measure only the positions p ≥ t, after the skipped ones":
+            _matrix(lm, ids, t, measured=lambda t: slice(None)),
+            "this is the mean over the positions p ≥ t: the effect is their maximum": _matrix(lm, ids, t, reduce="mean"),
+            "you put 0 where j ≤ s: a layer cannot change an earlier one, so D[s, j] is undefined there: NaN":
+            _matrix(lm, ids, t, below=0.0),
+            "your matrix is transposed: row s is the skipped layer, column j the later layer (D[s, j], j > s)":
+            _matrix(lm, ids, t).T}
+
+
+STRETCH = Exercise(
+    "skip_matrix", "02_future_effects", "Every layer's effect on every later layer, in one batched pass",
+    "skip_matrix(lm, input_ids, position) -> torch.Tensor",
+    "[L, L]: D[s, j] = max over p ≥ position of ‖Δ_j[p] − Δ′_j[p]‖ / ‖Δ_j[p]‖ for j > s, where Δ′ comes from "
+    "the run that skips layer s on positions 1 … position−1, and NaN where j ≤ s (one prompt, input_ids [1, T])",
+    difficulty=4, importance=4,
+    hints=("One forward pass of a batch of L + 1 copies of the prompt does it: row 0 is the clean run, and row "
+           "s + 1 skips layer s. A forward hook on each layer can skip its own row and record Δ_j = output − "
+           "input for every row.",
+           "Skipping layer s sets h_{s+1}[p] := h_s[p] on positions 1 … t−1 (position 0 is BOS, the sink). Layers "
+           "j ≤ s are not changed by the skip: leave D[s, j] at NaN there.",
+           "The ratio is taken per position, then the maximum over p ≥ t."),
+    cases=lambda lm: [dict(zip(("input_ids", "_prompt"), _one(lm)), position=t) for t in (12, 8)],
+    reference=lambda lm, case: _future_of(lm, case)[1],
+    axes=("skipped layer", "later layer"),
+    mistakes=_matrix_mistakes,
+    shifts={"position": {-1: "off by one in the positions: skip 1 … t−1 and measure p ≥ t",
+                         1: "off by one in the positions: skip 1 … t−1 (range(1, t)) and measure p ≥ t"}},
+    number="2.3")
+
+register(EXERCISE, STRETCH)

@@ -1,6 +1,7 @@
 """Chapter 3, the logit lens: the KL of the lens at one layer.
 
-The chapter's prediction exercise is 3.1 (prose only, on the page); this is 3.2, checked by
+The chapter's prediction exercise is 3.1 (prose only, on the page); 3.2 (core) is the lens's KL at one layer
+and 3.3 (stretch) its top-5 overlap with the output at every layer, both checked by
 :func:`depthutils.exercises.check`.
 """
 from __future__ import annotations
@@ -51,4 +52,52 @@ EXERCISE = Exercise(
     shifts={"layer": {-1: _LAYER_INPUT, 1: _NEXT_LAYER}},
     number="3.2")
 
-register(EXERCISE)
+
+def _overlap_mistakes(lm, case):
+    ids, L, k = case["input_ids"], lm.n_layers, 5
+    outs, ins, raws = [], [], []
+    with lm.no_grad(), lm.trace(ids):
+        for l in range(L):
+            ins.append(lm.lens(lm.layers_input(l)).save())
+            h = lm.layers_output(l)
+            outs.append(lm.lens(h).save())
+            raws.append(lm.finish_logits(lm.unembed(h)).save())
+        final = lm.logits().save()
+    top_final = final.topk(k, dim=-1).indices
+
+    def overlap(lens, per="set", scale=1 / k, against=top_final):
+        rows = []
+        for z in lens:
+            top = z.topk(k, dim=-1).indices
+            hit = (top == against) if per == "rank" else (top[..., :, None] == against[..., None, :]).any(-1)
+            rows.append(hit.float().sum(-1) * scale)
+        return torch.stack(rows, dim=1)
+    return {"this counts the shared tokens (0 … 5): the overlap is that count divided by 5": overlap(outs, scale=1),
+            "this compares the two top-5 lists rank by rank: the overlap is the size of the intersection of the "
+            "two *sets*, |top5(q_l) ∩ top5(q_L)|, whatever their order": overlap(outs, per="rank"),
+            "this is the lens without the final norm: apply final_norm to h before the unembedding": overlap(raws),
+            "these lenses read each layer's input (h_l) instead of its output (h_{l+1}): read `.output`":
+            overlap(ins),
+            "this is the overlap with batch row 0's output for every row: `output[0]` is batch row 0 of the "
+            "tensor [B, T, V], not the first element of a tuple": overlap(outs, against=top_final[:1]),
+            "this is top-1 agreement: compare the top 5 of each, `topk(5)`": torch.stack(
+                [(z.argmax(-1) == final.argmax(-1)).float() for z in outs], dim=1)}
+
+
+STRETCH = Exercise(
+    "lens_overlap", "03_logit_lens", "The lens's top-5 overlap at every layer",
+    "lens_overlap(lm, input_ids) -> torch.Tensor",
+    "[B, L, T]: |top5(q_l) ∩ top5(q_L)| / 5 at every layer l = 0 … L−1 and every token, where q_l is the lens "
+    "on layer l's output and q_L the model's output distribution",
+    difficulty=3, importance=4,
+    hints=("One trace: the lens of every layer's output, `lm.unembed(lm.final_norm(lm.layer(l).output))`, and the "
+           "model's own logits, `lm.unembed.output`. The top 5 of logits are those of the probabilities.",
+           "The overlap is of two *sets* of token ids: compare every pair, "
+           "`(top[..., :, None] == top_final[..., None, :]).any(-1)`, never a vocabulary-wide one-hot.",
+           "Stack the layers on dim 1, and divide the count by 5."),
+    cases=lambda lm: [dict(input_ids=batch(lm))],
+    reference=lambda lm, case: torch.stack([prompt_lens(lm, (e, 5))[:, 1] for e in _rows(case["input_ids"])]),
+    axes=("batch row", "layer", "position"), mistakes=_overlap_mistakes,
+    number="3.3")
+
+register(EXERCISE, STRETCH)

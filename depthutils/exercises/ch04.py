@@ -1,6 +1,7 @@
 """Chapter 4, residual erasure: erase one position of the residual.
 
-The chapter's prediction exercise is 4.1 (prose only, on the page); this is 4.2, checked by
+The chapter's prediction exercise is 4.1 (prose only, on the page); 4.2 (core) erases one position of the
+residual and 4.3 (stretch) every position at every layer, the whole map of P1 Fig. 6b, both checked by
 :func:`depthutils.exercises.check`.
 """
 from __future__ import annotations
@@ -17,11 +18,15 @@ from .inputs import _answer, _model
 
 
 def _erased(lm, ids, layer: int, position, vector, output: bool = False):
-    """The next-token probabilities ``[1, T, V]`` with the input of decoder layer ``layer`` (or its output,
-    ``output=True``) replaced by ``vector`` at ``position`` (an index or a slice)."""
+    """The next-token probabilities ``[B, T, V]`` with the input of decoder layer ``layer`` (or its output,
+    ``output=True``) replaced by ``vector`` at ``position`` (an index or a slice; or a list, one position per
+    batch row)."""
     def erase(h):
         h = h.clone()
-        h[:, position] = vector
+        if isinstance(position, list):
+            h[torch.arange(len(position)), position] = vector
+        else:
+            h[:, position] = vector
         return h
     block = lm.hf_layer(layer)
     hook = (block.register_forward_hook(lambda m, a, o: erase(o)) if output
@@ -85,4 +90,54 @@ EXERCISE = Exercise(
                          1: "off by one: you erased the position after `position`"}},
     number="4.2")
 
-register(EXERCISE)
+
+def _map(lm, case, value="mean", at="input", read="predict", first=1):
+    """The erasure map ``[L+1, T]`` as a known mistake computes it (the defaults compute it right): one forward
+    per layer, a batch row per erased position."""
+    ids, L, T, P = case["input_ids"], lm.n_layers, case["input_ids"].shape[1], list(case["predict_positions"])
+    reads = {"predict": P, "answer": [p + 1 for p in P], "all": slice(None)}[read]
+    clean = solutions._output_probs(lm, ids)[0, reads]
+    E = torch.zeros(L + 1, T)
+    for l in range(L + 1):
+        vector = torch.as_tensor(case["means"][l], dtype=torch.float32)
+        vector = torch.zeros_like(vector) if value == "zeros" else vector
+        layer, output = (l, at == "output") if l < L else (L - 1, True)
+        ts = list(range(first, T))
+        probs = _erased(lm, ids.expand(len(ts), -1), layer, ts, vector, output)[:, reads]  # [T - first, P, V]
+        E[l, first:] = (probs - clean).norm(dim=-1).amax(dim=-1)
+    return E
+
+
+def _map_mistakes(lm, case):
+    right = _map(lm, case)
+    return {"you erased position 0 too: position 0 is BOS, the attention sink, and is never erased; its column "
+            "stays 0": _map(lm, case, first=0),
+            "you replaced h_l[t] by zeros: the baseline is the mean residual `means[l]`": _map(lm, case, value="zeros"),
+            "you erased each layer's output h_{l+1} with means[l]: row l erases h_l, the input of decoder layer l "
+            "(a forward pre-hook)": _map(lm, case, at="output"),
+            "you read the answer at its own positions: its distribution is read at the positions that predict "
+            "it, `predict_positions` (one before each answer token)": _map(lm, case, read="answer"),
+            "you took the maximum over every position: read only the positions that predict the answer, "
+            "`predict_positions`": _map(lm, case, read="all"),
+            "your map has no row for h_L, the last layer's output: the rows are h_0 … h_L, L + 1 of them": right[:-1],
+            "your map is transposed: rows are the layers l = 0 … L, columns the positions": right.T}
+
+
+STRETCH = Exercise(
+    "erasure_matrix", "04_residual_erasure", "The whole erasure map of one prompt",
+    "erasure_matrix(lm, input_ids, means, predict_positions) -> torch.Tensor",
+    "[L+1, T]: E[l, t] = max over predict_positions of ‖p − p′‖₂ when h_l[t] is replaced by means[l] (h_l: the "
+    "input of decoder layer l; l = L: the last layer's output), for every position t ≥ 1; column 0 (BOS) is 0",
+    difficulty=4, importance=3,
+    hints=("Batch it: for one layer, a batch of T − 1 copies of the prompt in which row r erases position r + 1 "
+           "costs one forward pass, so the map costs L + 1 passes, not (L + 1)·T.",
+           "A forward pre-hook on `lm.hf_layer(l)` edits h_l; for l = L, a forward hook on the last layer edits its "
+           "output. Index the batch rows and positions together: `h[rows, positions] = means[l]`.",
+           "Position 0 is BOS, the attention sink: never erase it."),
+    cases=lambda lm: [dict(_answer(lm, _erasure(lm.name)[0]), means=_erasure(lm.name)[1])],
+    reference=lambda lm, case: torch.as_tensor(_erasure(lm.name)[2]),
+    axes=("layer", "position"),
+    mistakes=_map_mistakes,
+    number="4.3")
+
+register(EXERCISE, STRETCH)

@@ -109,6 +109,14 @@ def _close(got, want) -> bool:
     return got.shape == want.shape and bool(np.allclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True))
 
 
+def _defined_as(x, want) -> bool:
+    """``x`` is finite wherever ``want`` is, and NaN where ``want`` is NaN (undefined, e.g. D[s, j] for j ≤ s);
+    everywhere finite when ``want`` has another shape."""
+    if want is None or x.shape != want.shape:
+        return bool(np.isfinite(x).all())
+    return bool((np.isfinite(x) == np.isfinite(want)).all())
+
+
 def _where(ex: Exercise, idx: tuple) -> str:
     names = ex.axes[-len(idx):] if len(ex.axes) >= len(idx) else [f"axis {i}" for i in range(len(idx))]
     return ", ".join(f"{n} {i}" for n, i in zip(names, idx))
@@ -132,7 +140,7 @@ def _diagnose(ex: Exercise, lm, case: dict, got, want) -> str:
                 other = _as_array(ex.reference(lm, shifted))
             except (IndexError, KeyError, DepthError, ValueError):
                 continue
-            if other is not None and np.isfinite(other).all() and _close(got, other):
+            if other is not None and _defined_as(other, want) and _close(got, other):
                 return f"your answer equals the library's for {arg}={case[arg] + step}: {why}."
     for why, answer in (ex.mistakes(lm, case) if ex.mistakes else {}).items():
         if _close(got, _as_array(answer)):  # a mistake may have another shape (a norm over the wrong axis)
@@ -141,10 +149,10 @@ def _diagnose(ex: Exercise, lm, case: dict, got, want) -> str:
         return f"your answer has shape {got.shape}, expected {want.shape} ({ex.returns})."
     if want is None:
         return "no layer qualifies here, so the answer is None (undefined), not a number."
-    if not np.isfinite(got).all():
-        return "your answer contains NaN or inf."
     if not got.any() and want.any():
         return "your answer is all zeros: the function does not compute anything yet."
+    if not _defined_as(got, want):
+        return "your answer contains NaN or inf where the expected one is a number (or a number where it is NaN)."
     diff = np.abs(got - want)
     if got.ndim == 0:
         return f"got {float(got):.6g}, expected {float(want):.6g} (off by {float(diff):.3g})."

@@ -14,7 +14,8 @@ a tuple: ``output[0]`` would be batch row 0.
 One module per chapter (``ch00`` … ``ch09``), as the exercises are (:mod:`depthutils.exercises`); the
 helpers they share are in ``common``.
 """
-from .common import _answer_gradient, _layer_parts, _output_probs, _residual_around  # noqa: F401  (the exercises' checkers use them too)
+from .common import (  # noqa: F401  (the exercises' checkers use them too)
+    _answer_gradient, _layer_parts, _output_probs, _residual_around, _run_hooked)
 from .ch00 import *  # noqa: F401,F403
 from .ch01 import *  # noqa: F401,F403
 from .ch02 import *  # noqa: F401,F403

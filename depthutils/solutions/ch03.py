@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["lens_kl"]
+__all__ = ["lens_kl", "lens_overlap"]
 
 
 def lens_kl(lm, input_ids, layer):
@@ -16,3 +16,23 @@ def lens_kl(lm, input_ids, layer):
     log_q = lens_logits.float().log_softmax(-1)
     log_p = final_logits.float().log_softmax(-1)
     return (log_q.exp() * (log_q - log_p)).sum(-1)          # KL(q_l ‖ q_L): the lens first
+
+
+def lens_overlap(lm, input_ids):
+    """P1's second lens statistic: ``|top5(q_l) ∩ top5(q_L)| / 5`` at every layer ``l = 0 … L-1`` and token,
+    ``[B, L, T]``, with ``q_l`` the lens on layer ``l``'s output (chapter 3). Read with nnsight."""
+    L, k = lm.n_layers, 5
+    lens = []                                                   # made before the trace, filled inside it
+    with torch.no_grad(), lm.nn.trace(input_ids):
+        for l in range(L):
+            lens.append(lm.unembed(lm.final_norm(lm.layer(l).output)).save())   # [B, T, V]
+        final = lm.unembed.output.save()
+    top_final = final.topk(k, dim=-1).indices                                 # [B, T, k]
+    rows = []
+    for logits in lens:
+        top = logits.topk(k, dim=-1).indices                                  # [B, T, k]
+        shared = (top[..., :, None] == top_final[..., None, :]).any(-1)       # each lens token: in the output's?
+        rows.append(shared.float().sum(-1) / k)                               # an unordered intersection
+    out = torch.stack(rows, dim=1)
+    assert out.shape == (input_ids.shape[0], L, input_ids.shape[1]), out.shape
+    return out

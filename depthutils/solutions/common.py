@@ -6,10 +6,11 @@ import torch
 
 
 def _run_hooked(lm, input_ids, hooks):
-    """One forward pass without gradients, then the ``hooks`` removed, even when the pass fails."""
+    """One forward pass without gradients, with ``hooks`` (the handles of hooks just registered) removed
+    afterwards, even when the pass fails. Returns the model's output (``.logits``)."""
     try:
         with torch.no_grad():
-            lm.hf(input_ids)
+            return lm.hf(input_ids)
     finally:
         for h in hooks:
             h.remove()
