@@ -26,8 +26,10 @@ from .realruns import available
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER_DIR = ROOT / "chapters"
-BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "bigger_models.md", "references.bib",
+BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "references.bib",
               "favicon.png", "_static")
+#: pages that are notebooks but not chapters: executed (no parameters) into the staged book at each build
+PAGES = ("bigger_models.ipynb",)
 #: settings for every kernel the runner, the book and nbval start: no progress bars in pages
 #: chapter parameters that count something and must be positive whole numbers
 COUNTS = {"n_examples", "baseline_n", "n_per_task", "aime_n", "steps", "batch_size"}
@@ -123,8 +125,6 @@ def run_chapter(chapter: str, *, model: str | None = None, models: list[str] | N
     ``model`` sets a chapter's ``model`` (or, for a chapter that takes a list, ``models = [model]``);
     ``models`` sets the list of a chapter that takes one (chapter 9).
     """
-    import papermill
-
     src = find_chapter(chapter)
     valid = parameters(src)
     params = dict(params or {})
@@ -147,14 +147,22 @@ def run_chapter(chapter: str, *, model: str | None = None, models: list[str] | N
     out = _writable(Path(out).resolve())
     params.setdefault("out_dir", str(out / "figures"))
     dest = out / src.name
+    return _execute(src, dest, params, out, quiet)
+
+
+def _execute(src: Path, dest: Path, params: dict, cwd: Path, quiet: bool = False) -> Path:
+    """Run the notebook ``src`` into ``dest`` with papermill (``params`` injected), in the kernel settings of
+    every chapter, and hide the injected cell on the page."""
+    import papermill
+
     os.environ.update(KERNEL_ENV)
     logging.getLogger("papermill.translators").setLevel(logging.ERROR)  # its regex trips on "= " values
     t0 = time.time()
     try:
         papermill.execute_notebook(str(src), str(dest), parameters=params, kernel_name="python3",
-                                   progress_bar=False, cwd=str(out), config=kernel_config())
+                                   progress_bar=False, cwd=str(cwd), config=kernel_config())
     except papermill.PapermillExecutionError as e:
-        raise DepthError(f"Chapter {src.stem} failed in cell {e.exec_count}: {e.ename}: {e.evalue} "
+        raise DepthError(f"{'Chapter ' if src.parent.name == 'chapters' else ''}{src.stem} failed in cell {e.exec_count}: {e.ename}: {e.evalue} "
                          f"(the executed notebook is {dest}).") from None
     _hide_injected(dest)
     if not quiet:
@@ -191,6 +199,8 @@ def build_book(*, model: str | None = None, models: list[str] | None = None, rea
         extra = {"real_models": included, "real_left_out": left_out} if "real_models" in valid else {}
         run_chapter(num, model=None if (takes_list and models) else model, params=extra,
                     models=models if takes_list else None, out=stage / "chapters")
+    for name in PAGES:
+        _execute(ROOT / name, stage / name, {}, stage)
     beside = Path(sys.executable).with_name("jupyter-book")  # the one installed with this Python
     jb = str(beside) if beside.exists() else shutil.which("jupyter-book")
     if jb is None:
