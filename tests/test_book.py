@@ -19,7 +19,8 @@ import threading
 import nbformat
 import pytest
 
-from depthutils.book import ROOT, chapters, find_chapter, parameters
+from depthutils import plan_page
+from depthutils.book import PAGES, ROOT, chapters, find_chapter, parameters
 from depthutils.errors import DepthError
 
 HTML = ROOT / "_build" / "html"
@@ -119,7 +120,8 @@ def _book_is_fresh() -> bool:
     index = HTML / "index.html"
     if not index.exists():
         return False
-    sources = list(chapters().values()) + [ROOT / "intro.md", ROOT / "_toc.yml", ROOT / "_config.yml"]
+    sources = list(chapters().values()) + [ROOT / "intro.md", ROOT / "_toc.yml", ROOT / "_config.yml"] + \
+        [ROOT / page for page in PAGES]
     return index.stat().st_mtime > max(p.stat().st_mtime for p in sources)
 
 
@@ -289,6 +291,19 @@ def test_instructors_page_in_a_browser(book_url, browser):
     for part in ("A 90-minute session", "A three-session module", "Prerequisites", "common mistakes",
                  "python -m depthutils book", "python -m pytest", "other models"):
         assert part in text, part
+
+
+def test_bigger_models_page_shows_the_plans_in_a_browser(book_url, browser):
+    """The page's two tables are the build's plans (a row per chapter of plan_page), and its sentences are
+    filled in, not raw glue."""
+    browser.get(f"{book_url}/bigger_models.html")
+    tables = browser.execute_script("""
+        return Array.from(document.querySelectorAll('main table')).map(
+            t => Array.from(t.querySelectorAll('tbody tr')).map(r => r.cells[0].innerText.trim()));""")
+    assert len(tables) == 2 and all(len(t) == len(plan_page.PAGE_CHAPTERS) for t in tables), tables
+    text = browser.execute_script("return document.body.innerText")
+    assert "{glue" not in text and "H100" in text and "NDIF" in text
+    assert "Llama-3.1-70B" in text and ("exceed one H100" in text or "fits" in text)
 
 
 def _claims_of(stem: str) -> list:
