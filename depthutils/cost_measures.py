@@ -12,6 +12,7 @@ import math
 from .cost import BYTES, Acc, Cost, Shape, total, with_requests
 from .future_effects import sample_positions
 from .future_shared import GROUP_BYTES, UNEMBED_BYTES
+from .logit_lens import LENS_CHUNK_BYTES
 
 
 def _stack(a: Acc, s: Shape, T: int, dtype: str) -> float:
@@ -32,15 +33,24 @@ def _trace(a: Acc, s: Shape, rows: int, T: int, dtype: str) -> float:
 
 def forward_only(s: Shape, Ts, dtype: str, remote: bool, what: str, lens: bool = False, per_token: int = 6) -> Cost:
     """One forward per prompt (contributions, residual stream, residual means); ``lens`` adds the logit
-    lens of every layer (logit lens, effective depth)."""
+    lens of every layer (logit lens, effective depth). Locally the logit lens is
+    :func:`depthutils.logit_lens.chunked_lens`: the ``L-1`` lower layers' ``(L-1)·T`` rows in one matrix
+    product per slice of the vocabulary (a float32 slice and its exponentials, within ``LENS_CHUNK_BYTES``);
+    on NDIF, and for effective depth, each layer's lens is its own ``[T, V]`` product inside the trace."""
     costs = []
     for T in Ts:
         a = Acc(s, what, T)
         work = _trace(a, s, 1, T, dtype)
-        if lens:
+        if lens and (remote or what != "logit_lens"):  # effective depth reads every lens inside its trace
             for _ in range(s.layers):
                 a.unembed(1, T)
             work += (1 + 3) * T * s.vocab * 4  # the final log-probabilities, one layer's lens and its stats
+        elif lens and s.layers > 1:
+            M = (s.layers - 1) * T
+            a.unembed(M, 1)
+            step = min(s.vocab, max(5, LENS_CHUNK_BYTES // (8 * M)))
+            work = max(work, (s.layers - 1) * T * s.hidden * (BYTES[dtype] + 4) + T * s.vocab * 4 * 2
+                       + 2 * M * step * 4)  # the saved outputs and their norm, the logits, a slice and its exponentials
         costs.append(a.done(0.0, work, download=4 * s.layers * per_token * T, batch=1))
     return with_requests(total(costs), remote)
 
@@ -69,30 +79,36 @@ def future_effects(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: i
         k = len(ts)
         if fast:
             saved = _stack(a, s, T, dtype)
-            if part == "layer" and not output:  # the depth score's skips: one pass up the stack, k·(L-1) rows at once
-                work, rows = 0.0, k * max(L - 1, 1)
-                for l in range(L):
-                    a.layers(L - 1 - l, k, T)
-                    work = max(work, 2 * rows * T * s.hidden * BYTES[dtype] + s.act_bytes(rows, T, dtype))
-                costs.append(a.done(saved, work, batch=k))
+            if part == "layer" and not output:  # the depth score's wave: layer j on the k·j rows that skipped below it
+                for j in range(1, L):
+                    a.layers(1, k * j, T)
+                rows = k * max(L - 1, 1)
+                costs.append(a.done(saved, 2 * rows * T * s.hidden * BYTES[dtype] + s.act_bytes(rows, T, dtype),
+                                    batch=k))
                 continue
-            rest = sorted(ts)[:-1]
-            if rest:
+            ts = sorted(ts)
+            if k > 1:  # the suffix check: two layers' clean keys and values, two layers on the second half
                 a.layers(2, 1, T)
                 a.layers(2, 1, T - T // 2, context=T)
-            measured = [T - 1] if mode == "all" else [T - t for t in ts]
-            for l in range(L):
-                n = L - 1 - l + (part != "layer")
-                a.layers(n, 1, T)
-                for t in rest:
-                    a.layers(n, 1, T - t, context=T)
-                if output and not (mode == "future" and l == L - 1):
-                    for m in measured:
-                        a.unembed(1, m)
+            first = [1 if mode == "all" else t for t in ts]
             group = min(L, max(1, int(GROUP_BYTES // max(4 * k * T * (s.heads * T + 3 * s.intermediate), 1))))
-            chunk = min(L * sum(measured), max(1, UNEMBED_BYTES // (12 * s.vocab)))
+            out_rows = 0
+            for s0 in range(0, L, group):  # future_shared._group: one layer call per row of ts, all skips as rows
+                skips = range(s0, min(L, s0 + group))
+                begin = {sk: sk + 1 if part == "layer" else sk for sk in skips}
+                for j in range(min(begin.values()), L):
+                    members = sum(b <= j for b in begin.values())
+                    if members:
+                        a.layers(1, members, T)
+                        for t in ts[:-1]:
+                            a.layers(1, members, T - t, context=T)
+                out_rows += sum(T - f for f in first) * sum(1 for sk in skips if not (mode == "future" and sk == L - 1))
+            chunk = max(1, UNEMBED_BYTES // (12 * s.vocab))
+            if output:
+                for r0 in range(0, out_rows, chunk):
+                    a.unembed(min(chunk, out_rows - r0), 1)
             work = max(group * (2 * k * T * s.hidden * BYTES[dtype] + s.act_bytes(k, T, dtype)),
-                       s.logit_bytes(chunk, 1) if output else 0.0)
+                       s.logit_bytes(min(chunk, out_rows), 1) if output else 0.0)
             costs.append(a.done(saved, work, batch=k * group))
         else:
             rows = k * L
