@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 
 from .cost import BYTES, Acc, Cost, Shape, total, with_requests
-from .future_effects import sample_positions
-from .future_shared import GROUP_BYTES, UNEMBED_BYTES
+from .future_shared import GROUP_BYTES, UNEMBED_BYTES, sample_positions
 from .logit_lens import LENS_CHUNK_BYTES
 
 
@@ -26,6 +25,7 @@ def _stack(a: Acc, s: Shape, T: int, dtype: str) -> float:
 def _trace(a: Acc, s: Shape, rows: int, T: int, dtype: str) -> float:
     """One nnsight forward of the whole model on ``rows`` rows; returns its working memory (one layer's
     activations, the logits in the model's dtype and one float32 copy)."""
+    a.c.traces += 1
     a.layers(s.layers, rows, T)
     a.unembed(rows, T)
     return s.act_bytes(rows, T, dtype) + rows * T * s.vocab * (BYTES[dtype] + 4)
@@ -211,6 +211,8 @@ def generate(s: Shape, contexts, new: list[int], dtype: str, remote: bool, batch
         g = order[k:k + batch]
         T, n = max(contexts[i] for i in g), max(new[i] for i in g)
         a = Acc(s, "generate", T)
+        a.c.traces += 1
+        a.c.gen_steps += n
         a.layers(s.layers, len(g), T)
         a.unembed(len(g), 1)
         for step in range(n - 1):

@@ -17,6 +17,7 @@ import torch
 
 from . import cost_measures as cm
 from . import data
+from .budget import parse_bytes
 from .cost import Cost, total
 from .depth_score import TASKS
 from .errors import DepthError
@@ -147,20 +148,6 @@ class Plan:
 
     def json(self) -> str:
         return json.dumps(self.__dict__, indent=1, default=str)
-
-
-def parse_bytes(text: str | None) -> float | None:
-    """``"80GB"``, ``"24GiB"``, ``"512MB"`` or a plain number of bytes."""
-    if text is None:
-        return None
-    units = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2 ** 10, "MIB": 2 ** 20,
-             "GIB": 2 ** 30, "TIB": 2 ** 40}
-    t = str(text).strip().upper().replace(" ", "")
-    num = t.rstrip("KMGTIB")
-    try:
-        return float(num) * units[t[len(num):]]
-    except (ValueError, KeyError):
-        raise DepthError(f"--memory must be a size such as 80GB, 24GiB or 512MB, got {text!r}.") from None
 
 
 def chapter_parameters(path, defaults: dict, model: str | None, models: list[str] | None,

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from .cost import BYTES, Cost, Shape
+from .models import load_model
 
 #: NVIDIA H100 SXM5 80 GB, "NVIDIA H100 Tensor Core GPU" data sheet: 989 TFLOPS dense BF16 (the
 #: 1979 of the sheet is with 2:4 sparsity), 3.35 TB/s HBM3, 80 GB.
@@ -41,7 +42,7 @@ WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=3
 
 
 #: the calibration's format; a cache written by another version is measured again
-CALIBRATION_VERSION = "cpu-2"
+CALIBRATION_VERSION = "cpu-3"
 
 
 def cpu_clock() -> float:
@@ -150,10 +151,35 @@ def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dic
         return cpu_clock() - t0
 
     unembed_t = {M: best(unembed, M) for M in UNEMBED_POINTS}
-    return {"width": width, "vocab": vocab, "dtype": dtype, "threads": threads, "clock": "process CPU seconds",
+    del W
+    return {**overheads(threads), "width": width, "vocab": vocab, "dtype": dtype, "threads": threads, "clock": "process CPU seconds",
             "layer_seconds": layer_t, "grad_seconds": grad_t, "unembed_seconds": unembed_t,
             "layer_params": Shape.from_config({**cfg.to_dict(), "vocab_size": vocab}).layer_params,
             "base_rss_bytes": base_rss(), "torch": torch.__version__}
+
+
+def overheads(threads: int) -> dict:
+    """The python cost of a call, per decoder layer, on the embedded default model (whose layers compute
+    next to nothing): one nnsight trace saving every layer's output, and one step of greedy decoding
+    (nnsight ``generate``: the step's whole-model call, cache and sampling), in CPU seconds."""
+    torch.set_num_threads(threads)
+    h = load_model("default", device="cpu")
+    ids = torch.tensor([[1, 5, 6, 7]])
+
+    def trace():
+        t0 = cpu_clock()
+        with h.no_grad(), h.trace(ids):
+            [h.layers_output(l).save() for l in range(h.n_layers)]
+        return cpu_clock() - t0
+
+    def decode(n):
+        t0 = cpu_clock()
+        h.greedy_batch([ids], n)
+        return cpu_clock() - t0
+
+    best = lambda fn, *a: min(fn(*a) for _ in range(6))  # noqa: E731  (the first call warms up)
+    t_trace, t1, t9 = best(trace), best(decode, 1), best(decode, 9)
+    return {"trace_layer_seconds": t_trace / h.n_layers, "step_layer_seconds": max(t9 - t1, 0.0) / 8 / h.n_layers}
 
 
 def interpolate(points: dict, m: float) -> float:
@@ -188,7 +214,8 @@ def base_rss() -> int:
 def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
     """Process CPU seconds: every layer and unembedding call at its size, from the calibration (scaled by
     weights where the calibration was made at another width or vocabulary); a backward layer call adds the
-    calibrated backward at its size, an unembedding's backward to its input one matmul of its forward's size."""
+    calibrated backward at its size, an unembedding's backward to its input one matmul of its forward's size;
+    each trace and decoding step adds its python overhead per layer (:func:`overheads`)."""
     w = shape.layer_params / cal["layer_params"]
     u = shape.vocab * shape.hidden / (cal["vocab"] * cal["width"]["hidden_size"])
     lt, gt, ut = cal["layer_seconds"], cal["grad_seconds"], cal["unembed_seconds"]
@@ -196,7 +223,8 @@ def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
     grad = sum(n * interpolate(gt, m) for m, n in cost.grad_calls.items())
     unembed = sum(n * interpolate(ut, m) for m, n in cost.unembed_sizes.items())
     unembed += sum(n * interpolate(ut, m) for m, n in cost.grad_unembed.items())
-    return w * (layer + grad) + u * unembed
+    python = shape.layers * (cost.traces * cal["trace_layer_seconds"] + cost.gen_steps * cal["step_layer_seconds"])
+    return w * (layer + grad) + u * unembed + python
 
 
 def gpu_seconds(cost: Cost, shape: Shape, dtype: str, device: str = "h100") -> float:
