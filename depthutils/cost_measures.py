@@ -236,25 +236,29 @@ def depth_score(s: Shape, prompts, dtype: str, fast: bool, remote: bool, decode_
     return with_requests(out, remote)
 
 
-def cross_model_mapping(src: Shape, tgt: Shape, Ts, dtype: str, remote: bool, held_out: float = 0.5) -> Cost:
-    """Residuals of both models on every text, the normal equations of every source layer, their solve and
-    the held-out predictions ``[L_src, L_tgt, T, H_tgt]`` in float64."""
+def cross_model_mapping(src: Shape, tgt: Shape, Ts, dtype: str, remote: bool, held_out: float = 0.5,
+                        same: bool = False) -> Cost:
+    """Residuals of both models on every text (one trace when a model is mapped onto itself, ``same``), the
+    normal equations of every source layer, their solve and the held-out predictions ``[L_src, L_tgt, T, H_tgt]``
+    in float64 (``linalg_flops``, timed at the calibrated float64 matmul rate)."""
     Ls, Lt, Hs, Ht = src.layers, tgt.layers, src.hidden + 1, tgt.hidden
     n_fit = round(len(Ts) * (1 - held_out))
     costs = []
     for i, T in enumerate(Ts):
-        for sh in (src, tgt):
+        for sh in ((src,) if same else (src, tgt)):
             a = Acc(sh, "cross_model_mapping", T)
             work = _trace(a, sh, 1, T, dtype) + sh.layers * T * sh.hidden * (BYTES[dtype] + 8)
             costs.append(a.done(0.0, work, download=sh.layers * T * sh.hidden * BYTES[dtype]))
-        c = costs[-1]
-        if i < n_fit:
-            c.flops_fwd += 2 * Ls * T * Hs * (Hs + Lt * Ht)
-        else:
-            c.flops_fwd += 2 * Ls * T * Hs * Lt * Ht
-            c.work = max(c.work, 2 * Ls * Lt * T * Ht * 8)
+        c, n = costs[-1], T - 1  # the BOS is left out of the fit
+        f = 2 * Ls * n * Hs * (Hs + Lt * Ht) if i < n_fit else 2 * Ls * n * Hs * Lt * Ht
+        c.flops_fwd += f
+        c.linalg_flops += f
+        if i >= n_fit:
+            c.work = max(c.work, 2 * Ls * Lt * n * Ht * 8)
     out = total(costs)
-    out.flops_fwd += Ls * (2 / 3 * Hs ** 3 + 2 * Hs ** 2 * Lt * Ht)
+    solve = Ls * (2 / 3 * Hs ** 3 + 2 * Hs ** 2 * Lt * Ht)
+    out.flops_fwd += solve
+    out.linalg_flops += solve
     out.saved = Ls * Hs * (Hs + Lt * Ht) * 8 * 2  # XᵀX, XᵀY and the maps W
     out.what = "cross_model_mapping"
     return with_requests(out, remote)

@@ -102,7 +102,8 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
             texts = data.heldout_text(p["n_texts"]) + data.load("addition", p["n_task_prompts"]) + \
                 data.load("multihop", p["n_task_prompts"])
             Ts = _cap([info.count(t.text) for t in texts], mt, s)
-            out.append((info, cm.cross_model_mapping(s, models[-1].shape, Ts, dtype, remote, p["held_out"])))
+            out.append((info, cm.cross_model_mapping(s, models[-1].shape, Ts, dtype, remote, p["held_out"],
+                                                         same=len(models) == 1)))
         elif chapter == "08":
             Ts = gsm()
             out += [(info, cm.future_effects(s, Ts, dtype, fast, remote, batch=batch)),

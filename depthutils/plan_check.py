@@ -34,7 +34,10 @@ WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=3
 #: for erasure and IG (IG at this many steps, in P1's batches of 16), one addition prompt per level
 CHECK_TOKENS, CHECK_STEPS = 40, 32
 MEASUREMENTS = ("contributions", "logit_lens", "future_effects", "residual_erasure", "integrated_gradients",
-                "depth_score")
+                "depth_score", "effective_depth", "cross_model_mapping")
+#: texts of the mapping check (chapter 7's held-out windows), each cut to CHECK_TOKENS; the model is mapped
+#: onto itself
+CHECK_TEXTS = 6
 TOLERANCE = 0.25
 #: timed runs of each measurement (the fastest counts), after one warm-up call
 REPEATS = 2
@@ -92,6 +95,7 @@ def _run(path: str, measurement: str, dtype: str, threads: int) -> dict:
     gsm = data.gsm8k(1)
     arith = du.Prompt.from_parts(*ARITH, "check")
     add = data.project_task("addition", 1, operands=3)
+    texts = data.heldout_text(CHECK_TEXTS)
     L = handle.n_layers
     run = {
         "contributions": lambda: du.contributions(handle, gsm, max_tokens=CHECK_TOKENS, progress_bar=False),
@@ -101,6 +105,9 @@ def _run(path: str, measurement: str, dtype: str, threads: int) -> dict:
                                                         * (L + 1), progress_bar=False),
         "integrated_gradients": lambda: du.integrated_gradients(handle, arith, steps=CHECK_STEPS, progress_bar=False),
         "depth_score": lambda: du.depth_score(handle, groups={"addition": {3: add}}, progress_bar=False),
+        "effective_depth": lambda: du.effective_depth(handle, gsm, max_tokens=CHECK_TOKENS, progress_bar=False),
+        "cross_model_mapping": lambda: du.cross_model_mapping(handle, handle, texts, max_tokens=CHECK_TOKENS,
+                                                              progress_bar=False),
     }[measurement]
     du.contributions(handle, [du.Prompt.from_parts("5 + 7 = ", "12")], progress_bar=False)  # page the weights in
     counter = Counter(handle)
@@ -118,7 +125,8 @@ def _run(path: str, measurement: str, dtype: str, threads: int) -> dict:
     return {**out, "seconds": seconds, "wall": wall, "layer_passes": counter.layer_passes, "peak_rss": rss(),
             "lengths": {"gsm": min(enc_g.n_tokens, CHECK_TOKENS), "arith": enc_a.n_tokens,
                         "arith_pred": len(enc_a.predict_positions),
-                        "add": [enc_d.n_tokens, enc_d.answer_positions[0], len(enc_d.answer_positions)]}}
+                        "add": [enc_d.n_tokens, enc_d.answer_positions[0], len(enc_d.answer_positions)],
+                        "texts": [min(encode(handle.tokenizer, t).n_tokens, CHECK_TOKENS) for t in texts]}}
 
 
 def predict(shape: Shape, measurement: str, dtype: str, lengths: dict):
@@ -133,6 +141,10 @@ def predict(shape: Shape, measurement: str, dtype: str, lengths: dict):
     if measurement == "integrated_gradients":
         return cm.integrated_gradients(shape, lengths["arith"], lengths["arith_pred"], dtype, fast, False,
                                        steps=CHECK_STEPS)
+    if measurement == "effective_depth":
+        return cm.forward_only(shape, [lengths["gsm"]], dtype, False, measurement, lens=True)
+    if measurement == "cross_model_mapping":
+        return cm.cross_model_mapping(shape, shape, lengths["texts"], dtype, False, same=True)
     T, ctx, n_ans = lengths["add"]
     return cm.depth_score(shape, [(T, 1, ctx, n_ans)], dtype, fast, False)
 
@@ -152,7 +164,8 @@ def within(r: dict) -> bool:
     return abs(r["rss_err"]) <= TOLERANCE and abs(r["time_err"]) <= TOLERANCE
 
 
-def check(models=None, json_path: str | None = None, quick: bool = False, threads: int | None = None) -> list:
+def check(models=None, json_path: str | None = None, quick: bool = False, threads: int | None = None,
+          measurements=MEASUREMENTS) -> list:
     """Run every measurement on every model and print predicted against measured (peak RSS, process CPU
     seconds, wall seconds, layer-passes); returns the rows."""
     threads = threads or torch.get_num_threads()
@@ -168,7 +181,7 @@ def check(models=None, json_path: str | None = None, quick: bool = False, thread
         name = f"8B-width {spec} layers" if isinstance(spec, int) else spec
         shape = model_info(path).shape
         cal = calibration(shape, dtype, threads)
-        for meas in MEASUREMENTS:
+        for meas in measurements:
             got = _isolated(_worker, path, meas, dtype, threads)
             row = dict(model=name, dtype=dtype, measurement=meas, path=path, rss_meas=got["peak_rss"],
                        load_rss=got["load_rss"], seconds_meas=got["seconds"], wall_meas=got["wall"],

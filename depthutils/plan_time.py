@@ -161,7 +161,8 @@ def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dic
 def overheads(threads: int) -> dict:
     """The python cost of a call, per decoder layer, on the embedded default model (whose layers compute
     next to nothing): one nnsight trace saving every layer's output, and one step of greedy decoding
-    (nnsight ``generate``: the step's whole-model call, cache and sampling), in CPU seconds."""
+    (nnsight ``generate``: the step's whole-model call, cache and sampling), in CPU seconds; and the float64
+    matrix-product rate (FLOP per CPU second) of the mapping's normal equations."""
     torch.set_num_threads(threads)
     h = load_model("default", device="cpu")
     ids = torch.tensor([[1, 5, 6, 7]])
@@ -179,7 +180,15 @@ def overheads(threads: int) -> dict:
 
     best = lambda fn, *a: min(fn(*a) for _ in range(6))  # noqa: E731  (the first call warms up)
     t_trace, t1, t9 = best(trace), best(decode, 1), best(decode, 9)
-    return {"trace_layer_seconds": t_trace / h.n_layers, "step_layer_seconds": max(t9 - t1, 0.0) / 8 / h.n_layers}
+    a, b = torch.randn(512, 2048, dtype=torch.float64), torch.randn(2048, 2048, dtype=torch.float64)
+
+    def gemm():
+        t0 = cpu_clock()
+        a @ b
+        return cpu_clock() - t0
+
+    return {"trace_layer_seconds": t_trace / h.n_layers, "step_layer_seconds": max(t9 - t1, 0.0) / 8 / h.n_layers,
+            "linalg_flops_per_second": 2 * 512 * 2048 * 2048 / best(gemm)}
 
 
 def interpolate(points: dict, m: float) -> float:
@@ -215,7 +224,8 @@ def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
     """Process CPU seconds: every layer and unembedding call at its size, from the calibration (scaled by
     weights where the calibration was made at another width or vocabulary); a backward layer call adds the
     calibrated backward at its size, an unembedding's backward to its input one matmul of its forward's size;
-    each trace and decoding step adds its python overhead per layer (:func:`overheads`)."""
+    each trace and decoding step adds its python overhead per layer, float64 linear algebra its FLOPs at the
+    calibrated rate (:func:`overheads`)."""
     w = shape.layer_params / cal["layer_params"]
     u = shape.vocab * shape.hidden / (cal["vocab"] * cal["width"]["hidden_size"])
     lt, gt, ut = cal["layer_seconds"], cal["grad_seconds"], cal["unembed_seconds"]
@@ -224,7 +234,7 @@ def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
     unembed = sum(n * interpolate(ut, m) for m, n in cost.unembed_sizes.items())
     unembed += sum(n * interpolate(ut, m) for m, n in cost.grad_unembed.items())
     python = shape.layers * (cost.traces * cal["trace_layer_seconds"] + cost.gen_steps * cal["step_layer_seconds"])
-    return w * (layer + grad) + u * unembed + python
+    return w * (layer + grad) + u * unembed + python + cost.linalg_flops / cal["linalg_flops_per_second"]
 
 
 def gpu_seconds(cost: Cost, shape: Shape, dtype: str, device: str = "h100") -> float:
