@@ -21,9 +21,11 @@ from typing import ClassVar
 
 import numpy as np
 
+from . import cost_measures as cm
 from . import data, depth_tasks, stack
 from . import future_effects as fe
 from ._run import encode_all, resolve_max_tokens
+from .budget import budget_bytes, dtype_of, pick_batch, shape_of
 from .errors import DepthError, NothingFits
 from .prompts import Encoded, Fit, Prompt
 from .remote import each
@@ -271,7 +273,7 @@ def _fmt(v, pct: bool = False) -> str:
 
 
 def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int = 0, groups: dict | None = None,
-                accuracy: bool = True, max_new_tokens: int = 48, max_tokens: int | None = None,
+                accuracy: bool = True, max_new_tokens: int = 48, max_tokens: int | None = None, max_memory=None,
                 progress_bar: bool = True) -> DepthScoreResult:
     """P1's depth score against difficulty for each task family in ``tasks`` (see :data:`TASKS`).
 
@@ -286,6 +288,9 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
         groups: instead of ``tasks``, your own ``{task: {level: [Prompt, ...]}}`` (``"first"`` rule).
         accuracy: also decode greedily to measure whether the model solves each prompt.
         max_tokens: a prompt whose answer positions fall beyond it (default: the context) is skipped.
+        max_memory: the budget (bytes, or a size such as ``"8GB"``; default: what the device has free) of the
+            greedy decodings' batch, at most :data:`DECODE_BATCH` contexts, the largest the cost model
+            (:func:`depthutils.cost_measures.generate`) fits (:func:`depthutils.budget.pick_batch`, which says so).
     """
     if groups is None:
         groups = _groups(tasks, n, seed)
@@ -311,7 +316,16 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
                               _decoding(p, enc, max_new_tokens) if accuracy else None))
         plan.append(level)
     works = [w for level in plan for _, w, _ in level]
-    batches, groups_of = _decoding_batches([d for level in plan for _, _, d in level if d is not None])
+    decodings = [d for level in plan for _, _, d in level if d is not None]
+    size = DECODE_BATCH
+    if decodings and not model.remote:  # contexts per decoding from the plan and the budget
+        T = max(c.shape[1] for c, _ in decodings)
+        new = max(n for _, n in decodings)
+        shape, dtype = shape_of(model), dtype_of(model)
+        size = pick_batch("depth score decoding", lambda b: cm.generate(shape, [T] * b, [new] * b, dtype, False,  # noqa: E731
+                                                                        batch=b).peak,
+                          min(DECODE_BATCH, len(decodings)), budget_bytes(model, max_memory), smallest=1, say=progress_bar)
+    batches, groups_of = _decoding_batches(decodings, size)
     done = each(model, _measure, works + batches, "depth score", enabled=progress_bar)
     maxima = iter(done[:len(works)])
     outs = [None] * sum(len(g) for g in groups_of)

@@ -105,7 +105,7 @@ def _run(path: str, measurement: str, dtype: str, threads: int) -> dict:
                                                         * (L + 1), progress_bar=False),
         "integrated_gradients": lambda: du.integrated_gradients(handle, arith, steps=CHECK_STEPS, progress_bar=False),
         "depth_score": lambda: du.depth_score(handle, groups={"addition": {3: add}}, progress_bar=False),
-        "effective_depth": lambda: du.effective_depth(handle, gsm, max_tokens=CHECK_TOKENS, progress_bar=False),
+        "effective_depth": lambda: du.effective_depth(handle, add, progress_bar=False),  # skips, never cuts, a prompt
         "cross_model_mapping": lambda: du.cross_model_mapping(handle, handle, texts, max_tokens=CHECK_TOKENS,
                                                               progress_bar=False),
     }[measurement]
@@ -142,7 +142,7 @@ def predict(shape: Shape, measurement: str, dtype: str, lengths: dict):
         return cm.integrated_gradients(shape, lengths["arith"], lengths["arith_pred"], dtype, fast, False,
                                        steps=CHECK_STEPS)
     if measurement == "effective_depth":
-        return cm.forward_only(shape, [lengths["gsm"]], dtype, False, measurement, lens=True)
+        return cm.forward_only(shape, [lengths["add"][0]], dtype, False, measurement, lens=True)
     if measurement == "cross_model_mapping":
         return cm.cross_model_mapping(shape, shape, lengths["texts"], dtype, False, same=True)
     T, ctx, n_ans = lengths["add"]
