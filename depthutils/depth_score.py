@@ -120,6 +120,19 @@ def _measure(model, item):
     return fe.run(model, item) if isinstance(item, fe.Work) else model.greedy_batch(*item)
 
 
+def decode_batch(model, decodings: list, max_memory=None, say: bool = True) -> int:
+    """Contexts per batched greedy decoding: at most :data:`DECODE_BATCH`, the largest whose KV cache and
+    logits the cost model (:func:`depthutils.cost_measures.generate`) fits in ``max_memory`` (default: what
+    the device has free; :func:`depthutils.budget.pick_batch`, which says so). On NDIF: :data:`DECODE_BATCH`."""
+    if not decodings or model.remote:
+        return DECODE_BATCH
+    T, new = max(c.shape[1] for c, _ in decodings), max(n for _, n in decodings)
+    shape, dtype = shape_of(model), dtype_of(model)
+    return pick_batch("greedy decoding", lambda b: cm.generate(shape, [T] * b, [new] * b, dtype, False,  # noqa: E731
+                                                               batch=b).peak,
+                      min(DECODE_BATCH, len(decodings)), budget_bytes(model, max_memory), smallest=1, say=say)
+
+
 def _decoding_batches(decodings: list, size: int = DECODE_BATCH) -> tuple[list, list]:
     """The decodings ``(context, n_new)`` grouped for :meth:`~depthutils.models.ModelHandle.greedy_batch`:
     sorted by budget and context length (little padding, few wasted steps), at most ``size`` each.
@@ -140,7 +153,7 @@ def layer_passes(L: int, works: list, fast: bool) -> dict:
 
 
 def accuracies(model, tasks, *, n: int = 20, seed: int = 0, max_new_tokens: int = 48, max_tokens: int | None = None,
-               progress_bar: bool = True) -> dict:
+               max_memory=None, progress_bar: bool = True) -> dict:
     """Greedy accuracy alone, ``{(task, level): (solved, n)}``, judged as :func:`depth_score` judges it
     (no interventions): what :func:`tasks_for` was calibrated with."""
     groups = _groups(tasks, n, seed)
@@ -152,7 +165,7 @@ def accuracies(model, tasks, *, n: int = 20, seed: int = 0, max_new_tokens: int 
                 keys.append((t, lv))
                 prompts.append(p)
                 decodings.append(_decoding(p, enc, max_new_tokens))
-    batches, groups_of = _decoding_batches(decodings)
+    batches, groups_of = _decoding_batches(decodings, decode_batch(model, decodings, max_memory, progress_bar))
     out = {k: [0, 0] for k in dict.fromkeys(keys)}
     for g, generated in zip(groups_of, each(model, _measure, batches, "greedy accuracy", enabled=progress_bar)):
         for i, ids in zip(g, generated):
@@ -317,14 +330,7 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
         plan.append(level)
     works = [w for level in plan for _, w, _ in level]
     decodings = [d for level in plan for _, _, d in level if d is not None]
-    size = DECODE_BATCH
-    if decodings and not model.remote:  # contexts per decoding from the plan and the budget
-        T = max(c.shape[1] for c, _ in decodings)
-        new = max(n for _, n in decodings)
-        shape, dtype = shape_of(model), dtype_of(model)
-        size = pick_batch("depth score decoding", lambda b: cm.generate(shape, [T] * b, [new] * b, dtype, False,  # noqa: E731
-                                                                        batch=b).peak,
-                          min(DECODE_BATCH, len(decodings)), budget_bytes(model, max_memory), smallest=1, say=progress_bar)
+    size = decode_batch(model, decodings, max_memory, progress_bar)
     batches, groups_of = _decoding_batches(decodings, size)
     done = each(model, _measure, works + batches, "depth score", enabled=progress_bar)
     maxima = iter(done[:len(works)])

@@ -80,12 +80,12 @@ def test_depth_score_decoding_batch_follows_the_budget(tiny, capsys):
     handle, _ = tiny("llama")
     groups = {"addition": {3: du.data.project_task("addition", 4, operands=3)}}
     full = du.depth_score(handle, groups=groups, max_new_tokens=4, progress_bar=True)
-    b_full = _batch_line(capsys.readouterr().err, "depth score decoding")
+    b_full = _batch_line(capsys.readouterr().err, "greedy decoding")
     T = max(len(handle.tokenizer(p.context)["input_ids"]) + 1 for p in groups["addition"][3])
     peak = lambda b: cm.generate(shape(handle), [T] * b, [4] * b, "float32", False, batch=b).peak  # noqa: E731
     small = du.depth_score(handle, groups=groups, max_new_tokens=4, max_memory=(peak(2) + peak(4)) / 2,
                            progress_bar=True)
-    b_small = _batch_line(capsys.readouterr().err, "depth score decoding")
+    b_small = _batch_line(capsys.readouterr().err, "greedy decoding")
     assert b_full == 4 and b_small == 2
     assert [r["accuracy"] for r in small.rows] == [r["accuracy"] for r in full.rows]
     np.testing.assert_allclose(small.prompt_scores, full.prompt_scores, atol=ATOL)
