@@ -195,7 +195,11 @@ def fit_maps(xtx: torch.Tensor, xty: torch.Tensor, ridge: float) -> torch.Tensor
     eye = torch.eye(D1, dtype=xtx.dtype)
     eye[-1, -1] = 0.0  # no penalty on the bias
     scale = xtx[:, :-1, :-1].diagonal(dim1=1, dim2=2).mean(-1).clamp_min(1e-12)  # [S]
-    return torch.linalg.solve(xtx + ridge * scale[:, None, None] * eye, xty)
+    lhs = xtx + ridge * scale[:, None, None] * eye
+    # one solve per layer: torch's batched solve (MKL's getrs) fails on a wide right-hand side, e.g.
+    # SmolLM2 onto itself ([30, 577, 577] against [30, 577, 17280]: "Pivots given to lu_solve must all be
+    # greater or equal to 1"); the per-layer solves are the same arithmetic
+    return torch.stack([torch.linalg.solve(a, b) for a, b in zip(lhs, xty)])
 
 
 def cross_model_mapping(source, target, texts, *, held_out: float = 0.5, ridge: float = 1e-4, seed: int = 0,
