@@ -100,7 +100,9 @@ def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dic
     :data:`LAYER_POINTS` (rows x positions), its backward (gradients of the input only, the weights
     frozen as :func:`depthutils.load_model` freezes them) at :data:`GRAD_POINTS`, and the unembedding
     ``[V, H]`` with its float32 softmax at :data:`UNEMBED_POINTS` rows; :func:`cpu_seconds`
-    interpolates between them.
+    interpolates between them. The unembedding is ``F.linear`` on a 3-d input, as ``lm_head`` runs it: in
+    bfloat16 on a CPU, one row that way takes ~100x longer than the 2-d product (torch takes a batched
+    path that copies the weight), which is what a decoding step pays.
     """
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
@@ -145,9 +147,9 @@ def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dic
     W = torch.empty(vocab, width["hidden_size"], dtype=dt).uniform_(-0.02, 0.02)
 
     def unembed(M):
-        x = torch.randn(M, width["hidden_size"], dtype=dt)
+        x = torch.randn(1, M, width["hidden_size"], dtype=dt)  # [batch, positions, H], as the model's head sees it
         t0 = cpu_clock()
-        (x @ W.T).float().softmax(-1)
+        torch.nn.functional.linear(x, W).float().softmax(-1)
         return cpu_clock() - t0
 
     unembed_t = {M: best(unembed, M) for M in UNEMBED_POINTS}
