@@ -260,5 +260,6 @@ def cross_model_mapping(src: Shape, tgt: Shape, Ts, dtype: str, remote: bool, he
     out.flops_fwd += solve
     out.linalg_flops += solve
     out.saved = Ls * Hs * (Hs + Lt * Ht) * 8 * 2  # XᵀX, XᵀY and the maps W
+    out.work = max(out.work, Ls * Hs * (Hs + Lt * Ht) * 8)  # one text's XᵀX and XᵀY before they are added
     out.what = "cross_model_mapping"
     return with_requests(out, remote)
