@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 from .cost import BYTES, Acc, Cost, Shape, total, with_requests
-from .future_effects import sample_positions
-from .future_shared import GROUP_BYTES, UNEMBED_BYTES
+from .future_shared import GROUP_BYTES, UNEMBED_BYTES, sample_positions
+from .logit_lens import LENS_CHUNK_BYTES
 
 
 def _stack(a: Acc, s: Shape, T: int, dtype: str) -> float:
@@ -25,6 +25,7 @@ def _stack(a: Acc, s: Shape, T: int, dtype: str) -> float:
 def _trace(a: Acc, s: Shape, rows: int, T: int, dtype: str) -> float:
     """One nnsight forward of the whole model on ``rows`` rows; returns its working memory (one layer's
     activations, the logits in the model's dtype and one float32 copy)."""
+    a.c.traces += 1
     a.layers(s.layers, rows, T)
     a.unembed(rows, T)
     return s.act_bytes(rows, T, dtype) + rows * T * s.vocab * (BYTES[dtype] + 4)
@@ -32,15 +33,24 @@ def _trace(a: Acc, s: Shape, rows: int, T: int, dtype: str) -> float:
 
 def forward_only(s: Shape, Ts, dtype: str, remote: bool, what: str, lens: bool = False, per_token: int = 6) -> Cost:
     """One forward per prompt (contributions, residual stream, residual means); ``lens`` adds the logit
-    lens of every layer (logit lens, effective depth)."""
+    lens of every layer (logit lens, effective depth). Locally the logit lens is
+    :func:`depthutils.logit_lens.chunked_lens`: the ``L-1`` lower layers' ``(L-1)·T`` rows in one matrix
+    product per slice of the vocabulary (a float32 slice and its exponentials, within ``LENS_CHUNK_BYTES``);
+    on NDIF, and for effective depth, each layer's lens is its own ``[T, V]`` product inside the trace."""
     costs = []
     for T in Ts:
         a = Acc(s, what, T)
         work = _trace(a, s, 1, T, dtype)
-        if lens:
+        if lens and (remote or what != "logit_lens"):  # effective depth reads every lens inside its trace
             for _ in range(s.layers):
                 a.unembed(1, T)
             work += (1 + 3) * T * s.vocab * 4  # the final log-probabilities, one layer's lens and its stats
+        elif lens and s.layers > 1:
+            M = (s.layers - 1) * T
+            a.unembed(M, 1)
+            step = min(s.vocab, max(5, LENS_CHUNK_BYTES // (8 * M)))
+            work = max(work, (s.layers - 1) * T * s.hidden * (BYTES[dtype] + 4) + T * s.vocab * 4 * 2
+                       + 2 * M * step * 4)  # the saved outputs and their norm, the logits, a slice and its exponentials
         costs.append(a.done(0.0, work, download=4 * s.layers * per_token * T, batch=1))
     return with_requests(total(costs), remote)
 
@@ -69,30 +79,36 @@ def future_effects(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: i
         k = len(ts)
         if fast:
             saved = _stack(a, s, T, dtype)
-            if part == "layer" and not output:  # the depth score's skips: one pass up the stack, k·(L-1) rows at once
-                work, rows = 0.0, k * max(L - 1, 1)
-                for l in range(L):
-                    a.layers(L - 1 - l, k, T)
-                    work = max(work, 2 * rows * T * s.hidden * BYTES[dtype] + s.act_bytes(rows, T, dtype))
-                costs.append(a.done(saved, work, batch=k))
+            if part == "layer" and not output:  # the depth score's wave: layer j on the k·j rows that skipped below it
+                for j in range(1, L):
+                    a.layers(1, k * j, T)
+                rows = k * max(L - 1, 1)
+                costs.append(a.done(saved, 2 * rows * T * s.hidden * BYTES[dtype] + s.act_bytes(rows, T, dtype),
+                                    batch=k))
                 continue
-            rest = sorted(ts)[:-1]
-            if rest:
+            ts = sorted(ts)
+            if k > 1:  # the suffix check: two layers' clean keys and values, two layers on the second half
                 a.layers(2, 1, T)
                 a.layers(2, 1, T - T // 2, context=T)
-            measured = [T - 1] if mode == "all" else [T - t for t in ts]
-            for l in range(L):
-                n = L - 1 - l + (part != "layer")
-                a.layers(n, 1, T)
-                for t in rest:
-                    a.layers(n, 1, T - t, context=T)
-                if output and not (mode == "future" and l == L - 1):
-                    for m in measured:
-                        a.unembed(1, m)
+            first = [1 if mode == "all" else t for t in ts]
             group = min(L, max(1, int(GROUP_BYTES // max(4 * k * T * (s.heads * T + 3 * s.intermediate), 1))))
-            chunk = min(L * sum(measured), max(1, UNEMBED_BYTES // (12 * s.vocab)))
+            out_rows = 0
+            for s0 in range(0, L, group):  # future_shared._group: one layer call per row of ts, all skips as rows
+                skips = range(s0, min(L, s0 + group))
+                begin = {sk: sk + 1 if part == "layer" else sk for sk in skips}
+                for j in range(min(begin.values()), L):
+                    members = sum(b <= j for b in begin.values())
+                    if members:
+                        a.layers(1, members, T)
+                        for t in ts[:-1]:
+                            a.layers(1, members, T - t, context=T)
+                out_rows += sum(T - f for f in first) * sum(1 for sk in skips if not (mode == "future" and sk == L - 1))
+            chunk = max(1, UNEMBED_BYTES // (12 * s.vocab))
+            if output:
+                for r0 in range(0, out_rows, chunk):
+                    a.unembed(min(chunk, out_rows - r0), 1)
             work = max(group * (2 * k * T * s.hidden * BYTES[dtype] + s.act_bytes(k, T, dtype)),
-                       s.logit_bytes(chunk, 1) if output else 0.0)
+                       s.logit_bytes(min(chunk, out_rows), 1) if output else 0.0)
             costs.append(a.done(saved, work, batch=k * group))
         else:
             rows = k * L
@@ -195,6 +211,8 @@ def generate(s: Shape, contexts, new: list[int], dtype: str, remote: bool, batch
         g = order[k:k + batch]
         T, n = max(contexts[i] for i in g), max(new[i] for i in g)
         a = Acc(s, "generate", T)
+        a.c.traces += 1
+        a.c.gen_steps += n
         a.layers(s.layers, len(g), T)
         a.unembed(len(g), 1)
         for step in range(n - 1):
@@ -218,25 +236,30 @@ def depth_score(s: Shape, prompts, dtype: str, fast: bool, remote: bool, decode_
     return with_requests(out, remote)
 
 
-def cross_model_mapping(src: Shape, tgt: Shape, Ts, dtype: str, remote: bool, held_out: float = 0.5) -> Cost:
-    """Residuals of both models on every text, the normal equations of every source layer, their solve and
-    the held-out predictions ``[L_src, L_tgt, T, H_tgt]`` in float64."""
+def cross_model_mapping(src: Shape, tgt: Shape, Ts, dtype: str, remote: bool, held_out: float = 0.5,
+                        same: bool = False) -> Cost:
+    """Residuals of both models on every text (one trace when a model is mapped onto itself, ``same``), the
+    normal equations of every source layer, their solve and the held-out predictions ``[L_src, L_tgt, T, H_tgt]``
+    in float64 (``linalg_flops``, timed at the calibrated float64 matmul rate)."""
     Ls, Lt, Hs, Ht = src.layers, tgt.layers, src.hidden + 1, tgt.hidden
     n_fit = round(len(Ts) * (1 - held_out))
     costs = []
     for i, T in enumerate(Ts):
-        for sh in (src, tgt):
+        for sh in ((src,) if same else (src, tgt)):
             a = Acc(sh, "cross_model_mapping", T)
             work = _trace(a, sh, 1, T, dtype) + sh.layers * T * sh.hidden * (BYTES[dtype] + 8)
             costs.append(a.done(0.0, work, download=sh.layers * T * sh.hidden * BYTES[dtype]))
-        c = costs[-1]
-        if i < n_fit:
-            c.flops_fwd += 2 * Ls * T * Hs * (Hs + Lt * Ht)
-        else:
-            c.flops_fwd += 2 * Ls * T * Hs * Lt * Ht
-            c.work = max(c.work, 2 * Ls * Lt * T * Ht * 8)
+        c, n = costs[-1], T - 1  # the BOS is left out of the fit
+        f = 2 * Ls * n * Hs * (Hs + Lt * Ht) if i < n_fit else 2 * Ls * n * Hs * Lt * Ht
+        c.flops_fwd += f
+        c.linalg_flops += f
+        if i >= n_fit:
+            c.work = max(c.work, 2 * Ls * Lt * n * Ht * 8)
     out = total(costs)
-    out.flops_fwd += Ls * (2 / 3 * Hs ** 3 + 2 * Hs ** 2 * Lt * Ht)
+    solve = Ls * (2 / 3 * Hs ** 3 + 2 * Hs ** 2 * Lt * Ht)
+    out.flops_fwd += solve
+    out.linalg_flops += solve
     out.saved = Ls * Hs * (Hs + Lt * Ht) * 8 * 2  # XᵀX, XᵀY and the maps W
+    out.work = max(out.work, Ls * Hs * (Hs + Lt * Ht) * 8)  # one text's XᵀX and XᵀY before they are added
     out.what = "cross_model_mapping"
     return with_requests(out, remote)

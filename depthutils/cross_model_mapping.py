@@ -195,7 +195,14 @@ def fit_maps(xtx: torch.Tensor, xty: torch.Tensor, ridge: float) -> torch.Tensor
     eye = torch.eye(D1, dtype=xtx.dtype)
     eye[-1, -1] = 0.0  # no penalty on the bias
     scale = xtx[:, :-1, :-1].diagonal(dim1=1, dim2=2).mean(-1).clamp_min(1e-12)  # [S]
-    return torch.linalg.solve(xtx + ridge * scale[:, None, None] * eye, xty)
+    lhs = xtx + ridge * scale[:, None, None] * eye
+    # one solve per layer: torch's batched solve (MKL's getrs) fails on a wide right-hand side, e.g.
+    # SmolLM2 onto itself ([30, 577, 577] against [30, 577, 17280]: "Pivots given to lu_solve must all be
+    # greater or equal to 1"); the per-layer solves are the same arithmetic
+    out = torch.empty_like(xty)  # written layer by layer: never a second [S, D+1, K] beside it
+    for i in range(S):
+        out[i] = torch.linalg.solve(lhs[i], xty[i])
+    return out
 
 
 def cross_model_mapping(source, target, texts, *, held_out: float = 0.5, ridge: float = 1e-4, seed: int = 0,
@@ -245,7 +252,7 @@ def cross_model_mapping(source, target, texts, *, held_out: float = 0.5, ridge: 
             if done < n_fit:
                 flat = y.permute(1, 0, 2).reshape(y.shape[1], -1)  # [T-1, Lt*Ht]
                 a, b = x.transpose(1, 2) @ x, x.transpose(1, 2) @ flat
-                xtx, xty = (a, b) if xtx is None else (xtx + a, xty + b)
+                xtx, xty = (a, b) if xtx is None else (xtx.add_(a), xty.add_(b))  # in place: XᵀY is the big one
                 tokens += x.shape[1]
             else:
                 W = fit_maps(xtx, xty, ridge) if W is None else W  # [Ls, Hs+1, Lt*Ht]

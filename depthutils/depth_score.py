@@ -21,9 +21,11 @@ from typing import ClassVar
 
 import numpy as np
 
+from . import cost_measures as cm
 from . import data, depth_tasks, stack
 from . import future_effects as fe
 from ._run import encode_all, resolve_max_tokens
+from .budget import budget_bytes, dtype_of, pick_batch, shape_of
 from .errors import DepthError, NothingFits
 from .prompts import Encoded, Fit, Prompt
 from .remote import each
@@ -118,6 +120,19 @@ def _measure(model, item):
     return fe.run(model, item) if isinstance(item, fe.Work) else model.greedy_batch(*item)
 
 
+def decode_batch(model, decodings: list, max_memory=None, say: bool = True) -> int:
+    """Contexts per batched greedy decoding: at most :data:`DECODE_BATCH`, the largest whose KV cache and
+    logits the cost model (:func:`depthutils.cost_measures.generate`) fits in ``max_memory`` (default: what
+    the device has free; :func:`depthutils.budget.pick_batch`, which says so). On NDIF: :data:`DECODE_BATCH`."""
+    if not decodings or model.remote:
+        return DECODE_BATCH
+    T, new = max(c.shape[1] for c, _ in decodings), max(n for _, n in decodings)
+    shape, dtype = shape_of(model), dtype_of(model)
+    return pick_batch("greedy decoding", lambda b: cm.generate(shape, [T] * b, [new] * b, dtype, False,  # noqa: E731
+                                                               batch=b).peak,
+                      min(DECODE_BATCH, len(decodings)), budget_bytes(model, max_memory), smallest=1, say=say)
+
+
 def _decoding_batches(decodings: list, size: int = DECODE_BATCH) -> tuple[list, list]:
     """The decodings ``(context, n_new)`` grouped for :meth:`~depthutils.models.ModelHandle.greedy_batch`:
     sorted by budget and context length (little padding, few wasted steps), at most ``size`` each.
@@ -138,7 +153,7 @@ def layer_passes(L: int, works: list, fast: bool) -> dict:
 
 
 def accuracies(model, tasks, *, n: int = 20, seed: int = 0, max_new_tokens: int = 48, max_tokens: int | None = None,
-               progress_bar: bool = True) -> dict:
+               max_memory=None, progress_bar: bool = True) -> dict:
     """Greedy accuracy alone, ``{(task, level): (solved, n)}``, judged as :func:`depth_score` judges it
     (no interventions): what :func:`tasks_for` was calibrated with."""
     groups = _groups(tasks, n, seed)
@@ -150,7 +165,7 @@ def accuracies(model, tasks, *, n: int = 20, seed: int = 0, max_new_tokens: int 
                 keys.append((t, lv))
                 prompts.append(p)
                 decodings.append(_decoding(p, enc, max_new_tokens))
-    batches, groups_of = _decoding_batches(decodings)
+    batches, groups_of = _decoding_batches(decodings, decode_batch(model, decodings, max_memory, progress_bar))
     out = {k: [0, 0] for k in dict.fromkeys(keys)}
     for g, generated in zip(groups_of, each(model, _measure, batches, "greedy accuracy", enabled=progress_bar)):
         for i, ids in zip(g, generated):
@@ -271,7 +286,7 @@ def _fmt(v, pct: bool = False) -> str:
 
 
 def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int = 0, groups: dict | None = None,
-                accuracy: bool = True, max_new_tokens: int = 48, max_tokens: int | None = None,
+                accuracy: bool = True, max_new_tokens: int = 48, max_tokens: int | None = None, max_memory=None,
                 progress_bar: bool = True) -> DepthScoreResult:
     """P1's depth score against difficulty for each task family in ``tasks`` (see :data:`TASKS`).
 
@@ -287,6 +302,9 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
         groups: instead of ``tasks``, your own ``{task: {level: [Prompt, ...]}}`` (``"first"`` rule).
         accuracy: also decode greedily to measure whether the model solves each prompt.
         max_tokens: a prompt whose answer positions fall beyond it (default: the context) is skipped.
+        max_memory: the budget (bytes, or a size such as ``"8GB"``; default: what the device has free) of the
+            greedy decodings' batch, at most :data:`DECODE_BATCH` contexts, the largest the cost model
+            (:func:`depthutils.cost_measures.generate`) fits (:func:`depthutils.budget.pick_batch`, which says so).
     """
     if groups is None:
         groups = _groups(depth_tasks.tasks_for(model) if isinstance(tasks, str) and tasks == "auto" else tasks, n, seed)
@@ -312,7 +330,9 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
                               _decoding(p, enc, max_new_tokens) if accuracy else None))
         plan.append(level)
     works = [w for level in plan for _, w, _ in level]
-    batches, groups_of = _decoding_batches([d for level in plan for _, _, d in level if d is not None])
+    decodings = [d for level in plan for _, _, d in level if d is not None]
+    size = decode_batch(model, decodings, max_memory, progress_bar)
+    batches, groups_of = _decoding_batches(decodings, size)
     done = each(model, _measure, works + batches, "depth score", enabled=progress_bar)
     maxima = iter(done[:len(works)])
     outs = [None] * sum(len(g) for g in groups_of)

@@ -20,16 +20,18 @@ removes ``Δ_s`` from the final residual on the skipped positions only, so in
 """
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
 import numpy as np
 import torch
 
+from . import cost_measures as cm
 from . import future_shared, stack
 from ._run import encode_all
+from .budget import budget_bytes, dtype_of, pick_batch, shape_of
 from .errors import DepthError, check_finite
+from .future_shared import sample_positions  # noqa: F401  (future_effects.sample_positions, as before)
 from .models import check_residual
 from .remote import each
 from .results import Result, describe, half_sizes, halves, make_meta
@@ -84,13 +86,6 @@ class FutureEffectsResult(Result):
         return (f"Skipping a first-half layer changes later layers by {f['later_first']:.3f} on average, a "
                 f"second-half layer by {f['later_second']:.3f}; the output moves by {fmt(f['out_first'])} vs "
                 f"{fmt(f['out_second'])} (max ‖p − p′‖₂, mean over the half{zeros}).")
-
-
-def sample_positions(n_tokens: int, seed: int = 123, k: int = 4) -> list[int]:
-    """P1's positions: ``k`` of ``range(8, T-4, 8)``, shuffled with ``seed``, sorted."""
-    cand = list(range(8, n_tokens - 4, 8))
-    random.Random(seed).shuffle(cand)
-    return sorted(cand[:k])
 
 
 @dataclass(frozen=True)
@@ -230,6 +225,18 @@ def _stack_wave(st, chunks: list, mode: str) -> list:
     return maxima
 
 
+def planned_batch(model, encs, used: list, part: str, mode: str, local: bool, budget: float, say: bool) -> int:
+    """The batched path's rows per forward: the largest whose memory above the weights, on the longest prompt,
+    the cost model (:func:`depthutils.cost_measures.future_effects`) fits in ``budget`` bytes, at most every
+    intervention of a prompt and its clean row (:func:`depthutils.budget.pick_batch`, which says so)."""
+    shape, dtype = shape_of(model), dtype_of(model)
+    i = max(range(len(encs)), key=lambda k: encs[k].n_tokens if used[k] else -1)
+    largest = max(len(_rows(model.n_layers, ts, local)) for ts in used) + 1
+    extra = lambda b: cm.future_effects(shape, [encs[i].n_tokens], dtype, False, False, part=part,  # noqa: E731
+                                        mode=mode, positions=[used[i]], batch=b).peak
+    return pick_batch("future effects", extra, largest, budget, say=say)
+
+
 @dataclass(frozen=True)
 class Work:
     """One prompt's interventions: ``chunks`` of rows, each one forward (or, ``fast``, one stack run).
@@ -310,7 +317,7 @@ def fold(L: int, w: Work, maxima: list) -> tuple[np.ndarray, np.ndarray]:
 def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
                    positions: Sequence[int] | None = None, seed: int = 123, local: bool = False,
                    n_positions: int = 4, batch_size: int | None = None, method: str = "auto",
-                   max_tokens: int | None = None, progress_bar: bool = True) -> FutureEffectsResult:
+                   max_tokens: int | None = None, max_memory=None, progress_bar: bool = True) -> FutureEffectsResult:
     """How much skipping each layer changes every later layer and the output distribution.
 
     Args:
@@ -320,7 +327,11 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
         positions: the ``t`` values; by default P1's sampling (:func:`sample_positions`).
         seed: the seed of P1's sampling (123).
         local: the direct-only variant (see the module docstring).
-        batch_size: rows per forward, clean row included (default: all interventions of a prompt).
+        batch_size: rows per forward, clean row included (default: on the batched path of a local model, the
+            largest that the cost model fits in ``max_memory``, at most all interventions of a prompt;
+            see :func:`planned_batch`).
+        max_memory: the memory budget of that choice, bytes or a size such as ``"8GB"`` (default: what
+            the device has free).
         method: ``"stack"`` re-runs only the layers above each skipped one (local fp32 models,
             see :mod:`depthutils.stack`), every skipped layer a row of one batch per layer, and the
             rows with a smaller ``t`` only from ``t`` on (:mod:`depthutils.future_shared`); ``"batched"`` runs every intervention of a prompt as a
@@ -342,7 +353,7 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
         raise DepthError("batch_size must be at least 2 (the clean row plus one intervention).")
     prompts, encs, fit = encode_all(model, prompts, max_tokens=max_tokens)
     L = model.n_layers
-    works, used = [], []
+    used = []
     for enc in encs:
         T = enc.n_tokens
         if mode == "all":
@@ -353,8 +364,10 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
             if bad:
                 raise DepthError(f"Position(s) {bad} are out of range for a prompt of {T} tokens; use 1 ≤ t < {T}.")
         used.append(ts)
-        if ts:
-            works.append(work(model, enc, ts, part=part, mode=mode, local=local, fast=fast, batch_size=batch_size))
+    if batch_size is None and not fast and not model.remote and any(used):
+        batch_size = planned_batch(model, encs, used, part, mode, local, budget_bytes(model, max_memory), progress_bar)
+    works = [work(model, enc, ts, part=part, mode=mode, local=local, fast=fast, batch_size=batch_size)
+             for enc, ts in zip(encs, used) if ts]
     maxima = each(model, run, works, f"future effects ({part}, {mode})", enabled=progress_bar,
                   nbytes=lambda w: 4 * (L + 1) * sum(len(c) + 1 for c in w.chunks))
     Ds, Os = zip(*(fold(L, w, m) for w, m in zip(works, maxima))) if works else ((), ())

@@ -27,6 +27,7 @@ fp32 rounding (the tests compare both with the plain-PyTorch oracle).
 from __future__ import annotations
 
 import contextlib
+import random
 from typing import Sequence
 
 import torch
@@ -37,6 +38,13 @@ from .stack import Stack, _Prefix, _Recorder
 GROUP_BYTES = 768 * 2**20
 #: one chunk of output distributions (logits, probabilities and the clean ones), bytes
 UNEMBED_BYTES = 384 * 2**20
+
+
+def sample_positions(n_tokens: int, seed: int = 123, k: int = 4) -> list[int]:
+    """P1's positions: ``k`` of ``range(8, T-4, 8)``, shuffled with ``seed``, sorted."""
+    cand = list(range(8, n_tokens - 4, 8))
+    random.Random(seed).shuffle(cand)
+    return sorted(cand[:k])
 
 
 def applies(st: Stack, ts: Sequence[int]) -> bool:

@@ -17,12 +17,13 @@ import torch
 
 from . import cost_measures as cm
 from . import data
+from .budget import parse_bytes
 from .cost import Cost, total
 from .depth_score import TASKS
 from .depth_tasks import tasks_for
 from .errors import DepthError
 from .plan_models import ModelInfo, model_info
-from .plan_time import DEVICES, available_memory, base_rss, calibration, cpu_seconds, gpu_seconds
+from .plan_time import DEVICES, available_memory, base_rss, calibration, cpu_seconds, gpu_seconds, wall_estimate
 from .study import PROJECT_TASKS
 
 MULTI = {"07": "models", "08": "models", "09": "models"}
@@ -107,7 +108,8 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
             texts = data.heldout_text(p["n_texts"]) + data.load("addition", p["n_task_prompts"]) + \
                 data.load("multihop", p["n_task_prompts"])
             Ts = _cap([info.count(t.text) for t in texts], mt, s)
-            out.append((info, cm.cross_model_mapping(s, models[-1].shape, Ts, dtype, remote, p["held_out"])))
+            out.append((info, cm.cross_model_mapping(s, models[-1].shape, Ts, dtype, remote, p["held_out"],
+                                                         same=len(models) == 1)))
         elif chapter == "08":
             Ts = gsm()
             out += [(info, cm.future_effects(s, Ts, dtype, fast, remote, batch=batch)),
@@ -145,28 +147,15 @@ class Plan:
     fits: bool
     batch_size: int | None
     layers_per_pass: int | None
-    seconds: float
+    seconds: float            # wall seconds (on a CPU: an idle machine's, the CPU seconds / threads)
     seconds_source: str
+    cpu_seconds: float | None  # on a CPU: process CPU seconds (user + system), what the calibration measures
     requests: int
     download_bytes: float
     rows: list = field(default_factory=list)
 
     def json(self) -> str:
         return json.dumps(self.__dict__, indent=1, default=str)
-
-
-def parse_bytes(text: str | None) -> float | None:
-    """``"80GB"``, ``"24GiB"``, ``"512MB"`` or a plain number of bytes."""
-    if text is None:
-        return None
-    units = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2 ** 10, "MIB": 2 ** 20,
-             "GIB": 2 ** 30, "TIB": 2 ** 40}
-    t = str(text).strip().upper().replace(" ", "")
-    num = t.rstrip("KMGTIB")
-    try:
-        return float(num) * units[t[len(num):]]
-    except (ValueError, KeyError):
-        raise DepthError(f"--memory must be a size such as 80GB, 24GiB or 512MB, got {text!r}.") from None
 
 
 def chapter_parameters(path, defaults: dict, model: str | None, models: list[str] | None,
@@ -197,6 +186,7 @@ def make_plan(num: str, p: dict, device: str = "cpu", memory: str | float | None
     ``timing`` no calibration is run and ``seconds`` is 0 (what :func:`preflight` needs is the memory)."""
     if device not in ("cpu", "cuda"):
         raise DepthError(f"--device must be 'cpu' or 'cuda', got {device!r}.")
+    threads = threads or torch.get_num_threads()
     remote = bool(p.get("remote"))
     dtype = p.get("dtype", "auto")
     if remote or dtype == "auto":
@@ -235,18 +225,21 @@ def make_plan(num: str, p: dict, device: str = "cpu", memory: str | float | None
         elif not timing:
             sec = 0.0
         else:
-            sec = cpu_seconds(c, info.shape, dtype, cals[info.name])
+            sec = wall_estimate(cpu_seconds(c, info.shape, dtype, cals[info.name]), threads)
         rows.append(dict(model=info.name, measurement=c.what, layer_passes=c.layer_passes, flops_fwd=c.flops_fwd,
                          flops_bwd=c.flops_bwd, extra_bytes=c.peak, batch_size=c.batch_size, seconds=sec,
                          requests=c.requests, download_bytes=c.download, notes=c.notes))
     t = total([c for _, c in calls])
-    source = ("estimate: " + DEVICES["h100"]["source"]) if remote or device == "cuda" else \
-        "measured on this machine (calibration cache)"
+    on_cpu = not (remote or device == "cuda")
+    source = ("estimate: " + DEVICES["h100"]["source"]) if not on_cpu else \
+        (f"process CPU seconds from this machine's calibration (cache); wall ≈ CPU seconds / {threads} threads "
+         "on an idle machine, longer under other jobs' load")
     batch = min((r["batch_size"] for r in rows if r["batch_size"]), default=None)
     return Plan(chapter=num, models=[f"{i.name} ({i.source})" for i in infos], device="ndif" if remote else device,
                 dtype=dtype, remote=remote, layer_passes=t.layer_passes, flops_forward=t.flops_fwd,
                 flops_backward=t.flops_bwd, weights_bytes=held, peak_memory_bytes=peak, memory_budget_bytes=budget,
                 fits=fits, batch_size=batch, layers_per_pass=lpp, seconds=sum(r["seconds"] for r in rows), seconds_source=source,
+                cpu_seconds=sum(r["seconds"] for r in rows) * threads if on_cpu and timing else None,
                 requests=t.requests, download_bytes=t.download, rows=rows)
 
 
@@ -288,7 +281,7 @@ def format_plan(plan: Plan) -> str:
     """The plan as one table: a row per measurement call, then the totals and the verdict."""
     head = (f"chapter {plan.chapter} · {', '.join(plan.models)} · {plan.device} · {plan.dtype}\n"
             f"{'measurement':<22}{'layer-passes':>13}{'TFLOP fwd':>11}{'TFLOP bwd':>11}{'+memory':>11}"
-            f"{'batch':>7}{'time':>10}" + (f"{'requests':>10}{'download':>11}" if plan.remote else ""))
+            f"{'batch':>7}{'wall':>10}" + (f"{'requests':>10}{'download':>11}" if plan.remote else ""))
     lines = [head]
     for r in plan.rows:
         lines.append(f"{r['measurement'][:22]:<22}{r['layer_passes']:>13,.0f}{r['flops_fwd'] / 1e12:>11.3f}"
@@ -307,5 +300,6 @@ def format_plan(plan: Plan) -> str:
         verdict = "fits: runs locally"
     else:
         verdict = "does not fit even at batch 1: run it on NDIF (-p remote True) or in bfloat16 (-p dtype bfloat16)"
-    lines.append(f"time: {plan.seconds_source}\n{verdict}")
+    cpu = f" wall, {plan.cpu_seconds:,.1f} process CPU seconds" if plan.cpu_seconds else " wall"
+    lines.append(f"time: {_time(plan.seconds)}{cpu} ({plan.seconds_source})\n{verdict}")
     return "\n".join(lines)

@@ -2,14 +2,20 @@
 
 Random-init Llamas of Llama 3.1 8B's exact width (hidden 4096, MLP 14336, 32 query and 8 KV heads,
 vocabulary 128256), truncated to 2 and 4 layers, in float32 (the stack path) and bfloat16 (the batched
-path), plus the embedded ``ladder-16``. Every measurement runs once in a fresh process, on short prompts
-(what is checked is the time per layer-pass and the peak memory, not a chapter's length); the process's
-peak RSS (``ru_maxrss``, as ``/usr/bin/time`` reports it), its wall time and its layer-passes (counted
-as ``bench`` counts them) are set beside the plan's prediction for the same prompt lengths.
+path), plus the embedded ``ladder-16`` and the book's real model SmolLM2-135M (from its cache). Every
+measurement runs in a fresh process, on short prompts (what is checked is the time per layer-pass and the
+peak memory, not a chapter's length); the process's peak RSS (``VmHWM``, as ``/usr/bin/time`` reports
+it), the **process CPU seconds** of the measurement (user + system, the clock the calibration uses), its
+wall seconds and its layer-passes (counted as ``bench`` counts them) are set beside the plan's prediction
+for the same prompt lengths. The CPU seconds are the comparison: wall seconds grow with the machine's
+load from other jobs; the predicted wall is the CPU seconds / threads, what an idle machine would take.
+Run it with ``OMP_WAIT_POLICY=PASSIVE`` (idle OpenMP threads then sleep instead of spinning, which would
+count as CPU seconds).
 """
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -19,7 +25,8 @@ import torch
 from . import cost_measures as cm
 from .bench import Counter, _isolated
 from .cost import Shape
-from .plan_time import calibration, cpu_seconds, peak_rss_now
+from .plan_models import model_info
+from .plan_time import calibration, cpu_clock, cpu_seconds, peak_rss_now, wall_estimate
 
 WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8,
                 vocab_size=128256)
@@ -27,7 +34,10 @@ WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=3
 #: for erasure and IG (IG at this many steps, in P1's batches of 16), one addition prompt per level
 CHECK_TOKENS, CHECK_STEPS = 40, 32
 MEASUREMENTS = ("contributions", "logit_lens", "future_effects", "residual_erasure", "integrated_gradients",
-                "depth_score")
+                "depth_score", "effective_depth", "cross_model_mapping")
+#: texts of the mapping check (chapter 7's held-out windows), each cut to CHECK_TOKENS; the model is mapped
+#: onto itself
+CHECK_TEXTS = 6
 TOLERANCE = 0.25
 #: timed runs of each measurement (the fastest counts), after one warm-up call
 REPEATS = 2
@@ -85,6 +95,7 @@ def _run(path: str, measurement: str, dtype: str, threads: int) -> dict:
     gsm = data.gsm8k(1)
     arith = du.Prompt.from_parts(*ARITH, "check")
     add = data.project_task("addition", 1, operands=3)
+    texts = data.heldout_text(CHECK_TEXTS)
     L = handle.n_layers
     run = {
         "contributions": lambda: du.contributions(handle, gsm, max_tokens=CHECK_TOKENS, progress_bar=False),
@@ -94,24 +105,28 @@ def _run(path: str, measurement: str, dtype: str, threads: int) -> dict:
                                                         * (L + 1), progress_bar=False),
         "integrated_gradients": lambda: du.integrated_gradients(handle, arith, steps=CHECK_STEPS, progress_bar=False),
         "depth_score": lambda: du.depth_score(handle, groups={"addition": {3: add}}, progress_bar=False),
+        "effective_depth": lambda: du.effective_depth(handle, add, progress_bar=False),  # skips, never cuts, a prompt
+        "cross_model_mapping": lambda: du.cross_model_mapping(handle, handle, texts, max_tokens=CHECK_TOKENS,
+                                                              progress_bar=False),
     }[measurement]
     du.contributions(handle, [du.Prompt.from_parts("5 + 7 = ", "12")], progress_bar=False)  # page the weights in
     counter = Counter(handle)
     times = []
     for _ in range(REPEATS):
         counter.reset()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_clock()
         run()
-        times.append(time.perf_counter() - t0)
-    seconds = min(times)  # as the calibration: other processes on the machine only ever slow a run down
+        times.append((cpu_clock() - c0, time.perf_counter() - t0))
+    seconds, wall = min(times)  # as the calibration: the fastest run
     counter.close()
     enc_g = encode(handle.tokenizer, gsm[0])
     enc_a = encode(handle.tokenizer, arith, need_answer=True)
     enc_d = encode(handle.tokenizer, add[0], need_answer=True)
-    return {**out, "seconds": seconds, "layer_passes": counter.layer_passes, "peak_rss": rss(),
+    return {**out, "seconds": seconds, "wall": wall, "layer_passes": counter.layer_passes, "peak_rss": rss(),
             "lengths": {"gsm": min(enc_g.n_tokens, CHECK_TOKENS), "arith": enc_a.n_tokens,
                         "arith_pred": len(enc_a.predict_positions),
-                        "add": [enc_d.n_tokens, enc_d.answer_positions[0], len(enc_d.answer_positions)]}}
+                        "add": [enc_d.n_tokens, enc_d.answer_positions[0], len(enc_d.answer_positions)],
+                        "texts": [min(encode(handle.tokenizer, t).n_tokens, CHECK_TOKENS) for t in texts]}}
 
 
 def predict(shape: Shape, measurement: str, dtype: str, lengths: dict):
@@ -126,79 +141,88 @@ def predict(shape: Shape, measurement: str, dtype: str, lengths: dict):
     if measurement == "integrated_gradients":
         return cm.integrated_gradients(shape, lengths["arith"], lengths["arith_pred"], dtype, fast, False,
                                        steps=CHECK_STEPS)
+    if measurement == "effective_depth":
+        return cm.forward_only(shape, [lengths["add"][0]], dtype, False, measurement, lens=True)
+    if measurement == "cross_model_mapping":
+        return cm.cross_model_mapping(shape, shape, lengths["texts"], dtype, False, same=True)
     T, ctx, n_ans = lengths["add"]
     return cm.depth_score(shape, [(T, 1, ctx, n_ans)], dtype, fast, False)
 
 
-def check(models=None, json_path: str | None = None, quick: bool = False, threads: int | None = None) -> list:
-    """Run every measurement on every model and print predicted against measured (peak RSS, seconds per
-    layer-pass, layer-passes); returns the rows."""
-    import os
+def _row(r: dict, shape, cal: dict, threads: int) -> dict:
+    """``r`` (what :func:`_run` measured, with model, dtype, measurement and path) with the plan's predictions."""
+    c = predict(shape, r["measurement"], r["dtype"], r["lengths"])
+    sec = cpu_seconds(c, shape, r["dtype"], cal)
+    r.update(rss_pred=cal["base_rss_bytes"] + shape.resident_bytes(r["dtype"]) + c.peak, seconds_pred=sec,
+             wall_pred=wall_estimate(sec, threads), threads=threads, lp_pred=c.layer_passes)
+    r["rss_err"] = r["rss_pred"] / r["rss_meas"] - 1
+    r["time_err"] = sec / r["seconds_meas"] - 1
+    return r
 
-    threads = threads or os.cpu_count() or 1
+
+def within(r: dict) -> bool:
+    return abs(r["rss_err"]) <= TOLERANCE and abs(r["time_err"]) <= TOLERANCE
+
+
+def check(models=None, json_path: str | None = None, quick: bool = False, threads: int | None = None,
+          measurements=MEASUREMENTS) -> list:
+    """Run every measurement on every model and print predicted against measured (peak RSS, process CPU
+    seconds, wall seconds, layer-passes); returns the rows."""
+    threads = threads or torch.get_num_threads()
+    if os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE":
+        print("note: OMP_WAIT_POLICY is not PASSIVE, so spinning OpenMP threads inflate the CPU seconds", flush=True)
     if models is None:
         models = [(2, "float32")] if quick else [(2, "float32"), (4, "float32"), (2, "bfloat16"), (4, "bfloat16"),
-                                                 ("ladder-16", "float32")]
+                                                 ("ladder-16", "float32"), ("smollm2-135m", "float32")]
     rows = []
-    _header()
+    _header(threads)
     for spec, dtype in models:
-        from .plan_models import model_info
         path = _isolated(_build_worker, spec, dtype)["path"] if isinstance(spec, int) else spec
         name = f"8B-width {spec} layers" if isinstance(spec, int) else spec
         shape = model_info(path).shape
         cal = calibration(shape, dtype, threads)
-        for meas in MEASUREMENTS:
+        for meas in measurements:
             got = _isolated(_worker, path, meas, dtype, threads)
-            c = predict(shape, meas, dtype, got["lengths"])
-            rss = cal["base_rss_bytes"] + shape.resident_bytes(dtype) + c.peak
-            sec = cpu_seconds(c, shape, dtype, cal)
-            row = dict(model=name, dtype=dtype, measurement=meas, rss_pred=rss, rss_meas=got["peak_rss"],
-                       load_rss=got["load_rss"], seconds_pred=sec, seconds_meas=got["seconds"],
-                       lp_pred=c.layer_passes, lp_meas=got["layer_passes"], lengths=got["lengths"], path=path)
-            row["rss_err"] = rss / got["peak_rss"] - 1
-            if c.layer_passes:
-                row["s_per_lp_pred"], row["s_per_lp_meas"] = sec / c.layer_passes, got["seconds"] / got["layer_passes"]
-                row["time_err"] = sec / got["seconds"] - 1
-            rows.append(row)
+            row = dict(model=name, dtype=dtype, measurement=meas, path=path, rss_meas=got["peak_rss"],
+                       load_rss=got["load_rss"], seconds_meas=got["seconds"], wall_meas=got["wall"],
+                       lp_meas=got["layer_passes"], lengths=got["lengths"])
+            rows.append(_row(row, shape, cal, threads))
             _print(row)
-    if json_path:
-        Path(json_path).write_text(json.dumps(rows, indent=1))
-    within = [r for r in rows if abs(r["rss_err"]) <= TOLERANCE and abs(r.get("time_err", 0)) <= TOLERANCE]
-    print(f"{len(within)} of {len(rows)} rows within ±{TOLERANCE:.0%} in both peak RSS and time", flush=True)
+    _footer(rows, json_path)
     return rows
 
 
-def repredict(json_path: str, threads: int | None = None) -> list:
+def repredict(json_path: str, threads: int | None = None, out_path: str | None = None) -> list:
     """The rows of an earlier ``--check --json-path`` with the predictions recomputed by the current cost model
     and calibration (the measured columns are kept); prints the table."""
-    import os
-
-    from .plan_models import model_info
-
-    threads = threads or os.cpu_count() or 1
     rows = json.loads(Path(json_path).read_text())
-    _header()
+    threads = threads or rows[0].get("threads") or torch.get_num_threads()
+    _header(threads)
     for r in rows:
         shape = model_info(r["path"]).shape
-        cal = calibration(shape, r["dtype"], threads)
-        c = predict(shape, r["measurement"], r["dtype"], r["lengths"])
-        r.update(rss_pred=cal["base_rss_bytes"] + shape.resident_bytes(r["dtype"]) + c.peak,
-                 seconds_pred=cpu_seconds(c, shape, r["dtype"], cal), lp_pred=c.layer_passes)
-        r["rss_err"] = r["rss_pred"] / r["rss_meas"] - 1
-        r["s_per_lp_pred"] = r["seconds_pred"] / c.layer_passes
-        r["time_err"] = r["seconds_pred"] / r["seconds_meas"] - 1
-        _print(r)
+        _print(_row(r, shape, calibration(shape, r["dtype"], threads), threads))
+    _footer(rows, out_path)
     return rows
 
 
-def _header():
-    print(f"{'model':<22}{'dtype':<9}{'measurement':<22}{'RSS pred':>10}{'RSS meas':>10}{'err':>7}"
-          f"{'s/lp pred':>11}{'s/lp meas':>11}{'err':>7}{'lp pred':>9}{'lp meas':>9}", flush=True)
+def _footer(rows: list, json_path: str | None):
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=1))
+    n = sum(within(r) for r in rows)
+    print(f"{n} of {len(rows)} rows within ±{TOLERANCE:.0%} in both peak RSS and CPU seconds. CPU s: process CPU "
+          "seconds (user + system), measured and predicted alike; wall: measured under this machine's load, and "
+          "predicted for an idle machine as CPU s / threads.", flush=True)
+
+
+def _header(threads: int):
+    print(f"{'model':<20}{'dtype':<9}{'measurement':<21}{'RSS pred':>9}{'RSS meas':>9}{'ratio':>6}"
+          f"{'CPU s pred':>11}{'CPU s meas':>11}{'ratio':>6}{'within':>7}"
+          f"{f'wall idle({threads}t)':>15}{'wall meas':>10}{'lp pred':>9}{'lp meas':>9}", flush=True)
 
 
 def _print(r):
     gb = lambda x: f"{x / 1e9:.2f}G"  # noqa: E731
-    t = (f"{r['s_per_lp_pred']:>11.3f}{r['s_per_lp_meas']:>11.3f}{r['time_err']:>+7.0%}"
-         if "time_err" in r else f"{'':>29}")
-    print(f"{r['model'][:22]:<22}{r['dtype']:<9}{r['measurement']:<22}{gb(r['rss_pred']):>10}{gb(r['rss_meas']):>10}"
-          f"{r['rss_err']:>+7.0%}{t}{r['lp_pred']:>9.1f}{r['lp_meas']:>9.1f}", flush=True)
+    print(f"{r['model'][:19]:<20}{r['dtype']:<9}{r['measurement']:<21}{gb(r['rss_pred']):>9}{gb(r['rss_meas']):>9}"
+          f"{r['rss_pred'] / r['rss_meas']:>6.2f}{r['seconds_pred']:>11.3f}{r['seconds_meas']:>11.3f}"
+          f"{r['seconds_pred'] / r['seconds_meas']:>6.2f}{'yes' if within(r) else 'no':>7}"
+          f"{r['wall_pred']:>15.3f}{r['wall_meas']:>10.3f}{r['lp_pred']:>9.1f}{r['lp_meas']:>9.1f}", flush=True)

@@ -19,21 +19,39 @@ from .realmodels import REAL_MODELS
 
 CHARS_PER_TOKEN = 4.0
 
+# Every number below was checked against a config.json (see the comment on each line; where the model's own
+# repository was not readable offline, a fine-tune's config.json whose ``_name_or_path`` names it, which
+# keeps the base model's shape). Only the fields the cost model reads are kept.
+# Llama 3.1 70B: hidden 8192, MLP 28672, 80 layers, 64 heads, 8 KV heads, vocabulary 128256, untied
+# (huggingface.co/vicky4s4s/llama-3-70B-instruct/blob/fed690c/config.json, Llama 3 70B, same shape as 3.1);
+# 8B: 8,030,261,248 parameters (tests/test_plan.py) from its safetensors index; 405B: hidden 16384, 126
+# layers, 128 heads, 8 KV heads, head dim 128 (apxml.com/models/llama-3-1-405b, pcpartguide.com/local-llms/llama-3.1-405b).
 _LLAMA = dict(model_type="llama", vocab_size=128256, max_position_embeddings=131072, num_key_value_heads=8,
               tie_word_embeddings=False)
-_QWEN = dict(model_type="qwen2", max_position_embeddings=32768)
+# Qwen2.5 base models have a 131072-position config and their Instruct versions 32768
+# (huggingface.co/arcee-ai/SuperNova-Medius/blame/refs%2Fpr%2F3/config.json from Qwen/Qwen2.5-14B: 131072;
+# huggingface.co/jebish7/Qwen2.5-14B-Instruct, a duplicate of Qwen/Qwen2.5-14B-Instruct: 32768).
+_QWEN = dict(model_type="qwen2", max_position_embeddings=131072)
+_INSTRUCT = dict(max_position_embeddings=32768)
 _Q15 = dict(_QWEN, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
             num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True)
+# DeepSeek-R1-Distill-Qwen-1.5B unties its embeddings (tie_word_embeddings false, so 0.23B more weights than
+# Qwen2.5-Math-1.5B): huggingface.co/onnx-community/DeepSeek-R1-Distill-Qwen-1.5B-ONNX/blob/main/config.json
+_R1_15 = dict(_Q15, tie_word_embeddings=False)
+# huggingface.co/ksh1119/qwen2.5_7b_kor_cp_it/blob/main/config.json; osllmai-community/Qwen2.5-7B-Instruct
 _Q7 = dict(_QWEN, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
            num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False)
+# Qwen2.5-Math-7B: 4096 positions (huggingface.co/zhimeng/Qwen-2.5-7B-Simple-RL/blob/main/config.json, from it)
+_QM7 = dict(_Q7, max_position_embeddings=4096)
+# huggingface.co/osllmai-community/Qwen2.5-14B-Instruct/blob/eaddfa6/config.json
 _Q14 = dict(_QWEN, hidden_size=5120, intermediate_size=13824, num_hidden_layers=48, num_attention_heads=40,
             num_key_value_heads=8, vocab_size=152064, tie_word_embeddings=False)
-_Q32 = dict(_Q14, intermediate_size=27648, num_hidden_layers=64)
+_Q32 = dict(_Q14, intermediate_size=27648, num_hidden_layers=64)  # not checked against a config here
 
 #: The papers' models, transcribed from their ``config.json`` on the Hugging Face hub (the fields the
 #: cost model reads): P1's Llama 3.1 and Qwen2.5 sizes, and the models of P2's Table 1
 #: (``../shared/reference/effective_depth_table1.csv``), whose distilled and Math variants share their
-#: base model's shape.
+#: base model's shape (but for the tied embeddings and context noted above).
 PAPER_CONFIGS: dict[str, dict] = {
     "meta-llama/Llama-3.1-8B": dict(_LLAMA, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                                     num_attention_heads=32),
@@ -41,14 +59,17 @@ PAPER_CONFIGS: dict[str, dict] = {
                                      num_attention_heads=64),
     "meta-llama/Llama-3.1-405B": dict(_LLAMA, hidden_size=16384, intermediate_size=53248, num_hidden_layers=126,
                                       num_attention_heads=128),
-    "Qwen/Qwen2.5-1.5B": _Q15, "Qwen/Qwen2.5-1.5B-Instruct": _Q15, "Qwen/Qwen2.5-Math-1.5B": _Q15,
-    "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B": _Q15,
+    "Qwen/Qwen2.5-1.5B": _Q15, "Qwen/Qwen2.5-1.5B-Instruct": dict(_Q15, **_INSTRUCT),
+    "Qwen/Qwen2.5-Math-1.5B": dict(_Q15, max_position_embeddings=4096),  # as Math-7B; not checked here
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B": _R1_15,
     "Qwen/Qwen2.5-3B": dict(_QWEN, hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
                             num_attention_heads=16, num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
-    "Qwen/Qwen2.5-7B": _Q7, "Qwen/Qwen2.5-7B-Instruct": _Q7, "Qwen/Qwen2.5-Math-7B": _Q7,
+    "Qwen/Qwen2.5-7B": _Q7, "Qwen/Qwen2.5-7B-Instruct": dict(_Q7, **_INSTRUCT), "Qwen/Qwen2.5-Math-7B": _QM7,
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": _Q7,
-    "Qwen/Qwen2.5-14B": _Q14, "Qwen/Qwen2.5-14B-Instruct": _Q14, "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": _Q14,
-    "Qwen/Qwen2.5-32B": _Q32, "Qwen/Qwen2.5-32B-Instruct": _Q32, "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B": _Q32,
+    "Qwen/Qwen2.5-14B": _Q14, "Qwen/Qwen2.5-14B-Instruct": dict(_Q14, **_INSTRUCT),
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": _Q14,
+    "Qwen/Qwen2.5-32B": _Q32, "Qwen/Qwen2.5-32B-Instruct": dict(_Q32, **_INSTRUCT),
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B": _Q32,
 }
 for _name in ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-405B"):
     PAPER_CONFIGS[_name + "-Instruct"] = PAPER_CONFIGS[_name]

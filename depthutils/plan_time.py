@@ -6,6 +6,11 @@ sizes of call, one forward+backward, and the resident memory of a process that h
 It takes seconds (about a minute at 8B width) and is cached in
 ``$XDG_CACHE_HOME/depthutils/calibration.json`` per width, dtype and thread count.
 
+Times are **process CPU seconds** (user + system, :func:`cpu_clock`), not wall seconds: on a machine
+shared with other jobs, wall time grows with their load, while the CPU seconds a computation needs
+do not (as long as idle OpenMP threads sleep rather than spin: run with ``OMP_WAIT_POLICY=PASSIVE``).
+On an idle machine, wall seconds ≈ CPU seconds / threads (:func:`wall_estimate`).
+
 **GPU.** :data:`DEVICES` holds an H100's figures from NVIDIA's data sheet; a pass takes the longer of
 its FLOPs at :data:`GPU_EFFICIENCY` of the dense peak and its weights read at the memory bandwidth.
 These are estimates, never measured here (the project has no GPU).
@@ -17,12 +22,12 @@ import os
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 from .cost import BYTES, Cost, Shape
+from .models import load_model
 
 #: NVIDIA H100 SXM5 80 GB, "NVIDIA H100 Tensor Core GPU" data sheet: 989 TFLOPS dense BF16 (the
 #: 1979 of the sheet is with 2:4 sparsity), 3.35 TB/s HBM3, 80 GB.
@@ -34,6 +39,21 @@ GPU_EFFICIENCY = 0.5
 #: the largest layer :func:`calibrate` builds; wider models calibrate at Llama 3.1 8B's width
 CALIBRATION_MAX_BYTES = 1.2e9
 WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8)
+
+
+#: the calibration's format; a cache written by another version is measured again
+CALIBRATION_VERSION = "cpu-3"
+
+
+def cpu_clock() -> float:
+    """CPU seconds (user + system) this process has used so far, over all its threads."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def wall_estimate(cpu_seconds: float, threads: int) -> float:
+    """Wall seconds on an idle machine: the CPU seconds spread over ``threads`` threads."""
+    return cpu_seconds / max(threads, 1)
 
 
 def cache_file() -> Path:
@@ -52,7 +72,7 @@ def calibration(shape: Shape, dtype: str, threads: int | None = None, refresh: b
     threads = threads or torch.get_num_threads()
     width = _width(shape, dtype)
     key = f"{width['hidden_size']}x{width['intermediate_size']}x{width['num_attention_heads']}x" \
-          f"{width['num_key_value_heads']}-V{min(shape.vocab, 128256)}-{dtype}-{threads}t"
+          f"{width['num_key_value_heads']}-V{min(shape.vocab, 128256)}-{dtype}-{threads}t-{CALIBRATION_VERSION}"
     path = cache_file()
     cached = json.loads(path.read_text()) if path.exists() else {}
     if key not in cached or refresh:
@@ -60,25 +80,29 @@ def calibration(shape: Shape, dtype: str, threads: int | None = None, refresh: b
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cached, indent=1))
     cal = cached[key]
-    for k in ("layer_seconds", "unembed_seconds"):  # JSON keys are strings
+    for k in ("layer_seconds", "grad_seconds", "unembed_seconds"):  # JSON keys are strings
         cal[k] = {int(m): v for m, v in cal[k].items()}
     return cal
 
 
-#: tokens per call at which :func:`calibrate` times a layer, and an unembedding
+#: tokens per call at which :func:`calibrate` times a layer, an unembedding, and a layer's backward
 LAYER_POINTS = ((1, 1), (1, 8), (1, 32), (1, 128), (4, 128))
 UNEMBED_POINTS = (1, 4, 16, 64, 256)
+GRAD_POINTS = ((1, 32), (4, 128))
 
 
 def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dict:
-    """Time one random Llama layer of ``width`` and one unembedding on this machine.
+    """Time (in CPU seconds, :func:`cpu_clock`) one random Llama layer of ``width`` and one unembedding.
 
     A CPU's time per call is far from linear in the tokens of the call: one token is a matrix-vector
     product bound by reading the weights, a few tokens pay for packing the weights into the matmul's
     blocks, many tokens approach the matmul's throughput. So the layer is timed at
-    :data:`LAYER_POINTS` (rows x positions) and the unembedding ``[V, H]`` at :data:`UNEMBED_POINTS`
-    rows; :func:`cpu_seconds` interpolates between them. ``bwd_ratio`` is the backward's time (gradients
-    of the input only) over the forward's, on 4 x 128.
+    :data:`LAYER_POINTS` (rows x positions), its backward (gradients of the input only, the weights
+    frozen as :func:`depthutils.load_model` freezes them) at :data:`GRAD_POINTS`, and the unembedding
+    ``[V, H]`` with its float32 softmax at :data:`UNEMBED_POINTS` rows; :func:`cpu_seconds`
+    interpolates between them. The unembedding is ``F.linear`` on a 3-d input, as ``lm_head`` runs it: in
+    bfloat16 on a CPU, one row that way takes ~100x longer than the 2-d product (torch takes a batched
+    path that copies the weight), which is what a decoding step pays.
     """
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
@@ -92,6 +116,7 @@ def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dic
     layer = layer.to_empty(device="cpu").to(dt).eval()
     for p in layer.parameters():  # values do not change the time; uniform is the fastest fill
         p.data.uniform_(-0.02, 0.02)
+        p.requires_grad_(False)
     rope = LlamaRotaryEmbedding(cfg)
 
     def call(B, T, grad=False):
@@ -99,17 +124,17 @@ def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dic
         pos = torch.arange(T)[None]
         cos_sin = tuple(t.to(dt) for t in rope(x, pos))
         mask = torch.full((T, T), torch.finfo(dt).min, dtype=dt).triu(1)[None, None]
-        t0 = time.perf_counter()
+        t0 = cpu_clock()
         with torch.set_grad_enabled(grad):
             out = layer(x, attention_mask=mask, position_embeddings=cos_sin, position_ids=pos)
             out = out[0] if isinstance(out, tuple) else out
             if grad:
                 torch.autograd.grad(out.float().sum(), x)
-        return time.perf_counter() - t0
+        return cpu_clock() - t0
 
     def best(fn, *args, n=3, budget=0.5):
         """The fastest of at least ``n`` calls after a warm-up, more while they take under ``budget`` seconds
-        (other processes on the machine only ever slow a call down; short calls are the noisiest)."""
+        (short calls are the noisiest)."""
         fn(*args)
         times = [fn(*args) for _ in range(n)]
         while sum(times) < budget and len(times) < 50:
@@ -117,21 +142,55 @@ def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dic
         return min(times)
 
     layer_t = {B * T: best(call, B, T) for B, T in LAYER_POINTS}
-    t_grad = best(call, 4, 128, True, n=2)
+    grad_t = {B * T: max(best(call, B, T, True, n=2) - best(call, B, T), 0.0) for B, T in GRAD_POINTS}
     del layer
     W = torch.empty(vocab, width["hidden_size"], dtype=dt).uniform_(-0.02, 0.02)
 
     def unembed(M):
-        x = torch.randn(M, width["hidden_size"], dtype=dt)
-        t0 = time.perf_counter()
-        (x @ W.T).float().softmax(-1)
-        return time.perf_counter() - t0
+        x = torch.randn(1, M, width["hidden_size"], dtype=dt)  # [batch, positions, H], as the model's head sees it
+        t0 = cpu_clock()
+        torch.nn.functional.linear(x, W).float().softmax(-1)
+        return cpu_clock() - t0
 
     unembed_t = {M: best(unembed, M) for M in UNEMBED_POINTS}
-    return {"width": width, "vocab": vocab, "dtype": dtype, "threads": threads,
-            "layer_seconds": layer_t, "unembed_seconds": unembed_t, "bwd_ratio": t_grad / layer_t[512] - 1,
+    del W
+    return {**overheads(threads), "width": width, "vocab": vocab, "dtype": dtype, "threads": threads, "clock": "process CPU seconds",
+            "layer_seconds": layer_t, "grad_seconds": grad_t, "unembed_seconds": unembed_t,
             "layer_params": Shape.from_config({**cfg.to_dict(), "vocab_size": vocab}).layer_params,
             "base_rss_bytes": base_rss(), "torch": torch.__version__}
+
+
+def overheads(threads: int) -> dict:
+    """The python cost of a call, per decoder layer, on the embedded default model (whose layers compute
+    next to nothing): one nnsight trace saving every layer's output, and one step of greedy decoding
+    (nnsight ``generate``: the step's whole-model call, cache and sampling), in CPU seconds; and the float64
+    matrix-product rate (FLOP per CPU second) of the mapping's normal equations."""
+    torch.set_num_threads(threads)
+    h = load_model("default", device="cpu")
+    ids = torch.tensor([[1, 5, 6, 7]])
+
+    def trace():
+        t0 = cpu_clock()
+        with h.no_grad(), h.trace(ids):
+            [h.layers_output(l).save() for l in range(h.n_layers)]
+        return cpu_clock() - t0
+
+    def decode(n):
+        t0 = cpu_clock()
+        h.greedy_batch([ids], n)
+        return cpu_clock() - t0
+
+    best = lambda fn, *a: min(fn(*a) for _ in range(6))  # noqa: E731  (the first call warms up)
+    t_trace, t1, t9 = best(trace), best(decode, 1), best(decode, 9)
+    a, b = torch.randn(512, 2048, dtype=torch.float64), torch.randn(2048, 2048, dtype=torch.float64)
+
+    def gemm():
+        t0 = cpu_clock()
+        a @ b
+        return cpu_clock() - t0
+
+    return {"trace_layer_seconds": t_trace / h.n_layers, "step_layer_seconds": max(t9 - t1, 0.0) / 8 / h.n_layers,
+            "linalg_flops_per_second": 2 * 512 * 2048 * 2048 / best(gemm)}
 
 
 def interpolate(points: dict, m: float) -> float:
@@ -164,17 +223,20 @@ def base_rss() -> int:
 
 
 def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
-    """Every layer and unembedding call at its size, from the calibration (scaled by weights where the
-    calibration was made at another width or vocabulary), backward layer calls at ``1 + bwd_ratio`` times
-    (the unembedding's backward to its input is one matmul of its forward's size: twice)."""
+    """Process CPU seconds: every layer and unembedding call at its size, from the calibration (scaled by
+    weights where the calibration was made at another width or vocabulary); a backward layer call adds the
+    calibrated backward at its size, an unembedding's backward to its input one matmul of its forward's size;
+    each trace and decoding step adds its python overhead per layer, float64 linear algebra its FLOPs at the
+    calibrated rate (:func:`overheads`)."""
     w = shape.layer_params / cal["layer_params"]
     u = shape.vocab * shape.hidden / (cal["vocab"] * cal["width"]["hidden_size"])
-    lt, ut = cal["layer_seconds"], cal["unembed_seconds"]
+    lt, gt, ut = cal["layer_seconds"], cal["grad_seconds"], cal["unembed_seconds"]
     layer = sum(n * interpolate(lt, m) for m, n in cost.calls.items())
-    grad = sum(n * interpolate(lt, m) for m, n in cost.grad_calls.items()) * cal["bwd_ratio"]
+    grad = sum(n * interpolate(gt, m) for m, n in cost.grad_calls.items())
     unembed = sum(n * interpolate(ut, m) for m, n in cost.unembed_sizes.items())
-    unembed += sum(n * interpolate(ut, m) for m, n in cost.grad_unembed.items())  # one matmul of the same size
-    return w * (layer + grad) + u * unembed
+    unembed += sum(n * interpolate(ut, m) for m, n in cost.grad_unembed.items())
+    python = shape.layers * (cost.traces * cal["trace_layer_seconds"] + cost.gen_steps * cal["step_layer_seconds"])
+    return w * (layer + grad) + u * unembed + python + cost.linalg_flops / cal["linalg_flops_per_second"]
 
 
 def gpu_seconds(cost: Cost, shape: Shape, dtype: str, device: str = "h100") -> float:

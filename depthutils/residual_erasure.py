@@ -28,8 +28,10 @@ import nnsight
 import numpy as np
 import torch
 
+from . import cost_measures as cm
 from . import data, stack
 from ._run import encode_all, progress
+from .budget import budget_bytes, dtype_of, pick_batch, shape_of
 from .errors import DepthError, check_finite
 from .models import check_residual
 from .remote import each
@@ -144,15 +146,20 @@ def _erase_batch(model, item) -> torch.Tensor:
 
 
 def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *, batch_size: int | None = None,
-                     method: str = "auto", max_tokens: int | None = None, progress_bar: bool = True) -> ErasureResult:
+                     method: str = "auto", max_tokens: int | None = None, max_memory=None,
+                     progress_bar: bool = True) -> ErasureResult:
     """The effect of erasing each residual ``h_l[t]`` on the answer's probability distribution.
 
     Args:
         prompt: a :class:`~depthutils.prompts.Prompt`, or the context string with ``answer``.
         baseline: ``[L+1, H]`` (one vector per layer) or ``[L+1, T, H]`` (per position);
             by default the mean residual of the first 10 GSM8K prompts.
-        batch_size: rows per forward, clean row included (default: all positions of a layer); for the
-            whole-sequence paths (the suffix path's batch is at most ``L + 1`` rows).
+        batch_size: rows per forward, clean row included, for the whole-sequence paths (the suffix path's
+            batch is at most ``L + 1`` rows); by default the largest that the cost model
+            (:func:`depthutils.cost_measures.residual_erasure`) fits in ``max_memory`` on a local model, at
+            most all positions of a layer (:func:`depthutils.budget.pick_batch`, which says so).
+        max_memory: the memory budget of that choice, bytes or a size such as ``"8GB"`` (default: what
+            the device has free).
         method: ``"stack"`` runs only layers ``l … L-1`` and positions ``t … T-1`` for an erasure at
             ``h_l[t]`` (local fp32 models; all positions where the family's attention cannot reuse the
             clean keys and values); ``"stack-whole"`` always runs all positions; ``"batched"`` runs the
@@ -184,6 +191,10 @@ def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *,
     fast = method in ("stack", "stack-whole") or (method == "auto" and stack.usable(model))
     st = stack.Stack(model, ids) if fast else None
     suffix = fast and method != "stack-whole" and st.suffix_ok()
+    if batch_size is None and not suffix and not model.remote:  # rows per forward from the plan and the budget
+        extra = lambda b: cm.residual_erasure(shape_of(model), T, len(pred), dtype_of(model), fast, False,  # noqa: E731
+                                              batch=b, suffix=False).peak
+        size = pick_batch("residual erasure", extra, T, budget_bytes(model, max_memory), say=progress_bar) - 1
     if suffix:
         _erase_suffixes(st, base, pred, effect, progress_bar)
     elif fast:

@@ -69,3 +69,20 @@ def test_a_tokenizer_without_bos_still_maps_onto_its_bos_twin(tiny, tiny_root):
     without = depthutils.load_model(str(build_tiny("llama", tiny_root, context=128, add_bos=False)), device="cpu")
     r = depthutils.cross_model_mapping(with_bos, without, texts())
     assert r.error.shape == (3, 3)
+
+
+def test_fit_maps_solves_a_wide_right_hand_side():
+    """SmolLM2 mapped onto itself: 30 systems of 577 unknowns against 30·576 targets each. torch's batched
+    solve failed on this shape (an MKL pivot error); fit_maps solves it, and the maps satisfy the equations."""
+    from depthutils.cross_model_mapping import fit_maps
+
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(30, 577, 100, dtype=torch.float64, generator=g)
+    xtx = a @ a.transpose(1, 2)
+    xty = torch.randn(30, 577, 30 * 576, dtype=torch.float64, generator=g)
+    W = fit_maps(xtx, xty, 1e-4)
+    eye = torch.eye(577, dtype=torch.float64)
+    eye[-1, -1] = 0.0
+    scale = xtx[:, :-1, :-1].diagonal(dim1=1, dim2=2).mean(-1)
+    resid = (xtx + 1e-4 * scale[:, None, None] * eye) @ W - xty
+    assert resid.abs().max() < 1e-6 * xty.abs().max()

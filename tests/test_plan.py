@@ -25,6 +25,14 @@ def test_shape_counts_llama_8b_parameters():
     assert s.params == 8_030_261_248
 
 
+def test_distilled_qwen_unties_its_embeddings():
+    """DeepSeek-R1-Distill-Qwen-1.5B's config.json has tie_word_embeddings false (1.78B parameters), unlike the
+    Qwen2.5-Math-1.5B it was distilled into (1.54B): the untied output matrix is 151936 x 1536 more."""
+    r1 = Shape.from_config(PAPER_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"])
+    math = Shape.from_config(PAPER_CONFIGS["Qwen/Qwen2.5-Math-1.5B"])
+    assert not r1.tied and r1.params - math.params == 151936 * 1536
+
+
 def test_shape_matches_a_built_model(tiny, tiny_root):
     from transformers import AutoConfig
 

@@ -1,0 +1,89 @@
+"""A measurement's batch size from the cost model and a memory budget (issue 36, point 4).
+
+Where a measurement's path takes a batch size (rows per forward: the batched path of future effects and
+of residual erasure), it no longer runs a fixed number of rows: :func:`pick_batch` asks the cost model
+(:mod:`depthutils.cost_measures`) for the memory each candidate batch adds above the loaded weights,
+and takes the largest that fits ``max_memory`` (default: what the device has free), saying so in one
+line. A batch of the measurement's smallest size that still does not fit stops the run with one
+sentence naming the memory it needs.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+import torch
+
+from .cost import Shape
+from .errors import DepthError
+from .plan_time import available_memory
+
+
+def shape_of(model) -> Shape:
+    """The cost model's :class:`~depthutils.cost.Shape` of a loaded model (from its config)."""
+    return Shape.from_config(model.nn.config.to_dict(), getattr(model, "name", ""))
+
+
+def dtype_of(model) -> str:
+    """The dtype the model computes in, as the cost model names it (``"float32"``, ``"bfloat16"``, …)."""
+    p = next(model.nn._module.parameters(), None)
+    return str(p.dtype).replace("torch.", "") if p is not None else "float32"
+
+
+def free_memory(model) -> float:
+    """Bytes the model's device has free: a GPU's free memory, else the machine's available RAM."""
+    device = str(getattr(model, "device", "cpu"))
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return float(torch.cuda.mem_get_info(torch.device(device))[0])
+    return float(available_memory())
+
+
+def parse_bytes(text: str | None) -> float | None:
+    """``"80GB"``, ``"24GiB"``, ``"512MB"`` or a plain number of bytes."""
+    if text is None:
+        return None
+    units = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2 ** 10, "MIB": 2 ** 20,
+             "GIB": 2 ** 30, "TIB": 2 ** 40}
+    t = str(text).strip().upper().replace(" ", "")
+    num = t.rstrip("KMGTIB")
+    try:
+        return float(num) * units[t[len(num):]]
+    except (ValueError, KeyError):
+        raise DepthError(f"--memory must be a size such as 80GB, 24GiB or 512MB, got {text!r}.") from None
+
+
+def budget_bytes(model, max_memory) -> float:
+    """``max_memory`` (bytes, or a size such as ``"8GB"``) or, when ``None``, :func:`free_memory`."""
+    if max_memory is None:
+        return free_memory(model)
+    return float(parse_bytes(max_memory) if isinstance(max_memory, str) else max_memory)
+
+
+def size(x: float) -> str:
+    """Bytes as GB, or MB below 0.1 GB."""
+    return f"{x / 1e9:.2f} GB" if x >= 1e8 else f"{x / 1e6:.1f} MB"
+
+
+def candidates(largest: int, smallest: int) -> list[int]:
+    """``largest``, then halving down to ``smallest`` (each at least ``smallest``)."""
+    out, b = [], max(largest, smallest)
+    while b > smallest:
+        out.append(b)
+        b = max(smallest, b // 2)
+    return out + [smallest]
+
+
+def pick_batch(what: str, extra_bytes: Callable[[int], float], largest: int, budget: float, *, smallest: int = 2,
+               say: bool = True) -> int:
+    """The largest batch (rows per forward) of ``candidates(largest, smallest)`` whose predicted memory above
+    the weights, ``extra_bytes(batch)``, fits ``budget``; prints one line saying which and why (``say``)."""
+    for b in candidates(largest, smallest):
+        need = extra_bytes(b)
+        if need <= budget:
+            if say:
+                print(f"{what}: batch {b} of {largest} rows, planned {size(need)} above the weights of the "
+                      f"{size(budget)} budget", file=sys.stderr, flush=True)
+            return b
+    raise DepthError(f"{what} needs about {size(extra_bytes(smallest))} above the weights even at batch "
+                     f"{smallest} but the budget is {size(budget)}; run it on NDIF (remote=True), in bfloat16, "
+                     "or with a larger max_memory.")

@@ -1,0 +1,91 @@
+"""Batch sizes from the cost model and a memory budget (depthutils.budget, issue 36 point 4): the batched
+paths of future effects and residual erasure pick the largest batch the plan fits, say so in one line,
+give the same values at any batch, and stop with one sentence when even the smallest batch cannot fit."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ATOL
+
+import depthutils as du
+from depthutils import cost_measures as cm
+from depthutils.budget import candidates, pick_batch, shape_of
+from depthutils.prompts import encode
+from depthutils.errors import DepthError
+
+PROMPT = du.Prompt.from_parts("5 + 7 + 5 + 3 + 1 + 7 + 2 + 4 + 6 + 1 + 9 + 3 + 8 + 1 = ", "62")
+
+
+def test_candidates_and_pick():
+    assert candidates(33, 2) == [33, 16, 8, 4, 2]
+    assert pick_batch("x", lambda b: 10.0 * b, 33, 100.0, say=False) == 8
+    with pytest.raises(DepthError, match="needs about .* even at batch 2"):
+        pick_batch("x", lambda b: 10.0 * b, 33, 5.0, say=False)
+
+
+def _batch_line(err: str, what: str) -> int:
+    lines = [ln for ln in err.splitlines() if ln.startswith(f"{what}: batch ")]
+    assert len(lines) == 1, err
+    return int(lines[0].split(": batch ")[1].split()[0])
+
+
+def test_future_effects_batch_follows_the_budget(tiny, capsys):
+    handle, _ = tiny("llama")
+    kw = dict(method="batched", positions=[4, 8, 12], progress_bar=True)
+    full = du.future_effects(handle, [PROMPT], **kw)
+    b_full = _batch_line(capsys.readouterr().err, "future effects")
+    T = encode(handle.tokenizer, PROMPT).n_tokens
+    want = candidates(3 * handle.n_layers + 1, 2)[-2]
+    budget = cm.future_effects(shape_of(handle), [T], "float32", False, False, positions=[[4, 8, 12]], batch=want).peak
+    small = du.future_effects(handle, [PROMPT], max_memory=budget, **kw)
+    b_small = _batch_line(capsys.readouterr().err, "future effects")
+    assert b_full == 3 * handle.n_layers + 1 and b_small == want
+    np.testing.assert_allclose(small.layer_effect_by_prompt, full.layer_effect_by_prompt, atol=ATOL)
+    np.testing.assert_allclose(small.output_effect_by_prompt, full.output_effect_by_prompt, atol=ATOL)
+    with pytest.raises(DepthError, match="future effects needs about .* even at batch 2"):
+        du.future_effects(handle, [PROMPT], max_memory=1e3, **kw)
+
+
+def test_residual_erasure_batch_follows_the_budget(tiny, capsys):
+    handle, _ = tiny("llama")
+    base = torch.zeros(handle.n_layers + 1, handle.config.hidden_size).numpy()
+    kw = dict(baseline=base, method="batched", progress_bar=True)
+    full = du.residual_erasure(handle, PROMPT, **kw)
+    b_full = _batch_line(capsys.readouterr().err, "residual erasure")
+    enc = encode(handle.tokenizer, PROMPT, need_answer=True)
+    T = max(enc.predict_positions) + 1
+    want = candidates(T, 2)[-2]
+    budget = cm.residual_erasure(shape_of(handle), T, len(enc.predict_positions), "float32", False, False,
+                                 batch=want, suffix=False).peak
+    small = du.residual_erasure(handle, PROMPT, max_memory=budget, **kw)
+    b_small = _batch_line(capsys.readouterr().err, "residual erasure")
+    assert b_full == T and b_small == want
+    np.testing.assert_allclose(small.effect, full.effect, atol=ATOL)
+    with pytest.raises(DepthError, match="residual erasure needs about"):
+        du.residual_erasure(handle, PROMPT, max_memory=1e3, **kw)
+
+
+def test_an_explicit_batch_size_is_kept(tiny, capsys):
+    handle, _ = tiny("llama")
+    du.future_effects(handle, [PROMPT], method="batched", positions=[4], batch_size=3, progress_bar=False)
+    assert "batch" not in capsys.readouterr().err
+
+
+def test_depth_score_decoding_batch_follows_the_budget(tiny, capsys):
+    """The greedy decodings' batch shrinks under a smaller budget; the accuracy and scores do not change."""
+    from depthutils.budget import shape_of as shape
+
+    handle, _ = tiny("llama")
+    groups = {"addition": {3: du.data.project_task("addition", 4, operands=3)}}
+    full = du.depth_score(handle, groups=groups, max_new_tokens=4, progress_bar=True)
+    b_full = _batch_line(capsys.readouterr().err, "greedy decoding")
+    T = max(len(handle.tokenizer(p.context)["input_ids"]) + 1 for p in groups["addition"][3])
+    peak = lambda b: cm.generate(shape(handle), [T] * b, [4] * b, "float32", False, batch=b).peak  # noqa: E731
+    small = du.depth_score(handle, groups=groups, max_new_tokens=4, max_memory=(peak(2) + peak(4)) / 2,
+                           progress_bar=True)
+    b_small = _batch_line(capsys.readouterr().err, "greedy decoding")
+    assert b_full == 4 and b_small == 2
+    assert [r["accuracy"] for r in small.rows] == [r["accuracy"] for r in full.rows]
+    np.testing.assert_allclose(small.prompt_scores, full.prompt_scores, atol=ATOL)
