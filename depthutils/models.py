@@ -26,6 +26,7 @@ import torch
 from nnsight.modeling import huggingface as nnsight_hf
 
 from .architectures import ARCHITECTURES, Arch, ShapeError, _get, check_residual, rewrap, supported_families, unwrap  # noqa: F401
+from .devices import _dense_bf16, _pick_device, _pick_dtype
 from .errors import DepthError
 from .ladder.registry import ALIASES
 from .prompts import bos_mode
@@ -267,39 +268,6 @@ class ModelHandle:
 # ---------------------------------------------------------------------------------------
 # loading
 
-def _pick_device(device: str) -> str:
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise DepthError(f"device={device!r} was requested but no CUDA GPU is visible; use device='cpu'.")
-    return device
-
-
-def _pick_dtype(dtype: Any, device: str) -> torch.dtype:
-    if dtype == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
-    if isinstance(dtype, torch.dtype):
-        out = dtype
-    else:
-        names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-                 "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
-        if dtype not in names:
-            raise DepthError(f"Unknown dtype {dtype!r}; use one of 'auto', {', '.join(map(repr, names))}.")
-        out = names[dtype]
-    if device == "cpu" and out in (torch.bfloat16, torch.float16) and not half_precision_works(out):
-        raise DepthError(f"dtype={dtype!r} cannot run on this CPU; use dtype='float32'.")
-    return out
-
-
-def half_precision_works(dtype: torch.dtype) -> bool:
-    """Whether this CPU and torch build can run a matmul in ``dtype`` (some cannot at all)."""
-    try:
-        x = torch.ones(4, 4, dtype=dtype)
-        return bool(torch.isfinite((x @ x).float()).all())
-    except RuntimeError:
-        return False
-
-
 def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", remote: bool = False,
                revision: str | None = None, trust_remote_code: bool = False,
                prepend_bos: bool | str = "auto", timeout: float = DEFAULT_TIMEOUT) -> ModelHandle:
@@ -385,6 +353,8 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
     module.eval()
     for p in module.parameters():  # measurements never train; keeps IG from filling param.grad
         p.requires_grad_(False)
+    if dev == "cpu":
+        _get(module, arch.unembed).register_forward_pre_hook(_dense_bf16)
     rev = _local_revision(local) if local is not None else (getattr(config, "_commit_hash", None) or revision or "main")
     start, how = resolve_start(prepend_bos, name, module, tokenizer)
     return ModelHandle(model, arch, tokenizer, name=name, revision=rev, remote=False, device=dev, dtype=dt,

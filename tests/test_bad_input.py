@@ -130,7 +130,7 @@ def test_answer_not_found_in_the_text(tiny):
 
 
 def test_half_precision_on_a_cpu_that_cannot_run_it(tiny_root, monkeypatch):
-    monkeypatch.setattr("depthutils.models.half_precision_works", lambda dtype: False)
+    monkeypatch.setattr("depthutils.devices.half_precision_works", lambda dtype: False)
     with pytest.raises(DepthError) as e:
         depthutils.load_model(str(build_tiny("llama", tiny_root)), device="cpu", dtype="bfloat16")
     assert "cannot run on this CPU" in one_sentence(e.value) and "float32" in str(e.value)

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 import depthutils
 from conftest import FAMILIES, build_tiny
@@ -38,3 +39,21 @@ def test_results_round_trip_with_metadata(tiny, prompts, tmp_path):
     assert meta["model"] == handle.name and meta["revision"].startswith("local-")
     assert meta["params"]["steps"] == 4 and meta["versions"]["nnsight"] == "0.8.1"
     assert not list(tmp_path.glob(".*tmp"))  # atomic writes leave no temporary files
+
+
+def test_the_bf16_unembedding_gets_a_dense_input_on_cpu():
+    """Greedy decoding hands the head a [B, 1, H] slice of the last position; torch's bf16 F.linear on such a
+    slice runs ~100× slower on a CPU, so the handle's head sees a dense copy (same values)."""
+    lm = depthutils.load_model("default", dtype="bfloat16")
+    head = lm.hf.get_output_embeddings()
+    seen = []
+    hook = head.register_forward_hook(lambda module, args, out: seen.append(args[0].stride()))
+    try:
+        h = torch.randn(3, 7, lm.hf.config.hidden_size, dtype=torch.bfloat16)
+        with torch.no_grad():
+            got = head(h[:, -1:])
+            want = head(h[:, -1:].clone())
+    finally:
+        hook.remove()
+    assert seen[0] == (h.shape[-1], h.shape[-1], 1)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)  # one copy of the same values, one kernel
