@@ -14,6 +14,7 @@ from typing import Callable
 
 import torch
 
+from ._run import _bars_wanted
 from .cost import Shape
 from .errors import DepthError
 from .plan_time import available_memory
@@ -80,7 +81,7 @@ def pick_batch(what: str, extra_bytes: Callable[[int], float], largest: int, bud
     for b in candidates(largest, smallest):
         need = extra_bytes(b)
         if need <= budget:
-            if say:
+            if say and _bars_wanted():  # where progress bars show: a terminal, not the book's pages (nbval)
                 print(f"{what}: batch {b} of {largest} rows, planned {size(need)} above the weights of the "
                       f"{size(budget)} budget", file=sys.stderr, flush=True)
             return b

@@ -18,6 +18,20 @@ from depthutils.errors import DepthError
 PROMPT = du.Prompt.from_parts("5 + 7 + 5 + 3 + 1 + 7 + 2 + 4 + 6 + 1 + 9 + 3 + 8 + 1 = ", "62")
 
 
+@pytest.fixture(autouse=True)
+def say_lines(monkeypatch):
+    """The batch line shows where progress bars do (a terminal): here, as a reader's terminal would."""
+    monkeypatch.setenv("DEPTHUTILS_PROGRESS", "1")
+
+
+def test_the_book_pages_do_not_print_it(tiny, capsys, monkeypatch):
+    """In the book's kernels (DEPTHUTILS_PROGRESS=0) the line would land in the page and in nbval's outputs,
+    with the machine's free memory in it: it is not printed there."""
+    monkeypatch.setenv("DEPTHUTILS_PROGRESS", "0")
+    assert pick_batch("x", lambda b: 10.0 * b, 33, 100.0) == 8
+    assert capsys.readouterr().err == ""
+
+
 def test_candidates_and_pick():
     assert candidates(33, 2) == [33, 16, 8, 4, 2]
     assert pick_batch("x", lambda b: 10.0 * b, 33, 100.0, say=False) == 8
@@ -75,14 +89,12 @@ def test_an_explicit_batch_size_is_kept(tiny, capsys):
 
 def test_depth_score_decoding_batch_follows_the_budget(tiny, capsys):
     """The greedy decodings' batch shrinks under a smaller budget; the accuracy and scores do not change."""
-    from depthutils.budget import shape_of as shape
-
     handle, _ = tiny("llama")
     groups = {"addition": {3: du.data.project_task("addition", 4, operands=3)}}
     full = du.depth_score(handle, groups=groups, max_new_tokens=4, progress_bar=True)
     b_full = _batch_line(capsys.readouterr().err, "greedy decoding")
     T = max(len(handle.tokenizer(p.context)["input_ids"]) + 1 for p in groups["addition"][3])
-    peak = lambda b: cm.generate(shape(handle), [T] * b, [4] * b, "float32", False, batch=b).peak  # noqa: E731
+    peak = lambda b: cm.generate(shape_of(handle), [T] * b, [4] * b, "float32", False, batch=b).peak  # noqa: E731
     small = du.depth_score(handle, groups=groups, max_new_tokens=4, max_memory=(peak(2) + peak(4)) / 2,
                            progress_bar=True)
     b_small = _batch_line(capsys.readouterr().err, "greedy decoding")
