@@ -26,9 +26,11 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from . import cost_measures as cm
 from . import quadrature as quad
 from . import stack
 from ._run import encode_all, progress
+from .budget import budget_bytes, dtype_of, pick_batch, shape_of
 from .errors import DepthError, check_finite
 from .models import check_residual
 from .prompts import as_prompt
@@ -113,7 +115,7 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
                          rule: str = "riemann", tol: float = quad.TOL, budget: int = quad.BUDGET,
                          max_rounds: int = quad.MAX_ROUNDS,
                          batch_size: int = 16, layers_per_pass: int | None = None, method: str = "auto",
-                         max_tokens: int | None = None, progress_bar: bool = True) -> IGResult:
+                         max_tokens: int | None = None, max_memory=None, progress_bar: bool = True) -> IGResult:
     """Attribution of the answer probability to every (layer, position) of ``part``'s output.
 
     Args:
@@ -128,11 +130,14 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
             remote model).
         batch_size: interpolation points per forward+backward for one layer (P1: 16).
         layers_per_pass: how many layers share one forward+backward (their rows are independent);
-            default all, lower it for large models to bound memory (``"batched"`` method).
+            default: the most whose memory the cost model fits in ``max_memory`` (``"batched"`` method; the
+            ``"stack"`` method runs each layer's rows on the layers above it).
         method: ``"stack"`` runs only the layers above ``l`` (local fp32 models, ``part="layer"``);
             ``"batched"`` runs nnsight traces of the whole model (remote, bf16, sublayer parts);
             ``"auto"`` picks ``"stack"`` where it applies.
         max_tokens: the prompt's answer must end within this many tokens (default: the model's context).
+        max_memory: bytes (or a size such as ``"8GB"``) the batched path may use above the weights (default:
+            what the device has free; :func:`depthutils.budget.pick_batch`, which says so).
     """
     if part not in PARTS:
         raise DepthError(f"part must be one of {PARTS}, got {part!r}.")
@@ -150,6 +155,13 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
     fast = method == "stack" or (method == "auto" and stack.usable(model) and part == "layer")
     if fast and not (stack.usable(model) and part == "layer"):
         raise DepthError("method='stack' needs a local float32 model and part='layer'; use method='batched'.")
+    if not fast and layers_per_pass is None and not getattr(model, "remote", False):
+        n_fixed = steps if rule != "adaptive" else budget
+        layers_per_pass = pick_batch(
+            "integrated gradients (layers per pass)",
+            lambda g: cm.integrated_gradients(shape_of(model), ids.shape[1], len(pred), dtype_of(model), False, False,
+                                              steps=n_fixed, batch=batch_size, layers_per_pass=g).peak,
+            model.n_layers, budget_bytes(model, max_memory), smallest=1, say=progress_bar)
     path = Integrand(model, ids, pred, gold, part, fast, batch_size, layers_per_pass, progress_bar)
     if rule == "adaptive":
         q = quad.adaptive(path.evaluate, path.L, tol=tol, budget=budget, max_rounds=max_rounds, skip=1)

@@ -101,3 +101,19 @@ def test_depth_score_decoding_batch_follows_the_budget(tiny, capsys):
     assert b_full == 4 and b_small == 2
     assert [r["accuracy"] for r in small.rows] == [r["accuracy"] for r in full.rows]
     np.testing.assert_allclose(small.prompt_scores, full.prompt_scores, atol=ATOL)
+
+
+def test_integrated_gradients_layers_per_pass_follows_the_budget(tiny, capsys):
+    """The batched path shares a pass among as many layers as the budget holds; the attribution does not
+    change with it."""
+    handle, _ = tiny("llama")
+    kw = dict(steps=8, method="batched", progress_bar=True)
+    full = du.integrated_gradients(handle, PROMPT, **kw)
+    g_full = _batch_line(capsys.readouterr().err, "integrated gradients (layers per pass)")
+    T = encode(handle.tokenizer, PROMPT, need_answer=True)
+    peak = lambda g: cm.integrated_gradients(shape_of(handle), T.n_tokens, len(T.predict_positions), "float32",  # noqa: E731
+                                             False, False, steps=8, batch=16, layers_per_pass=g).peak
+    small = du.integrated_gradients(handle, PROMPT, max_memory=(peak(1) + peak(2)) / 2, **kw)
+    g_small = _batch_line(capsys.readouterr().err, "integrated gradients (layers per pass)")
+    assert g_full == handle.n_layers and g_small == 1
+    np.testing.assert_allclose(small.attribution, full.attribution, atol=ATOL)
