@@ -175,6 +175,11 @@ def test_exercises_are_numbered_per_chapter(capsys):
         assert int(n) == int(ex.chapter[:2]) and int(k) >= 2, (ex.id, ex.number)
         by_chapter.setdefault(int(n), []).append(int(k))
     assert all(2 in ks for ks in by_chapter.values()), by_chapter  # every chapter has its core exercise N.2
+    # every chapter has a core exercise N.2 and at least one harder stretch exercise after it (issue 34, point 12)
+    assert set(by_chapter) == {int(num) for num in chapters()}, by_chapter
+    assert all(len(ks) >= 2 and max(ks) > 2 for ks in by_chapter.values()), by_chapter
+    stretch = [ex for ex in exercises.EXERCISES.values() if ex.number.split(".")[1] != "2"]
+    assert all(ex.difficulty >= 3 for ex in stretch), [(ex.number, ex.difficulty) for ex in stretch]
     assert len(set(numbers.values())) == len(numbers)
     assert {f"{int(ex.chapter[:2])}.2" for ex in exercises.EXERCISES.values()} <= set(numbers.values())
     exercises.check("9.2", exercises.solution("9.2"))
