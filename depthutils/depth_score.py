@@ -156,7 +156,7 @@ def accuracies(model, tasks, *, n: int = 20, seed: int = 0, max_new_tokens: int 
                max_memory=None, progress_bar: bool = True) -> dict:
     """Greedy accuracy alone, ``{(task, level): (solved, n)}``, judged as :func:`depth_score` judges it
     (no interventions): what :func:`tasks_for` was calibrated with."""
-    groups = _groups(tasks, n, seed)
+    groups = _groups(levels_of(model, tasks), n, seed)
     keys, decodings, prompts = [], [], []
     for t, by_level in groups.items():
         for lv, ps in by_level.items():
@@ -174,8 +174,12 @@ def accuracies(model, tasks, *, n: int = 20, seed: int = 0, max_new_tokens: int 
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _groups(tasks, n: int, seed: int) -> dict:
-    """``{task: {level: [Prompt, ...]}}`` for family names (all their levels) or ``{family: levels}``."""
+def levels_of(model, tasks) -> dict:
+    """``{family: levels}`` of ``tasks`` as :func:`depth_score` takes it: ``"auto"``
+    (:func:`depthutils.depth_tasks.tasks_for` of ``model``), family names (all their levels) or
+    ``{family: levels}``; checked against :data:`TASKS`."""
+    if isinstance(tasks, str) and tasks == "auto":
+        tasks = depth_tasks.tasks_for(model)
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise DepthError(f"Unknown task(s) {unknown}; choose from {', '.join(TASKS)} or pass groups=.")
@@ -183,6 +187,11 @@ def _groups(tasks, n: int, seed: int) -> dict:
     for t, lvs in wanted.items():
         if not lvs or any(lv not in TASKS[t][0] for lv in lvs):
             raise DepthError(f"Task {t!r} has levels {list(TASKS[t][0])}; got {list(lvs)!r}.")
+    return wanted
+
+
+def _groups(wanted: dict, n: int, seed: int) -> dict:
+    """``{task: {level: [Prompt, ...]}}`` for ``{family: levels}`` (:func:`levels_of`)."""
     return {t: {lv: TASKS[t][1](lv, n, seed) for lv in lvs} for t, lvs in wanted.items()}
 
 
@@ -307,7 +316,7 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
             (:func:`depthutils.cost_measures.generate`) fits (:func:`depthutils.budget.pick_batch`, which says so).
     """
     if groups is None:
-        groups = _groups(depth_tasks.tasks_for(model) if isinstance(tasks, str) and tasks == "auto" else tasks, n, seed)
+        groups = _groups(levels_of(model, tasks), n, seed)
     rules = {t: TASKS[t][2] if t in TASKS else "first" for t in groups}
     L = model.n_layers
     rows, scores, levels, names, correct = [], [], [], [], []

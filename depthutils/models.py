@@ -353,7 +353,7 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
     module.eval()
     for p in module.parameters():  # measurements never train; keeps IG from filling param.grad
         p.requires_grad_(False)
-    if dev == "cpu":
+    if dev == "cpu" and dt == torch.bfloat16:  # nothing added to the float32 path
         _get(module, arch.unembed).register_forward_pre_hook(_dense_bf16)
     rev = _local_revision(local) if local is not None else (getattr(config, "_commit_hash", None) or revision or "main")
     start, how = resolve_start(prepend_bos, name, module, tokenizer)

@@ -19,8 +19,7 @@ from . import cost_measures as cm
 from . import data
 from .budget import parse_bytes
 from .cost import Cost, total
-from .depth_score import TASKS
-from .depth_tasks import tasks_for
+from .depth_score import TASKS, levels_of
 from .errors import DepthError
 from .plan_models import ModelInfo, model_info
 from .plan_time import DEVICES, available_memory, base_rss, calibration, cpu_seconds, gpu_seconds, wall_estimate
@@ -46,11 +45,8 @@ def _cap(Ts, max_tokens, shape):
 def _score_prompts(info, tasks, n, seed, max_new_tokens):
     """``(T, answer positions, context, decoded tokens)`` of every depth-score prompt; ``tasks`` as
     :func:`depthutils.depth_score.depth_score` takes it (``"auto"``, family names, or ``{family: levels}``)."""
-    if isinstance(tasks, str) and tasks == "auto":
-        tasks = tasks_for(info.name)
-    chosen = tasks.items() if isinstance(tasks, dict) else ((t, TASKS[t][0]) for t in tasks)
     out = []
-    for t, levels in chosen:
+    for t, levels in levels_of(info.name, tasks).items():
         _, load, rule = TASKS[t]
         for lv in levels:
             for p in load(lv, n, seed):
@@ -263,17 +259,19 @@ def preflight(num: str, p: dict) -> Plan | None:
         warnings.warn(f"No memory plan for this run ({type(e).__name__}: {e}); running without one.")
         return None
     if not plan.fits:
-        raise DepthError(f"Chapter {num} on {', '.join(plan.models)} needs about {_gb(plan.peak_memory_bytes)} "
-                         f"({plan.dtype}, batch {plan.batch_size or 1}) but {_gb(plan.memory_budget_bytes)} is free on "
+        raise DepthError(f"Chapter {num} on {', '.join(plan.models)} needs about {gigabytes(plan.peak_memory_bytes)} "
+                         f"({plan.dtype}, batch {plan.batch_size or 1}) but {gigabytes(plan.memory_budget_bytes)} is free on "
                          f"{plan.device}; run it on NDIF (-p remote True) or in bfloat16 (-p dtype bfloat16).")
     return plan
 
 
-def _gb(x: float) -> str:
-    return f"{x / 1e9:.2f} GB"
+def gigabytes(x: float, digits: int = 2) -> str:
+    """Bytes as GB with ``digits`` decimals (the plan's table, its errors, and the bigger-models page)."""
+    return f"{x / 1e9:.{digits}f} GB"
 
 
-def _time(s: float) -> str:
+def duration(s: float) -> str:
+    """Seconds as s, min or h."""
     return f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h"
 
 
@@ -285,15 +283,15 @@ def format_plan(plan: Plan) -> str:
     lines = [head]
     for r in plan.rows:
         lines.append(f"{r['measurement'][:22]:<22}{r['layer_passes']:>13,.0f}{r['flops_fwd'] / 1e12:>11.3f}"
-                     f"{r['flops_bwd'] / 1e12:>11.3f}{_gb(r['extra_bytes']):>11}{str(r['batch_size'] or '-'):>7}"
-                     f"{_time(r['seconds']):>10}" + (f"{r['requests']:>10}{r['download_bytes'] / 2**20:>9.1f}MB"
+                     f"{r['flops_bwd'] / 1e12:>11.3f}{gigabytes(r['extra_bytes']):>11}{str(r['batch_size'] or '-'):>7}"
+                     f"{duration(r['seconds']):>10}" + (f"{r['requests']:>10}{r['download_bytes'] / 2**20:>9.1f}MB"
                                                    if plan.remote else ""))
     lines.append(f"{'total':<22}{plan.layer_passes:>13,.0f}{plan.flops_forward / 1e12:>11.3f}"
-                 f"{plan.flops_backward / 1e12:>11.3f}{'':>11}{str(plan.batch_size or '-'):>7}{_time(plan.seconds):>10}"
+                 f"{plan.flops_backward / 1e12:>11.3f}{'':>11}{str(plan.batch_size or '-'):>7}{duration(plan.seconds):>10}"
                  + (f"{plan.requests:>10}{plan.download_bytes / 2**20:>9.1f}MB" if plan.remote else ""))
     where = "NDIF's GPUs" if plan.remote else plan.device
-    lines.append(f"peak memory {_gb(plan.peak_memory_bytes)} (weights {_gb(plan.weights_bytes)}) on {where}; "
-                 f"budget {_gb(plan.memory_budget_bytes)}")
+    lines.append(f"peak memory {gigabytes(plan.peak_memory_bytes)} (weights {gigabytes(plan.weights_bytes)}) on {where}; "
+                 f"budget {gigabytes(plan.memory_budget_bytes)}")
     if plan.remote:
         verdict = "runs on NDIF (time excludes NDIF's queue and the download)"
     elif plan.fits:
@@ -301,5 +299,5 @@ def format_plan(plan: Plan) -> str:
     else:
         verdict = "does not fit even at batch 1: run it on NDIF (-p remote True) or in bfloat16 (-p dtype bfloat16)"
     cpu = f" wall, {plan.cpu_seconds:,.1f} process CPU seconds" if plan.cpu_seconds else " wall"
-    lines.append(f"time: {_time(plan.seconds)}{cpu} ({plan.seconds_source})\n{verdict}")
+    lines.append(f"time: {duration(plan.seconds)}{cpu} ({plan.seconds_source})\n{verdict}")
     return "\n".join(lines)

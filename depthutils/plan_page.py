@@ -13,7 +13,7 @@ from IPython.display import Markdown, display
 from myst_nb import glue
 
 from .book import find_chapter, parameters
-from .plan import Plan, chapter_parameters, make_plan
+from .plan import Plan, chapter_parameters, duration, gigabytes, make_plan
 
 #: the chapters a reader runs on one large model (7 and 8 compare two models, 0 is the identity check)
 PAGE_CHAPTERS = ("01", "02", "03", "04", "05", "06", "09")
@@ -31,14 +31,6 @@ def plans(model: str, chapters=PAGE_CHAPTERS) -> list[tuple[str, Plan, Plan]]:
     return out
 
 
-def _gb(x: float) -> str:
-    return f"{x / 1e9:,.0f} GB"
-
-
-def _time(s: float) -> str:
-    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
-
-
 def table(rows: list[tuple[str, Plan, Plan]]) -> pd.DataFrame:
     """The page's table of :func:`plans`: one row per chapter."""
     records = []
@@ -47,13 +39,13 @@ def table(rows: list[tuple[str, Plan, Plan]]) -> pd.DataFrame:
         records.append({
             "chapter": f"{stem[:2]} {stem[3:].replace('_', ' ')}",
             "layer-passes": f"{gpu.layer_passes:,.0f}",
-            "one H100: peak memory": _gb(gpu.peak_memory_bytes),
-            f"fits {_gb(gpu.memory_budget_bytes)}": "yes" if gpu.fits else "no",
+            "one H100: peak memory": gigabytes(gpu.peak_memory_bytes, 0),
+            f"fits {gigabytes(gpu.memory_budget_bytes, 0)}": "yes" if gpu.fits else "no",
             "batch": (batch or 1) if gpu.fits else "–",
-            "time (estimate)": _time(gpu.seconds) if gpu.fits else "–",
+            "time (estimate)": duration(gpu.seconds) if gpu.fits else "–",
             "NDIF: requests": ndif.requests,
             "download": f"{ndif.download_bytes / 2 ** 20:.1f} MiB",
-            "time (estimate, no queue)": _time(ndif.seconds)})
+            "time (estimate, no queue)": duration(ndif.seconds)})
     return pd.DataFrame.from_records(records)
 
 
@@ -69,7 +61,7 @@ def facts(model: str, rows: list[tuple[str, Plan, Plan]]) -> dict:
     bf16 weights against one H100's memory, and which chapters fit there."""
     name = model.split("/")[-1]
     fit = [stem[:2] for stem, gpu, _ in rows if gpu.fits]
-    weights, budget = _gb(rows[0][1].weights_bytes), _gb(rows[0][1].memory_budget_bytes)
+    weights, budget = gigabytes(rows[0][1].weights_bytes, 0), gigabytes(rows[0][1].memory_budget_bytes, 0)
     if not fit:
         sentence = (f"{name}'s bf16 weights alone ({weights}) exceed one H100's {budget}, so every chapter of it "
                     f"belongs on NDIF")

@@ -21,7 +21,6 @@ from . import claims, data, plotting
 from .claim_table import CLAIMS, OUTCOMES
 from .contributions import contributions
 from .depth_score import depth_score
-from .depth_tasks import tasks_for
 from .errors import DepthError
 from .fetch import ensure
 from .future_effects import future_effects
@@ -104,7 +103,7 @@ RUNS: dict[str, Run] = {
               "(columns) (P1 Fig. 6a), on this model, by the adaptive rule."),
     "06": Run("N = 20 problems per difficulty level (P1's N): few-shot sums of one digit + one digit (level 1) and "
               "two digits + one (level 2), the levels calibrated so that both real models solve enough of each "
-              "(depth_tasks.tasks_for)", lambda lm: depth_score(lm, tasks_for(lm), n=20, seed=123),
+              "(depth_tasks.tasks_for)", lambda lm: depth_score(lm, "auto", n=20, seed=123),
               lambda r, f: claims.depth_score(r), plotting.depth_score,
               "The depth score per difficulty level on this model, with its 95% bootstrap interval where the model "
               "solved enough problems."),
