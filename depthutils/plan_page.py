@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pandas as pd
 from IPython.display import Markdown, display
-from myst_nb import glue
 
 from .book import find_chapter, parameters
 from .plan import Plan, chapter_parameters, duration, gigabytes, make_plan
+from .report import glue_facts
 
 #: the chapters a reader runs on one large model (7 and 8 compare two models, 0 is the identity check)
 PAGE_CHAPTERS = ("01", "02", "03", "04", "05", "06", "09")
@@ -78,5 +78,4 @@ def show(model: str, key: str) -> None:
     """The page's table for ``model``, and its :func:`facts` glued as ``{key}_weights``, ``{key}_sentence``, …"""
     rows = plans(model)
     display(Markdown(f"**{model.split('/')[-1]}**\n\n" + markdown(table(rows))))
-    for name, value in facts(model, rows).items():
-        glue(f"{key}_{name}", value, display=False)
+    glue_facts(facts(model, rows), key)
