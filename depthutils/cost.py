@@ -170,7 +170,8 @@ class Cost:
     unembed_calls: int = 0
     traces: int = 0           # nnsight traces and generate calls (their python overhead grows with the layers)
     gen_steps: int = 0        # decoding steps of greedy generation (each a whole-model call with its overhead)
-    linalg_flops: float = 0.0  # float64 matrix products and solves outside the model (the mapping's fit)
+    linalg_flops: float = 0.0  # float64 matrix products outside the model (the mapping's fit and predictions)
+    solve_flops: float = 0.0   # float64 linear solves (the mapping's normal equations: LU, then the right-hand sides)
     calls: Counter = field(default_factory=Counter)          # tokens per layer call -> number of such calls
     grad_calls: Counter = field(default_factory=Counter)     # the same, for calls that also run backward
     unembed_sizes: Counter = field(default_factory=Counter)  # tokens per unembedding call -> calls
@@ -191,7 +192,7 @@ class Cost:
         add = lambda k: getattr(self, k) + getattr(other, k)  # noqa: E731
         return Cost(what=self.what if self.what == other.what else f"{self.what}+{other.what}",
                     **{k: add(k) for k in ("layer_tokens", "layer_passes", "grad_tokens", "unembed_tokens",
-                                           "flops_fwd", "flops_bwd", "layer_calls", "unembed_calls", "traces", "gen_steps", "linalg_flops",
+                                           "flops_fwd", "flops_bwd", "layer_calls", "unembed_calls", "traces", "gen_steps", "linalg_flops", "solve_flops",
                                            "requests", "download")},
                     saved=max(self.saved, other.saved), work=max(self.work, other.work),
                     calls=self.calls + other.calls, grad_calls=self.grad_calls + other.grad_calls,

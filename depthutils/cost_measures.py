@@ -239,8 +239,9 @@ def depth_score(s: Shape, prompts, dtype: str, fast: bool, remote: bool, decode_
 def cross_model_mapping(src: Shape, tgt: Shape, Ts, dtype: str, remote: bool, held_out: float = 0.5,
                         same: bool = False) -> Cost:
     """Residuals of both models on every text (one trace when a model is mapped onto itself, ``same``), the
-    normal equations of every source layer, their solve and the held-out predictions ``[L_src, L_tgt, T, H_tgt]``
-    in float64 (``linalg_flops``, timed at the calibrated float64 matmul rate)."""
+    normal equations of every source layer (``linalg_flops``, timed at the calibrated float64 matmul rate), their
+    solve (``solve_flops``, at the calibrated float64 solve rate) and the held-out predictions
+    ``[L_src, L_tgt, T, H_tgt]`` in float64 (``linalg_flops``)."""
     Ls, Lt, Hs, Ht = src.layers, tgt.layers, src.hidden + 1, tgt.hidden
     n_fit = round(len(Ts) * (1 - held_out))
     costs = []
@@ -258,7 +259,7 @@ def cross_model_mapping(src: Shape, tgt: Shape, Ts, dtype: str, remote: bool, he
     out = total(costs)
     solve = Ls * (2 / 3 * Hs ** 3 + 2 * Hs ** 2 * Lt * Ht)
     out.flops_fwd += solve
-    out.linalg_flops += solve
+    out.solve_flops += solve
     out.saved = Ls * Hs * (Hs + Lt * Ht) * 8 * 2  # XᵀX, XᵀY and the maps W
     out.work = max(out.work, Ls * Hs * (Hs + Lt * Ht) * 8)  # one text's XᵀX and XᵀY before they are added
     out.what = "cross_model_mapping"

@@ -83,9 +83,16 @@ def greedy_correct(model, prompt: Prompt, enc: Encoded, max_new_tokens: int = 48
     return _solved(model, prompt, context, model.greedy(context, n_new))
 
 
+def new_tokens(n_answer: int, final: bool, max_new_tokens: int) -> int:
+    """How many tokens :func:`greedy_correct` generates for an answer of ``n_answer`` tokens: up to
+    ``max_new_tokens`` for a ``final`` (boxed) answer, else the answer's tokens plus :data:`ANSWER_MARGIN`
+    (the cost model counts the same)."""
+    return max_new_tokens if final else n_answer + ANSWER_MARGIN
+
+
 def _decoding(prompt: Prompt, enc: Encoded, max_new_tokens: int) -> tuple:
     """What :func:`greedy_correct` decodes: the context's ids and how many tokens to generate."""
-    n_new = max_new_tokens if prompt.meta.get("final") else len(enc.answer_positions) + ANSWER_MARGIN
+    n_new = new_tokens(len(enc.answer_positions), bool(prompt.meta.get("final")), max_new_tokens)
     return enc.input_ids[:, :enc.answer_positions[0]], n_new
 
 

@@ -19,7 +19,7 @@ from . import cost_measures as cm
 from . import data
 from .budget import parse_bytes
 from .cost import Cost, total
-from .depth_score import TASKS, levels_of
+from .depth_score import TASKS, levels_of, new_tokens
 from .errors import DepthError
 from .plan_models import ModelInfo, model_info
 from .plan_time import DEVICES, available_memory, base_rss, calibration, cpu_seconds, gpu_seconds, wall_estimate
@@ -54,7 +54,7 @@ def _score_prompts(info, tasks, n, seed, max_new_tokens):
                 ctx = info.count(p.context)
                 n_ans = max(1, T - ctx)
                 k = 1 if rule == "first" else len(range(0, n_ans, 4)[:4])
-                out.append((T, k, ctx, max_new_tokens if p.meta.get("final") else n_ans))
+                out.append((T, k, ctx, new_tokens(n_ans, bool(p.meta.get("final")), max_new_tokens)))
     return out
 
 

@@ -25,8 +25,9 @@ import torch
 from . import cost_measures as cm
 from .bench import Counter, _isolated
 from .cost import Shape
+from .depth_score import new_tokens
 from .plan_models import model_info
-from .plan_time import calibration, cpu_clock, cpu_seconds, peak_rss_now, wall_estimate
+from .plan_time import calibration, calibration_key, cpu_clock, cpu_seconds, peak_rss_now, wall_estimate
 
 WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8,
                 vocab_size=128256)
@@ -146,7 +147,7 @@ def predict(shape: Shape, measurement: str, dtype: str, lengths: dict):
     if measurement == "cross_model_mapping":
         return cm.cross_model_mapping(shape, shape, lengths["texts"], dtype, False, same=True)
     T, ctx, n_ans = lengths["add"]
-    return cm.depth_score(shape, [(T, 1, ctx, n_ans)], dtype, fast, False)
+    return cm.depth_score(shape, [(T, 1, ctx, new_tokens(n_ans, False, 48))], dtype, fast, False)
 
 
 def _row(r: dict, shape, cal: dict, threads: int) -> dict:
@@ -165,22 +166,27 @@ def within(r: dict) -> bool:
 
 
 def check(models=None, json_path: str | None = None, quick: bool = False, threads: int | None = None,
-          measurements=MEASUREMENTS) -> list:
+          measurements=MEASUREMENTS, recalibrate: bool = True) -> list:
     """Run every measurement on every model and print predicted against measured (peak RSS, process CPU
-    seconds, wall seconds, layer-passes); returns the rows."""
+    seconds, wall seconds, layer-passes); returns the rows. ``recalibrate``: measure each calibration again
+    first (a minute at 8B width), so that it and the runs share the machine's current load: memory-bound
+    calls (one token, the decoding steps) slow down by a third when other jobs use the memory bus, which
+    CPU seconds do not remove."""
     threads = threads or torch.get_num_threads()
     if os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE":
         print("note: OMP_WAIT_POLICY is not PASSIVE, so spinning OpenMP threads inflate the CPU seconds", flush=True)
     if models is None:
         models = [(2, "float32")] if quick else [(2, "float32"), (4, "float32"), (2, "bfloat16"), (4, "bfloat16"),
                                                  ("ladder-16", "float32"), ("smollm2-135m", "float32")]
-    rows = []
+    rows, fresh = [], set()
     _header(threads)
     for spec, dtype in models:
         path = _isolated(_build_worker, spec, dtype)["path"] if isinstance(spec, int) else spec
         name = f"8B-width {spec} layers" if isinstance(spec, int) else spec
         shape = model_info(path).shape
-        cal = calibration(shape, dtype, threads)
+        key = calibration_key(shape, dtype, threads)  # measured again, under the same load as the runs it predicts
+        cal = calibration(shape, dtype, threads, refresh=recalibrate and key not in fresh)
+        fresh.add(key)
         for meas in measurements:
             got = _isolated(_worker, path, meas, dtype, threads)
             row = dict(model=name, dtype=dtype, measurement=meas, path=path, rss_meas=got["peak_rss"],

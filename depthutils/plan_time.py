@@ -42,7 +42,7 @@ WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=3
 
 
 #: the calibration's format; a cache written by another version is measured again
-CALIBRATION_VERSION = "cpu-3"
+CALIBRATION_VERSION = "cpu-4"
 
 
 def cpu_clock() -> float:
@@ -67,12 +67,18 @@ def _width(shape: Shape, dtype: str) -> dict:
     return w if shape.layer_params * BYTES[dtype] <= CALIBRATION_MAX_BYTES else WIDTH_8B
 
 
+def calibration_key(shape: Shape, dtype: str, threads: int) -> str:
+    """The cache key of ``shape``'s calibration: the width it is timed at, the vocabulary, dtype and threads."""
+    w = _width(shape, dtype)
+    return f"{w['hidden_size']}x{w['intermediate_size']}x{w['num_attention_heads']}x" \
+           f"{w['num_key_value_heads']}-V{min(shape.vocab, 128256)}-{dtype}-{threads}t-{CALIBRATION_VERSION}"
+
+
 def calibration(shape: Shape, dtype: str, threads: int | None = None, refresh: bool = False) -> dict:
     """This machine's figures for ``shape``'s width and ``dtype`` (cached; measured on first use)."""
     threads = threads or torch.get_num_threads()
     width = _width(shape, dtype)
-    key = f"{width['hidden_size']}x{width['intermediate_size']}x{width['num_attention_heads']}x" \
-          f"{width['num_key_value_heads']}-V{min(shape.vocab, 128256)}-{dtype}-{threads}t-{CALIBRATION_VERSION}"
+    key = calibration_key(shape, dtype, threads)
     path = cache_file()
     cached = json.loads(path.read_text()) if path.exists() else {}
     if key not in cached or refresh:
@@ -154,17 +160,23 @@ def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dic
 
     unembed_t = {M: best(unembed, M) for M in UNEMBED_POINTS}
     del W
-    return {**overheads(threads), "width": width, "vocab": vocab, "dtype": dtype, "threads": threads, "clock": "process CPU seconds",
+    return {**overheads(threads, width["hidden_size"]), "width": width, "vocab": vocab, "dtype": dtype, "threads": threads, "clock": "process CPU seconds",
             "layer_seconds": layer_t, "grad_seconds": grad_t, "unembed_seconds": unembed_t,
             "layer_params": Shape.from_config({**cfg.to_dict(), "vocab_size": vocab}).layer_params,
             "base_rss_bytes": base_rss(), "torch": torch.__version__}
 
 
-def overheads(threads: int) -> dict:
+#: right-hand sides of the calibrated float64 solve (:func:`overheads`)
+SOLVE_COLUMNS = 2048
+
+
+def overheads(threads: int, hidden: int = 2048) -> dict:
     """The python cost of a call, per decoder layer, on the embedded default model (whose layers compute
     next to nothing): one nnsight trace saving every layer's output, and one step of greedy decoding
-    (nnsight ``generate``: the step's whole-model call, cache and sampling), in CPU seconds; and the float64
-    matrix-product rate (FLOP per CPU second) of the mapping's normal equations."""
+    (nnsight ``generate``: the step's whole-model call, cache and sampling), in CPU seconds; the float64
+    matrix-product rate (FLOP per CPU second) of the mapping's normal equations, and the float64 rate of their
+    solve at the width ``hidden`` (an LU of ``[hidden+1]²`` and :data:`SOLVE_COLUMNS` right-hand sides: a
+    solve runs at half to four fifths of the product's rate, the less the narrower)."""
     torch.set_num_threads(threads)
     h = load_model("default", device="cpu")
     ids = torch.tensor([[1, 5, 6, 7]])
@@ -189,8 +201,18 @@ def overheads(threads: int) -> dict:
         a @ b
         return cpu_clock() - t0
 
+    n = hidden + 1
+    lhs = torch.randn(n, n, dtype=torch.float64) / n ** 0.5 + torch.eye(n, dtype=torch.float64)
+    rhs = torch.randn(n, SOLVE_COLUMNS, dtype=torch.float64)
+
+    def solve():
+        t0 = cpu_clock()
+        torch.linalg.solve(lhs, rhs)
+        return cpu_clock() - t0
+
     return {"trace_layer_seconds": t_trace / h.n_layers, "step_layer_seconds": max(t9 - t1, 0.0) / 8 / h.n_layers,
-            "linalg_flops_per_second": 2 * 512 * 2048 * 2048 / best(gemm)}
+            "linalg_flops_per_second": 2 * 512 * 2048 * 2048 / best(gemm),
+            "solve_flops_per_second": (2 / 3 * n ** 3 + 2 * n * n * SOLVE_COLUMNS) / min(solve() for _ in range(2))}
 
 
 def interpolate(points: dict, m: float) -> float:
@@ -227,7 +249,7 @@ def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
     weights where the calibration was made at another width or vocabulary); a backward layer call adds the
     calibrated backward at its size, an unembedding's backward to its input one matmul of its forward's size;
     each trace and decoding step adds its python overhead per layer, float64 linear algebra its FLOPs at the
-    calibrated rate (:func:`overheads`)."""
+    calibrated rate, their solves at the calibrated solve rate (:func:`overheads`)."""
     w = shape.layer_params / cal["layer_params"]
     u = shape.vocab * shape.hidden / (cal["vocab"] * cal["width"]["hidden_size"])
     lt, gt, ut = cal["layer_seconds"], cal["grad_seconds"], cal["unembed_seconds"]
@@ -236,7 +258,8 @@ def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
     unembed = sum(n * interpolate(ut, m) for m, n in cost.unembed_sizes.items())
     unembed += sum(n * interpolate(ut, m) for m, n in cost.grad_unembed.items())
     python = shape.layers * (cost.traces * cal["trace_layer_seconds"] + cost.gen_steps * cal["step_layer_seconds"])
-    return w * (layer + grad) + u * unembed + python + cost.linalg_flops / cal["linalg_flops_per_second"]
+    return w * (layer + grad) + u * unembed + python + cost.linalg_flops / cal["linalg_flops_per_second"] \
+        + cost.solve_flops / cal["solve_flops_per_second"]
 
 
 def gpu_seconds(cost: Cost, shape: Shape, dtype: str, device: str = "h100") -> float:

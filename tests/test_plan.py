@@ -142,3 +142,26 @@ def test_parse_bytes():
     from depthutils.errors import DepthError
     with pytest.raises(DepthError):
         parse_bytes("eighty")
+
+
+def test_plan_decodes_as_many_tokens_as_the_depth_score(monkeypatch):
+    """The plan's greedy decodings (context length, tokens generated) are the ones ``depth_score`` asks
+    ``greedy_batch`` for, prompt by prompt: the answer's tokens plus the margin, not the answer alone."""
+    import depthutils as du
+    from depthutils.models import ModelHandle
+    from depthutils.plan import _score_prompts
+    from depthutils.plan_models import model_info
+
+    asked = []
+    real = ModelHandle.greedy_batch
+
+    def spy(self, contexts, max_new_tokens):
+        budgets = [max_new_tokens] * len(contexts) if isinstance(max_new_tokens, int) else max_new_tokens
+        asked.extend((c.shape[1], int(b)) for c, b in zip(contexts, budgets))
+        return real(self, contexts, max_new_tokens)
+
+    monkeypatch.setattr(ModelHandle, "greedy_batch", spy)
+    tasks = {"addition": (2, 4)}
+    du.depth_score(du.load_model("default"), tasks, n=3, progress_bar=False)
+    planned = [(ctx, new) for _, _, ctx, new in _score_prompts(model_info("default"), tasks, 3, 0, 48)]
+    assert sorted(asked) == sorted(planned) and len(asked) == 6
