@@ -1,7 +1,8 @@
 """A measurement's batch size from the cost model and a memory budget (issue 36, point 4).
 
-Where a measurement's path takes a batch size (rows per forward: the batched path of future effects and
-of residual erasure), it no longer runs a fixed number of rows: :func:`pick_batch` asks the cost model
+Where a measurement's path takes a batch size (rows per forward: the batched paths of future effects,
+residual erasure and integrated gradients, the greedy decodings of the depth score and of the fact check,
+the fact check's teacher-forced forwards), it no longer runs a fixed number of rows: :func:`pick_batch` asks the cost model
 (:mod:`depthutils.cost_measures`) for the memory each candidate batch adds above the loaded weights,
 and takes the largest that fits ``max_memory`` (default: what the device has free), saying so in one
 line. A batch of the measurement's smallest size that still does not fit stops the run with one
@@ -14,6 +15,7 @@ from typing import Callable
 
 import torch
 
+from . import cost_measures as cm
 from ._run import _bars_wanted
 from .cost import Shape
 from .errors import DepthError
@@ -88,3 +90,32 @@ def pick_batch(what: str, extra_bytes: Callable[[int], float], largest: int, bud
     raise DepthError(f"{what} needs about {size(extra_bytes(smallest))} above the weights even at batch "
                      f"{smallest} but the budget is {size(budget)}; run it on NDIF (remote=True), in bfloat16, "
                      "or with a larger max_memory.")
+
+
+#: contexts per batched greedy decoding at most (:meth:`depthutils.models.ModelHandle.greedy_batch`)
+DECODE_BATCH = 32
+
+
+def decode_batch(model, lengths: list[int], new: int, max_memory=None, say: bool = True,
+                 what: str = "greedy decoding") -> int:
+    """Contexts per batched greedy decoding of contexts of ``lengths`` tokens, ``new`` tokens each: at most
+    :data:`DECODE_BATCH`, the largest whose KV cache and logits the cost model
+    (:func:`depthutils.cost_measures.generate`) fits in ``max_memory`` (:func:`pick_batch`, which says so).
+    On NDIF: :data:`DECODE_BATCH`."""
+    if not lengths or model.remote:
+        return DECODE_BATCH
+    T, shape, dtype = max(lengths), shape_of(model), dtype_of(model)
+    return pick_batch(what, lambda b: cm.generate(shape, [T] * b, [new] * b, dtype, False, batch=b).peak,
+                      min(DECODE_BATCH, len(lengths)), budget_bytes(model, max_memory), smallest=1, say=say)
+
+
+def forward_batch(model, lengths: list[int], largest: int, max_memory=None, say: bool = True,
+                  what: str = "teacher-forced check") -> int:
+    """Prompts per forward that reads the logits, for prompts of ``lengths`` tokens: at most ``largest``,
+    the largest whose activations and logits the cost model (:func:`depthutils.cost_measures.forward_batch`)
+    fits in ``max_memory`` (:func:`pick_batch`, which says so). On NDIF: ``largest``."""
+    if not lengths or model.remote:
+        return largest
+    T, shape, dtype = max(lengths), shape_of(model), dtype_of(model)
+    return pick_batch(what, lambda b: cm.forward_batch(shape, b, T, dtype).peak, min(largest, len(lengths)),
+                      budget_bytes(model, max_memory), smallest=1, say=say)

@@ -31,6 +31,13 @@ def _trace(a: Acc, s: Shape, rows: int, T: int, dtype: str) -> float:
     return s.act_bytes(rows, T, dtype) + rows * T * s.vocab * (BYTES[dtype] + 4)
 
 
+def forward_batch(s: Shape, rows: int, T: int, dtype: str) -> Cost:
+    """One nnsight forward of ``rows`` prompts padded to ``T`` tokens that reads the logits (a teacher-forced
+    check, :func:`depthutils.known_facts.check`)."""
+    a = Acc(s, "forward", T)
+    return a.done(0.0, _trace(a, s, rows, T, dtype), download=8 * rows * T, batch=rows)
+
+
 def forward_only(s: Shape, Ts, dtype: str, remote: bool, what: str, lens: bool = False, per_token: int = 6) -> Cost:
     """One forward per prompt (contributions, residual stream, residual means); ``lens`` adds the logit
     lens of every layer (logit lens, effective depth). Locally the logit lens is

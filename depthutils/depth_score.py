@@ -21,11 +21,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from . import cost_measures as cm
 from . import data, depth_tasks, stack
 from . import future_effects as fe
 from ._run import encode_all, resolve_max_tokens
-from .budget import budget_bytes, dtype_of, pick_batch, shape_of
+from . import budget
+from .budget import DECODE_BATCH
 from .errors import DepthError, NothingFits
 from .prompts import Encoded, Fit, Prompt
 from .remote import each
@@ -116,10 +116,6 @@ def starts_with_answer(text: str, answer: str) -> bool:
     return not (rest and answer[-1].isalnum() and rest[0].isalnum())
 
 
-#: contexts per batched greedy decoding (:meth:`depthutils.models.ModelHandle.greedy_batch`)
-DECODE_BATCH = 32
-
-
 def _measure(model, item):
     """One item of the depth score: a prompt's future-effect maxima (:func:`depthutils.future_effects.run`
     of a :class:`~depthutils.future_effects.Work`) or one batch of greedy decodings (``(contexts, budgets)``);
@@ -128,16 +124,10 @@ def _measure(model, item):
 
 
 def decode_batch(model, decodings: list, max_memory=None, say: bool = True) -> int:
-    """Contexts per batched greedy decoding: at most :data:`DECODE_BATCH`, the largest whose KV cache and
-    logits the cost model (:func:`depthutils.cost_measures.generate`) fits in ``max_memory`` (default: what
-    the device has free; :func:`depthutils.budget.pick_batch`, which says so). On NDIF: :data:`DECODE_BATCH`."""
-    if not decodings or model.remote:
-        return DECODE_BATCH
-    T, new = max(c.shape[1] for c, _ in decodings), max(n for _, n in decodings)
-    shape, dtype = shape_of(model), dtype_of(model)
-    return pick_batch("greedy decoding", lambda b: cm.generate(shape, [T] * b, [new] * b, dtype, False,  # noqa: E731
-                                                               batch=b).peak,
-                      min(DECODE_BATCH, len(decodings)), budget_bytes(model, max_memory), smallest=1, say=say)
+    """Contexts per batched greedy decoding of ``decodings`` (``(context ids, n_new)``), from the cost model
+    and ``max_memory`` (:func:`depthutils.budget.decode_batch`)."""
+    return budget.decode_batch(model, [c.shape[1] for c, _ in decodings],
+                               max((n for _, n in decodings), default=1), max_memory, say)
 
 
 def _decoding_batches(decodings: list, size: int = DECODE_BATCH) -> tuple[list, list]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
-from . import data
+from . import budget, data
 from ._run import encode_all, progress
 from .errors import DepthError
 from .ladder.registry import is_embedded
@@ -210,10 +210,14 @@ def match(continuation: str, forms) -> str | None:
     return None
 
 
-def _greedy(lm, contexts: list, max_new: int, batch_size: int, progress_bar: bool) -> dict:
-    """Step 1: the greedy continuation (text) of each distinct context, batched by length."""
+def _greedy(lm, contexts: list, max_new: int, batch_size: int | None, max_memory, progress_bar: bool) -> dict:
+    """Step 1: the greedy continuation (text) of each distinct context, batched by length (``batch_size``
+    contexts, or the most the plan fits in ``max_memory``: :func:`depthutils.budget.decode_batch`)."""
     contexts = list(dict.fromkeys(contexts))
     _, encs, _ = encode_all(lm, [Prompt(c, len(c)) for c in contexts], max_tokens=None)
+    if batch_size is None:
+        batch_size = budget.decode_batch(lm, [e.n_tokens for e in encs], max_new, max_memory, progress_bar,
+                                         "greedy answers")
     order = sorted(range(len(contexts)), key=lambda i: encs[i].n_tokens)  # similar lengths share a batch
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     out = {}
@@ -223,10 +227,13 @@ def _greedy(lm, contexts: list, max_new: int, batch_size: int, progress_bar: boo
     return out
 
 
-def _forced(lm, cands, batch_size: int) -> None:
-    """Step 2: teacher-forced, each answer token is the top prediction at the position before it."""
+def _forced(lm, cands, batch_size: int | None, max_memory, say: bool) -> None:
+    """Step 2: teacher-forced, each answer token is the top prediction at the position before it
+    (``batch_size`` prompts per forward, or the most the plan fits: :func:`depthutils.budget.forward_batch`)."""
     prompts = [Prompt.from_parts(c.context, c.answer) for c in cands]
     _, encs, _ = encode_all(lm, prompts, need_answer=True, max_tokens=None)
+    if batch_size is None:
+        batch_size = budget.forward_batch(lm, [e.n_tokens for e in encs], FORCED_BATCH, max_memory, say)
     for start in range(0, len(cands), batch_size):
         chunk = list(range(start, min(start + batch_size, len(cands))))
         T = max(encs[i].n_tokens for i in chunk)
@@ -240,35 +247,41 @@ def _forced(lm, cands, batch_size: int) -> None:
             cands[i].forced = bool((top[r, e.predict_positions].cpu() == torch.tensor(e.answer_ids)).all())
 
 
-def _decode(lm, group, max_new: int, batch_size: int, progress_bar: bool) -> None:
+def _decode(lm, group, max_new: int, batch_size: int | None, max_memory, progress_bar: bool) -> None:
     """Step 1 on ``group``: decode, then read the answer each continuation begins with."""
-    continuations = _greedy(lm, [c.context for c in group], max_new, batch_size, progress_bar)
+    continuations = _greedy(lm, [c.context for c in group], max_new, batch_size, max_memory, progress_bar)
     for c in group:
         c.checked, c.continuation = True, continuations[c.context]
         c.answer = match(c.continuation, c.forms)
         c.greedy = c.answer is not None
 
 
-def check(lm, cands, *, max_new: int = 8, batch_size: int = 16, progress_bar: bool = True) -> None:
+#: prompts per teacher-forced forward at most (fewer where the plan does not fit them)
+FORCED_BATCH = 16
+
+
+def check(lm, cands, *, max_new: int = 8, batch_size: int | None = None, max_memory=None,
+          progress_bar: bool = True) -> None:
     """Run both checks on ``cands``, then on the single hops of the two-hop prompts whose greedy continuation
-    gives the answer (the others cannot be graded, so their hops are not decoded), in batches; fills each
-    candidate's fields."""
+    gives the answer (the others cannot be graded, so their hops are not decoded), in batches of
+    ``batch_size`` (default: the most the cost model fits in ``max_memory``, bytes or a size such as
+    ``"8GB"``, default what the device has free); fills each candidate's fields."""
     for c in list(cands) + [h for c in cands for h in c.hops]:
         c.graded, c.forced, c.checked, c.greedy, c.answer, c.continuation = False, None, False, False, None, ""
-    _decode(lm, list(cands), max_new, batch_size, progress_bar)
+    _decode(lm, list(cands), max_new, batch_size, max_memory, progress_bar)
     hops = [h for c in cands if c.greedy for h in c.hops]
     if hops:
-        _decode(lm, hops, max_new, batch_size, progress_bar)
+        _decode(lm, hops, max_new, batch_size, max_memory, progress_bar)
     matched = [c for c in list(cands) + hops if c.greedy]
     if matched:
-        _forced(lm, matched, batch_size)
+        _forced(lm, matched, batch_size, max_memory, progress_bar)
 
 
 # ------------------------------------------------------------------------------------ the entry point
 
 def prompts_for(lm, *, synthetic: dict | None = None, n: int = 3, n_arithmetic: int = 1, tried: int = 120,
-                tried_arithmetic: int = 20, seed: int = 0, max_new: int = 6, batch_size: int = 16,
-                progress_bar: bool = True) -> FactPrompts:
+                tried_arithmetic: int = 20, seed: int = 0, max_new: int = 6, batch_size: int | None = None,
+                max_memory=None, progress_bar: bool = True) -> FactPrompts:
     """The arithmetic and two-hop prompts to grade on ``lm``, and the check that chose them.
 
     Args:
@@ -279,10 +292,14 @@ def prompts_for(lm, *, synthetic: dict | None = None, n: int = 3, n_arithmetic: 
         tried, tried_arithmetic: how many candidates of each kind are checked (P1's included).
         seed: which MQuAKE compositions and generated chains are tried.
         max_new: tokens of greedy continuation (an answer must be complete within them).
-        batch_size: contexts per batched decoding and per teacher-forced forward.
+        batch_size: contexts per batched decoding and per teacher-forced forward (default: the most the cost
+            model fits in ``max_memory``, at most :data:`~depthutils.budget.DECODE_BATCH` decodings and
+            :data:`FORCED_BATCH` forwards; :mod:`depthutils.budget`, which says so in a terminal).
+        max_memory: the budget of that choice, bytes or a size such as ``"8GB"`` (default: what the device
+            has free).
     """
     for name, v in (("n", n), ("n_arithmetic", n_arithmetic), ("tried", tried), ("tried_arithmetic", tried_arithmetic),
-                    ("max_new", max_new), ("batch_size", batch_size)):
+                    ("max_new", max_new), ("batch_size", 1 if batch_size is None else batch_size)):
         if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name.startswith("n") else 1):
             raise DepthError(f"{name} must be a whole number (≥ 1, or ≥ 0 for a count to grade), got {v!r}.")
     if is_embedded(lm):
@@ -296,7 +313,7 @@ def prompts_for(lm, *, synthetic: dict | None = None, n: int = 3, n_arithmetic: 
             prompts[kind] = Prompt.from_parts(context, answer, "synthetic")
         return FactPrompts(prompts, cands, synthetic=True)
     cands = candidates(tried=tried, seed=seed, n_arithmetic=tried_arithmetic)
-    check(lm, cands, max_new=max_new, batch_size=batch_size, progress_bar=progress_bar)
+    check(lm, cands, max_new=max_new, batch_size=batch_size, max_memory=max_memory, progress_bar=progress_bar)
     prompts, out = {}, FactPrompts({}, cands, synthetic=False)
     for kind, limit in (("arithmetic", n_arithmetic), ("multihop", n)):
         chosen = [c for c in cands if c.kind == kind and c.gradable][:limit]

@@ -117,3 +117,37 @@ def test_integrated_gradients_layers_per_pass_follows_the_budget(tiny, capsys):
     g_small = _batch_line(capsys.readouterr().err, "integrated gradients (layers per pass)")
     assert g_full == handle.n_layers and g_small == 1
     np.testing.assert_allclose(small.attribution, full.attribution, atol=ATOL)
+
+
+def test_fact_check_batches_follow_the_budget(tiny, capsys):
+    """The fact check's greedy decodings and teacher-forced forwards shrink under a smaller budget; what
+    each candidate's check finds does not change."""
+    from depthutils import known_facts as kf
+    from depthutils._run import encode_all
+
+    handle, _ = tiny("llama")
+    contexts = [f"{a} + {b} = " for a, b in ((5, 7), (1, 2), (3, 4), (8, 9), (6, 6), (2, 7))]
+
+    def run(max_memory):
+        cands = [kf.Candidate("arithmetic", c, ["1"], "test") for c in contexts]
+        kf.check(handle, cands, max_new=3, max_memory=max_memory, progress_bar=True)
+        forced = [kf.Candidate("arithmetic", c.context, [c.continuation], "test", answer=c.continuation.strip() or "1")
+                  for c in cands]
+        kf._forced(handle, forced, None, max_memory, True)
+        err = capsys.readouterr().err
+        return [c.continuation for c in cands], [c.forced for c in forced], forced, \
+            _batch_line(err, "greedy answers"), _batch_line(err, "teacher-forced check")
+
+    full = run(None)
+    tokens = lambda ps, **kw: max(e.n_tokens for e in encode_all(handle, ps, max_tokens=None, **kw)[1])  # noqa: E731
+    T_gen = tokens([du.Prompt(c, len(c)) for c in contexts])
+    T_fwd = tokens([du.Prompt.from_parts(c.context, c.answer) for c in full[2]], need_answer=True)
+    gen = lambda b: cm.generate(shape_of(handle), [T_gen] * b, [3] * b, "float32", False, batch=b).peak  # noqa: E731
+    fwd = lambda b: cm.forward_batch(shape_of(handle), b, T_fwd, "float32").peak  # noqa: E731
+    limit = max(gen(3), fwd(1))  # room for 3 decodings and 1 forward, not for 6 of either
+    assert limit < min(gen(6), fwd(6))
+    small = run(limit)
+    assert full[3:] == (6, 6) and small[3] < 6 and small[4] < 6
+    assert small[:2] == full[:2]
+    with pytest.raises(DepthError, match="greedy answers needs about"):
+        run(gen(1) / 2)
