@@ -63,8 +63,8 @@ def budget_bytes(model, max_memory) -> float:
 
 
 def size(x: float) -> str:
-    """Bytes as GB, or MB below 0.1 GB."""
-    return f"{x / 1e9:.2f} GB" if x >= 1e8 else f"{x / 1e6:.1f} MB"
+    """Bytes as GB, MB below 0.1 GB, kB below 0.1 MB."""
+    return f"{x / 1e9:.2f} GB" if x >= 1e8 else f"{x / 1e6:.1f} MB" if x >= 1e5 else f"{x / 1e3:.0f} kB"
 
 
 def candidates(largest: int, smallest: int) -> list[int]:
@@ -119,3 +119,19 @@ def forward_batch(model, lengths: list[int], largest: int, max_memory=None, say:
     T, shape, dtype = max(lengths), shape_of(model), dtype_of(model)
     return pick_batch(what, lambda b: cm.forward_batch(shape, b, T, dtype).peak, min(largest, len(lengths)),
                       budget_bytes(model, max_memory), smallest=1, say=say)
+
+
+def work_bytes(model, max_memory, kept: float, cap: int, what: str, say: bool = True) -> int:
+    """Bytes one working chunk of a measurement may use (the stack path's groups of rows, the logit lens's
+    slices of the vocabulary): ``cap``, the size tuned for speed, or what the budget (``max_memory``,
+    default what the device has free) leaves above the ``kept`` bytes the measurement holds, when that is
+    less; says so in one line where progress bars show. Stops with one sentence when nothing is left."""
+    budget = budget_bytes(model, max_memory)
+    if kept >= budget:
+        raise DepthError(f"{what} keeps about {size(kept)} above the weights but the budget is {size(budget)}; "
+                         "run it on NDIF (remote=True), in bfloat16, or with a larger max_memory.")
+    chosen = int(min(cap, budget - kept))
+    if say and _bars_wanted():
+        print(f"{what}: working chunks of {size(chosen)} (at most {size(cap)}), {size(kept)} kept, of the "
+              f"{size(budget)} budget", file=sys.stderr, flush=True)
+    return chosen

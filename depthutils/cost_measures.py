@@ -10,16 +10,21 @@ from __future__ import annotations
 import math
 
 from .cost import BYTES, Acc, Cost, Shape, total, with_requests
-from .future_shared import GROUP_BYTES, UNEMBED_BYTES, sample_positions
-from .logit_lens import LENS_CHUNK_BYTES
+from .chunks import LENS_CHUNK_BYTES, limits
+from .future_shared import sample_positions
+
+
+def stack_bytes(s: Shape, T: int, dtype: str) -> float:
+    """What :class:`depthutils.stack.Stack` keeps of a prompt of ``T`` tokens: every layer's input, output
+    and delta, the logits and their float32 probabilities."""
+    return 3 * s.layers * T * s.hidden * BYTES[dtype] + T * s.vocab * (BYTES[dtype] + 4)
 
 
 def _stack(a: Acc, s: Shape, T: int, dtype: str) -> float:
-    """The clean run of :class:`depthutils.stack.Stack`: L layers, the logits; returns the bytes it keeps
-    (every layer's input, output and delta, the logits and their float32 probabilities)."""
+    """The clean run of :class:`depthutils.stack.Stack`: L layers, the logits; returns the bytes it keeps."""
     a.layers(s.layers, 1, T)
     a.unembed(1, T)
-    return 3 * s.layers * T * s.hidden * BYTES[dtype] + T * s.vocab * (BYTES[dtype] + 4)
+    return stack_bytes(s, T, dtype)
 
 
 def _trace(a: Acc, s: Shape, rows: int, T: int, dtype: str) -> float:
@@ -29,6 +34,12 @@ def _trace(a: Acc, s: Shape, rows: int, T: int, dtype: str) -> float:
     a.layers(s.layers, rows, T)
     a.unembed(rows, T)
     return s.act_bytes(rows, T, dtype) + rows * T * s.vocab * (BYTES[dtype] + 4)
+
+
+def lens_bytes(s: Shape, T: int, dtype: str) -> float:
+    """What :func:`depthutils.logit_lens.chunked_lens` keeps of a prompt of ``T`` tokens besides its slices:
+    the ``L-1`` saved layer outputs and their float32 norm, the final logits and their float32 copy."""
+    return (s.layers - 1) * T * s.hidden * (BYTES[dtype] + 4) + T * s.vocab * 4 * 2
 
 
 def forward_batch(s: Shape, rows: int, T: int, dtype: str) -> Cost:
@@ -56,8 +67,7 @@ def forward_only(s: Shape, Ts, dtype: str, remote: bool, what: str, lens: bool =
             M = (s.layers - 1) * T
             a.unembed(M, 1)
             step = min(s.vocab, max(5, LENS_CHUNK_BYTES // (8 * M)))
-            work = max(work, (s.layers - 1) * T * s.hidden * (BYTES[dtype] + 4) + T * s.vocab * 4 * 2
-                       + 2 * M * step * 4)  # the saved outputs and their norm, the logits, a slice and its exponentials
+            work = max(work, lens_bytes(s, T, dtype) + 2 * M * step * 4)  # what the lens keeps, a slice and its exponentials
         costs.append(a.done(0.0, work, download=4 * s.layers * per_token * T, batch=1))
     return with_requests(total(costs), remote)
 
@@ -71,9 +81,10 @@ def _positions(T: int, n_t: int) -> list[int]:
 
 def future_effects(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: int = 4, part: str = "layer",
                    mode: str = "future", output: bool = True, batch: int | None = None, what="future_effects",
-                   positions: list | None = None) -> Cost:
+                   positions: list | None = None, work_bytes: int | None = None) -> Cost:
     """P1's future effects (and the depth score's interventions: ``output=False``, ``n_t`` per prompt);
-    ``positions`` gives each prompt's ``t`` (default: :func:`_positions`).
+    ``positions`` gives each prompt's ``t`` (default: :func:`_positions`); ``work_bytes`` bounds the stack
+    path's groups and output chunks (:func:`depthutils.future_shared.limits`).
 
     The fast path is :mod:`depthutils.future_shared`'s: the row with the largest ``t`` runs the whole prompt,
     the others positions ``t …`` only, after the suffix check (two layers' clean keys and values and two
@@ -98,7 +109,8 @@ def future_effects(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: i
                 a.layers(2, 1, T)
                 a.layers(2, 1, T - T // 2, context=T)
             first = [1 if mode == "all" else t for t in ts]
-            group = min(L, max(1, int(GROUP_BYTES // max(4 * k * T * (s.heads * T + 3 * s.intermediate), 1))))
+            group_bytes, unembed_bytes = limits(work_bytes)
+            group = min(L, max(1, int(group_bytes // max(4 * k * T * (s.heads * T + 3 * s.intermediate), 1))))
             out_rows = 0
             for s0 in range(0, L, group):  # future_shared._group: one layer call per row of ts, all skips as rows
                 skips = range(s0, min(L, s0 + group))
@@ -110,7 +122,7 @@ def future_effects(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: i
                         for t in ts[:-1]:
                             a.layers(1, members, T - t, context=T)
                 out_rows += sum(T - f for f in first) * sum(1 for sk in skips if not (mode == "future" and sk == L - 1))
-            chunk = max(1, UNEMBED_BYTES // (12 * s.vocab))
+            chunk = max(1, unembed_bytes // (12 * s.vocab))
             if output:
                 for r0 in range(0, out_rows, chunk):
                     a.unembed(min(chunk, out_rows - r0), 1)

@@ -29,7 +29,8 @@ import torch
 from . import cost_measures as cm
 from . import future_shared, stack
 from ._run import encode_all
-from .budget import budget_bytes, dtype_of, pick_batch, shape_of
+from .budget import budget_bytes, dtype_of, pick_batch, shape_of, work_bytes
+from .chunks import GROUP_BYTES
 from .errors import DepthError, check_finite
 from .future_shared import sample_positions  # noqa: F401  (future_effects.sample_positions, as before)
 from .models import check_residual
@@ -249,10 +250,12 @@ class Work:
     fast: bool
     output: bool = True
     shared: bool = True
+    work_bytes: int | None = None  # the stack path's working chunks (None: future_shared's sizes)
 
 
 def work(model, enc, ts: Sequence[int], *, part: str = "layer", mode: str = "future", local: bool = False,
-         fast: bool = False, batch_size: int | None = None, output: bool = True, shared: bool = True) -> Work:
+         fast: bool = False, batch_size: int | None = None, output: bool = True, shared: bool = True,
+         work_bytes: int | None = None) -> Work:
     """The interventions that measure one prompt at positions ``ts``; ``output=False`` when only the
     layer effect is wanted (the fast path then skips the unembedding, the costliest step of a short model).
     ``shared=False`` keeps the fast path per skipped layer instead of :mod:`depthutils.future_shared`'s."""
@@ -263,7 +266,7 @@ def work(model, enc, ts: Sequence[int], *, part: str = "layer", mode: str = "fut
     else:
         size = len(rows) if batch_size is None else batch_size - 1
         chunks = [rows[start:start + size] for start in range(0, len(rows), size)]
-    return Work(enc.input_ids, chunks, part, mode, local, fast, output, shared)
+    return Work(enc.input_ids, chunks, part, mode, local, fast, output, shared, work_bytes)
 
 
 def run(model, w: Work) -> list:
@@ -276,7 +279,7 @@ def run(model, w: Work) -> list:
     if w.fast and w.shared and w.chunks:
         ts = [row.t for row in w.chunks[0]]
         if future_shared.applies(st, ts):
-            return future_shared.prompt_maxima(st, ts, w.part, w.mode, w.output)
+            return future_shared.prompt_maxima(st, ts, w.part, w.mode, w.output, w.work_bytes)
     out = []
     for chunk in w.chunks:
         keep = _measured(chunk, T, w.mode)
@@ -366,7 +369,12 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
         used.append(ts)
     if batch_size is None and not fast and not model.remote and any(used):
         batch_size = planned_batch(model, encs, used, part, mode, local, budget_bytes(model, max_memory), progress_bar)
-    works = [work(model, enc, ts, part=part, mode=mode, local=local, fast=fast, batch_size=batch_size)
+    wb = None
+    if fast and any(used):  # the stack path's groups of rows within what the budget leaves
+        T_max = max(e.n_tokens for e, ts in zip(encs, used) if ts)
+        wb = work_bytes(model, max_memory, cm.stack_bytes(shape_of(model), T_max, dtype_of(model)),
+                        GROUP_BYTES, "future effects (stack path)", progress_bar)
+    works = [work(model, enc, ts, part=part, mode=mode, local=local, fast=fast, batch_size=batch_size, work_bytes=wb)
              for enc, ts in zip(encs, used) if ts]
     maxima = each(model, run, works, f"future effects ({part}, {mode})", enabled=progress_bar,
                   nbytes=lambda w: 4 * (L + 1) * sum(len(c) + 1 for c in w.chunks))

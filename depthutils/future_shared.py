@@ -13,10 +13,10 @@ the whole prompt for each skipped layer ``s`` and each sampled position ``t``. T
 * **One batch per layer.** Every skipped layer ``s`` whose intervention has started is a batch row of the
   same layer call, so layer ``j`` is called ``K`` times per prompt (not once per ``s < j``): larger matrix
   products, far fewer calls. Rows are grouped so that one group's activations stay within
-  :data:`GROUP_BYTES`.
+  :data:`~depthutils.chunks.GROUP_BYTES`.
 
 The output distribution is computed only at the positions each row measures, in chunks of positions
-bounded by :data:`UNEMBED_BYTES` (a 262k vocabulary makes one position's distribution 1 MB). In the
+bounded by :data:`~depthutils.chunks.UNEMBED_BYTES` (a 262k vocabulary makes one position's distribution 1 MB). In the
 future-tokens mode skipping the last layer leaves every measured position unchanged, so its output effect
 is 0 without computing it (it is one of the result's structural zeros).
 
@@ -32,13 +32,8 @@ from typing import Sequence
 
 import torch
 
+from .chunks import limits
 from .stack import Stack, _Prefix, _Recorder
-
-#: activations of one group of batch rows (a layer's MLP and attention scores), bytes
-GROUP_BYTES = 768 * 2**20
-#: one chunk of output distributions (logits, probabilities and the clean ones), bytes
-UNEMBED_BYTES = 384 * 2**20
-
 
 def sample_positions(n_tokens: int, seed: int = 123, k: int = 4) -> list[int]:
     """P1's positions: ``k`` of ``range(8, T-4, 8)``, shuffled with ``seed``, sorted."""
@@ -52,17 +47,18 @@ def applies(st: Stack, ts: Sequence[int]) -> bool:
     return len(set(ts)) <= 1 or st.suffix_ok()
 
 
-def _group_size(st: Stack, n_rows: int) -> int:
+def _group_size(st: Stack, n_rows: int, limit: int) -> int:
     """How many skipped layers share one batch: their rows' attention scores and MLP activations
-    (``rows × T × (heads·T + 3·intermediate)`` floats) within :data:`GROUP_BYTES`."""
+    (``rows × T × (heads·T + 3·intermediate)`` floats) within ``limit`` bytes (:data:`~depthutils.chunks.GROUP_BYTES`)."""
     cfg = st.handle.text_config
     heads = getattr(cfg, "num_attention_heads", 1) or 1
     inter = getattr(cfg, "intermediate_size", None) or 4 * st.inputs[0].shape[-1]
     per_s = 4 * n_rows * st.T * (heads * st.T + 3 * inter)
-    return max(1, min(st.L, GROUP_BYTES // max(per_s, 1)))
+    return max(1, min(st.L, limit // max(per_s, 1)))
 
 
-def prompt_maxima(st: Stack, ts: Sequence[int], part: str, mode: str, output: bool = True) -> list:
+def prompt_maxima(st: Stack, ts: Sequence[int], part: str, mode: str, output: bool = True,
+                  work_bytes: int | None = None) -> list:
     """Each skipped layer's maxima over its rows, one ``(layer_max [L, K+1], out_max [K+1])`` per ``s``
     (column 0 stands for the clean row, ``-inf``; rows in the order of ``ts``), as
     :func:`depthutils.future_effects.run` returns them for the per-layer path."""
@@ -72,10 +68,12 @@ def prompt_maxima(st: Stack, ts: Sequence[int], part: str, mode: str, output: bo
     if output:
         out_max[:, 1:] = 0.0
     first = [1 if mode == "all" else t for t in ts]  # the first measured position of each row
-    g = _group_size(st, K)
+    group_bytes, unembed_bytes = limits(work_bytes)
+    g = _group_size(st, K, group_bytes)
     with torch.no_grad():
         for s0 in range(0, L, g):
-            _group(st, list(range(s0, min(L, s0 + g))), ts, first, part, mode, output, layer_max, out_max)
+            _group(st, list(range(s0, min(L, s0 + g))), ts, first, part, mode, output, layer_max, out_max,
+                   unembed_bytes)
     return [(layer_max[s], out_max[s]) for s in range(L)]
 
 
@@ -90,7 +88,8 @@ def _entering(st: Stack, s: int, ts, full: int, part: str):
     return st.h(s), {k: st.h(s)[:, t:] for k, t in enumerate(ts) if k != full}
 
 
-def _group(st: Stack, group: list[int], ts, first, part, mode, output, layer_max, out_max):
+def _group(st: Stack, group: list[int], ts, first, part, mode, output, layer_max, out_max,
+           unembed_bytes: int):
     """The skipped layers ``group`` as batch rows: layers from the lowest start to ``L-1``, then the output."""
     L = st.L
     full = max(range(len(ts)), key=lambda k: ts[k])
@@ -128,7 +127,7 @@ def _group(st: Stack, group: list[int], ts, first, part, mode, output, layer_max
                 x_suf[k] = st.h(L)[:, t:] if k not in x_suf else torch.cat([x_suf[k], st.h(L)[:, t:]])
         members.append(L - 1)
     if output:
-        _output(st, members, x_full, x_suf, ts, first, full, mode, out_max)
+        _output(st, members, x_full, x_suf, ts, first, full, mode, out_max, unembed_bytes)
 
 
 def _layer(st: Stack, j: int, x_full, x_suf: dict, ts, part: str, zero: list):
@@ -146,9 +145,9 @@ def _layer(st: Stack, j: int, x_full, x_suf: dict, ts, part: str, zero: list):
     return out_full, out_suf
 
 
-def _output(st: Stack, members, x_full, x_suf, ts, first, full, mode, out_max):
+def _output(st: Stack, members, x_full, x_suf, ts, first, full, mode, out_max, unembed_bytes: int):
     """``out_max[s, k+1]``: the max over row ``k``'s measured positions of ``‖p − p′‖₂``, unembedding only
-    those positions, in chunks within :data:`UNEMBED_BYTES`."""
+    those positions, in chunks within ``unembed_bytes`` (:data:`~depthutils.chunks.UNEMBED_BYTES`)."""
     L = st.L
     pieces = []  # (s, row, positions, h [n, H])
     for b, s in enumerate(members):
@@ -161,7 +160,7 @@ def _output(st: Stack, members, x_full, x_suf, ts, first, full, mode, out_max):
     if not pieces:
         return
     V = st.logits.shape[-1]
-    chunk = max(1, UNEMBED_BYTES // (12 * V))
+    chunk = max(1, unembed_bytes // (12 * V))
     owner = torch.cat([torch.full((len(p[2]),), i) for i, p in enumerate(pieces)])
     pos = torch.cat([p[2] for p in pieces]).to(st.logits.device)
     h = torch.cat([p[3] for p in pieces])

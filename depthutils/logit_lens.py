@@ -8,16 +8,15 @@ import nnsight
 import numpy as np
 import torch
 
+from . import cost_measures as cm
 from ._run import encode_all
+from .budget import dtype_of, shape_of, work_bytes
+from .chunks import LENS_CHUNK_BYTES
 from .curves import ed_kl, ed_overlap, ratio
 from .errors import check_finite
 from .models import _get, check_residual
 from .remote import each
 from .results import Result, describe, make_meta
-
-
-#: one slice of the vocabulary's lens logits (every layer, every token) and its exponentials, bytes
-LENS_CHUNK_BYTES = 512 * 2**20
 
 
 @dataclass
@@ -83,8 +82,9 @@ def read_lens(model, hs: list, k: int) -> list:
 
 def prompt_lens(model, item) -> torch.Tensor:
     """``[L, 2, T]``: KL and top-``k`` overlap of every layer's lens at every token of one prompt (one trace);
-    ``item`` is the prompt's encoding and ``k``. A local model takes :func:`chunked_lens` after the trace."""
-    enc, k = item
+    ``item`` is the prompt's encoding, ``k`` and, optionally, the bytes of one slice of the vocabulary
+    (default :data:`LENS_CHUNK_BYTES`). A local model takes :func:`chunked_lens` after the trace."""
+    enc, k, *chunk = item
     L, T = model.n_layers, enc.n_tokens
     head = _get(model.nn._module, model.arch.unembed)
     if model.remote or not isinstance(head, torch.nn.Linear) or L < 2:
@@ -98,13 +98,13 @@ def prompt_lens(model, item) -> torch.Tensor:
             hs.append(check_residual(model.layers_output(l), 1, T, f"layer {l} output")[0].save())
         final = model.logits()[0].save()
     with torch.no_grad():
-        return chunked_lens(model, torch.stack(list(hs)), final, k)
+        return chunked_lens(model, torch.stack(list(hs)), final, k, *chunk)
 
 
-def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int) -> torch.Tensor:
+def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_bytes: int | None = None) -> torch.Tensor:
     """``[L, 2, T]`` as :func:`read_lens` gives it, from the layer outputs ``hs`` ``[L-1, T, H]`` below the last
     and the model's logits ``final`` ``[T, V]``: every layer's lens in one matrix product per slice of the
-    vocabulary (within :data:`LENS_CHUNK_BYTES`), never a whole ``[L, T, V]``.
+    vocabulary (within ``chunk_bytes``, :data:`LENS_CHUNK_BYTES`), never a whole ``[L, T, V]``.
 
     Per row, over the slices: the running max ``m``, ``S = Σ e^{z−m}`` and ``W = Σ e^{z−m}(z − z_final)`` (in
     float64 between slices), and the running top-``k``; then ``KL(q ‖ q_final) = W/S − lse(z) + lse(z_final)``.
@@ -119,7 +119,7 @@ def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int) -> torch.
     m = torch.full((M,), -torch.inf, dtype=torch.float64)
     S, W = torch.zeros(M, dtype=torch.float64), torch.zeros(M, dtype=torch.float64)
     top_v, top_i = torch.empty(M, 0), torch.empty(M, 0, dtype=torch.long)
-    step = max(k, LENS_CHUNK_BYTES // (8 * M))
+    step = max(k, (chunk_bytes or LENS_CHUNK_BYTES) // (8 * M))
     for v0 in range(0, V, step):
         bias = None if head.bias is None else head.bias[v0:v0 + step]
         z = model.finish_logits(torch.nn.functional.linear(x, head.weight[v0:v0 + step], bias)).float().cpu()
@@ -142,17 +142,26 @@ def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int) -> torch.
     return torch.cat([stats, last])
 
 
-def logit_lens(model, prompts, k: int = 5, *, max_tokens: int | None = None,
+def logit_lens(model, prompts, k: int = 5, *, max_tokens: int | None = None, max_memory=None,
                progress_bar: bool = True) -> LogitLensResult:
     """KL divergence and top-``k`` overlap of every layer's logit-lens distribution with the output.
 
     Memory is O(T·V): the lens of one layer at a time is compared with the final
     distribution and reduced to ``[T]`` before the next layer is read. A prompt longer than
-    ``max_tokens`` (default: the model's context) is cut to its first tokens.
+    ``max_tokens`` (default: the model's context) is cut to its first tokens. On a local model the slices
+    of the vocabulary are at most :data:`LENS_CHUNK_BYTES`, less where ``max_memory`` (bytes or a size such
+    as ``"8GB"``; default what the device has free) leaves less above the saved residuals
+    (:func:`depthutils.budget.work_bytes`, which says so).
     """
     prompts, encs, fit = encode_all(model, prompts, max_tokens=max_tokens)
+    items = [(e, k) for e in encs]
+    if not model.remote and encs:
+        T = max(e.n_tokens for e in encs)
+        kept = cm.lens_bytes(shape_of(model), T, dtype_of(model))
+        chunk = work_bytes(model, max_memory, kept, LENS_CHUNK_BYTES, "logit lens", progress_bar)
+        items = [(e, k, chunk) for e in encs]
     return logit_lens_of(model, prompts, encs, fit, k,
-                         each(model, prompt_lens, [(e, k) for e in encs], "logit lens", enabled=progress_bar))
+                         each(model, prompt_lens, items, "logit lens", enabled=progress_bar))
 
 
 def logit_lens_of(model, prompts, encs, fit, k: int, stats) -> LogitLensResult:

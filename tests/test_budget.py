@@ -151,3 +151,38 @@ def test_fact_check_batches_follow_the_budget(tiny, capsys):
     assert small[:2] == full[:2]
     with pytest.raises(DepthError, match="greedy answers needs about"):
         run(gen(1) / 2)
+
+
+def _chunk_line(err: str, what: str) -> float:
+    lines = [ln for ln in err.splitlines() if ln.startswith(f"{what}: working chunks of ")]
+    assert len(lines) == 1, err
+    value, unit = lines[0].split("working chunks of ")[1].split()[:2]
+    return float(value) * {"GB": 1e9, "MB": 1e6, "kB": 1e3}[unit.rstrip(",")]
+
+
+def test_the_stack_paths_chunks_follow_the_budget(tiny, capsys):
+    """The stack path of future effects and the logit lens cut their work into chunks of at most the tuned
+    size, smaller where the budget leaves less above what they keep; the values do not change; a budget
+    below what they keep stops them with one sentence."""
+    from depthutils import chunks
+
+    handle, _ = tiny("llama")
+    s, T = shape_of(handle), encode(handle.tokenizer, PROMPT).n_tokens
+    kw = dict(method="stack", positions=[4, 8, 12], progress_bar=True)
+    full = du.future_effects(handle, [PROMPT], **kw)
+    assert _chunk_line(capsys.readouterr().err, "future effects (stack path)") == pytest.approx(
+        chunks.GROUP_BYTES, rel=0.01)
+    kept = cm.stack_bytes(s, T, "float32")
+    small = du.future_effects(handle, [PROMPT], max_memory=kept + 20_000, **kw)  # one skipped layer per group
+    assert _chunk_line(capsys.readouterr().err, "future effects (stack path)") == pytest.approx(20_000, rel=0.03)
+    np.testing.assert_allclose(small.layer_effect, full.layer_effect, atol=ATOL)
+    np.testing.assert_allclose(small.output_effect, full.output_effect, atol=ATOL)
+    with pytest.raises(DepthError, match=r"future effects \(stack path\) keeps about .* but the budget is"):
+        du.future_effects(handle, [PROMPT], max_memory=kept / 2, **kw)
+
+    lens_full = du.logit_lens(handle, [PROMPT], progress_bar=True)
+    capsys.readouterr()
+    lens_small = du.logit_lens(handle, [PROMPT], max_memory=cm.lens_bytes(s, T, "float32") + 5_000, progress_bar=True)
+    assert _chunk_line(capsys.readouterr().err, "logit lens") == pytest.approx(5_000, rel=0.1)
+    np.testing.assert_allclose(lens_small.kl, lens_full.kl, atol=ATOL)
+    np.testing.assert_allclose(lens_small.overlap, lens_full.overlap, atol=ATOL)

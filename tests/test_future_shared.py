@@ -9,7 +9,7 @@ import pytest
 import oracle
 from conftest import ATOL, FAMILIES
 from depthutils.future_effects import fold, run, work
-from depthutils import future_shared, stack
+from depthutils import chunks, future_shared, stack
 from depthutils.bench import Counter
 from depthutils.prompts import encode
 
@@ -31,8 +31,8 @@ def _both(handle, prompt, ts, part, mode):
 @pytest.mark.parametrize("part", ["layer", "attn", "mlp"])
 def test_shared_path_equals_the_per_layer_path(tiny, prompts, family, part, monkeypatch):
     handle, _ = tiny(family)
-    monkeypatch.setattr(future_shared, "GROUP_BYTES", 1)  # one skipped layer per group
-    monkeypatch.setattr(future_shared, "UNEMBED_BYTES", 1)  # one position per output chunk
+    monkeypatch.setattr(chunks, "GROUP_BYTES", 1)  # one skipped layer per group
+    monkeypatch.setattr(chunks, "UNEMBED_BYTES", 1)  # one position per output chunk
     T = encode(handle.tokenizer, prompts[2]).n_tokens
     for mode, ts in (("future", [4, 9, 13, T - 3]), ("all", [T])):
         (D, O), (D1, O1), _ = _both(handle, prompts[2], ts, part, mode)
