@@ -46,7 +46,10 @@ _QM7 = dict(_Q7, max_position_embeddings=4096)
 # huggingface.co/osllmai-community/Qwen2.5-14B-Instruct/blob/eaddfa6/config.json
 _Q14 = dict(_QWEN, hidden_size=5120, intermediate_size=13824, num_hidden_layers=48, num_attention_heads=40,
             num_key_value_heads=8, vocab_size=152064, tie_word_embeddings=False)
-_Q32 = dict(_Q14, intermediate_size=27648, num_hidden_layers=64)  # not checked against a config here
+# Qwen2.5-32B: hidden 5120, MLP 27648, 64 layers, 40 query and 8 KV heads, vocabulary 152064, 131072 positions
+# (a public deployment tutorial's transcription of huggingface.co/Qwen/Qwen2.5-32B/blob/main/config.json; the
+# model card, in ZHUI/paddlenlp_model_readme's Qwen/Qwen2.5-32B/index.md: 64 layers, 40 Q / 8 KV heads, 131,072)
+_Q32 = dict(_Q14, intermediate_size=27648, num_hidden_layers=64)
 
 #: The papers' models, transcribed from their ``config.json`` on the Hugging Face hub (the fields the
 #: cost model reads): P1's Llama 3.1 and Qwen2.5 sizes, and the models of P2's Table 1

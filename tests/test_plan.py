@@ -33,6 +33,12 @@ def test_distilled_qwen_unties_its_embeddings():
     assert not r1.tied and r1.params - math.params == 151936 * 1536
 
 
+def test_qwen_32b_has_its_config_s_parameters():
+    """Qwen2.5-32B's config (hidden 5120, MLP 27648, 64 layers, 40/8 heads, vocabulary 152064, untied, with
+    q/k/v biases) has 32,763,876,352 parameters: the count another project's test asserts for that config."""
+    assert Shape.from_config(PAPER_CONFIGS["Qwen/Qwen2.5-32B"]).params == 32_763_876_352
+
+
 def test_shape_matches_a_built_model(tiny, tiny_root):
     from transformers import AutoConfig
 
