@@ -84,5 +84,6 @@ def test_fit_maps_solves_a_wide_right_hand_side():
     eye = torch.eye(577, dtype=torch.float64)
     eye[-1, -1] = 0.0
     scale = xtx[:, :-1, :-1].diagonal(dim1=1, dim2=2).mean(-1)
-    resid = (xtx + 1e-4 * scale[:, None, None] * eye) @ W - xty
-    assert resid.abs().max() < 1e-6 * xty.abs().max()
+    for i in (0, 14, 29):  # the equations of a few systems (all 30 would double the test's time)
+        resid = (xtx[i] + 1e-4 * scale[i] * eye) @ W[i] - xty[i]
+        assert resid.abs().max() < 1e-6 * xty[i].abs().max(), i
