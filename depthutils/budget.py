@@ -97,16 +97,16 @@ DECODE_BATCH = 32
 
 
 def decode_batch(model, lengths: list[int], new: int, max_memory=None, say: bool = True,
-                 what: str = "greedy decoding") -> int:
+                 what: str = "greedy decoding", largest: int = DECODE_BATCH) -> int:
     """Contexts per batched greedy decoding of contexts of ``lengths`` tokens, ``new`` tokens each: at most
-    :data:`DECODE_BATCH`, the largest whose KV cache and logits the cost model
+    ``largest`` (:data:`DECODE_BATCH`), the largest whose KV cache and logits the cost model
     (:func:`depthutils.cost_measures.generate`) fits in ``max_memory`` (:func:`pick_batch`, which says so).
-    On NDIF: :data:`DECODE_BATCH`."""
+    On NDIF: ``largest``."""
     if not lengths or model.remote:
-        return DECODE_BATCH
+        return largest
     T, shape, dtype = max(lengths), shape_of(model), dtype_of(model)
     return pick_batch(what, lambda b: cm.generate(shape, [T] * b, [new] * b, dtype, False, batch=b).peak,
-                      min(DECODE_BATCH, len(lengths)), budget_bytes(model, max_memory), smallest=1, say=say)
+                      min(largest, len(lengths)), budget_bytes(model, max_memory), smallest=1, say=say)
 
 
 def forward_batch(model, lengths: list[int], largest: int, max_memory=None, say: bool = True,

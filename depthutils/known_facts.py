@@ -217,7 +217,7 @@ def _greedy(lm, contexts: list, max_new: int, batch_size: int | None, max_memory
     _, encs, _ = encode_all(lm, [Prompt(c, len(c)) for c in contexts], max_tokens=None)
     if batch_size is None:
         batch_size = budget.decode_batch(lm, [e.n_tokens for e in encs], max_new, max_memory, progress_bar,
-                                         "greedy answers")
+                                         "greedy answers", FACT_BATCH)
     order = sorted(range(len(contexts)), key=lambda i: encs[i].n_tokens)  # similar lengths share a batch
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     out = {}
@@ -233,7 +233,7 @@ def _forced(lm, cands, batch_size: int | None, max_memory, say: bool) -> None:
     prompts = [Prompt.from_parts(c.context, c.answer) for c in cands]
     _, encs, _ = encode_all(lm, prompts, need_answer=True, max_tokens=None)
     if batch_size is None:
-        batch_size = budget.forward_batch(lm, [e.n_tokens for e in encs], FORCED_BATCH, max_memory, say)
+        batch_size = budget.forward_batch(lm, [e.n_tokens for e in encs], FACT_BATCH, max_memory, say)
     for start in range(0, len(cands), batch_size):
         chunk = list(range(start, min(start + batch_size, len(cands))))
         T = max(encs[i].n_tokens for i in chunk)
@@ -256,8 +256,9 @@ def _decode(lm, group, max_new: int, batch_size: int | None, max_memory, progres
         c.greedy = c.answer is not None
 
 
-#: prompts per teacher-forced forward at most (fewer where the plan does not fit them)
-FORCED_BATCH = 16
+#: contexts per greedy decoding and prompts per teacher-forced forward at most (fewer where the plan does not
+#: fit them)
+FACT_BATCH = 16
 
 
 def check(lm, cands, *, max_new: int = 8, batch_size: int | None = None, max_memory=None,
@@ -293,8 +294,8 @@ def prompts_for(lm, *, synthetic: dict | None = None, n: int = 3, n_arithmetic: 
         seed: which MQuAKE compositions and generated chains are tried.
         max_new: tokens of greedy continuation (an answer must be complete within them).
         batch_size: contexts per batched decoding and per teacher-forced forward (default: the most the cost
-            model fits in ``max_memory``, at most :data:`~depthutils.budget.DECODE_BATCH` decodings and
-            :data:`FORCED_BATCH` forwards; :mod:`depthutils.budget`, which says so in a terminal).
+            model fits in ``max_memory``, at most :data:`FACT_BATCH`; :mod:`depthutils.budget`, which says so
+            in a terminal).
         max_memory: the budget of that choice, bytes or a size such as ``"8GB"`` (default: what the device
             has free).
     """
