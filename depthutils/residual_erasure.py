@@ -155,7 +155,8 @@ def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *,
         baseline: ``[L+1, H]`` (one vector per layer) or ``[L+1, T, H]`` (per position);
             by default the mean residual of the first 10 GSM8K prompts.
         batch_size: rows per forward, clean row included, for the whole-sequence paths (the suffix path's
-            batch is at most ``L + 1`` rows); by default the largest that the cost model
+            batch is ``L + 1`` rows per position, at most :data:`SUFFIX_BLOCK` positions per pass, fewer where
+            the cost model does not fit them in ``max_memory``); by default the largest that the cost model
             (:func:`depthutils.cost_measures.residual_erasure`) fits in ``max_memory`` on a local model, at
             most all positions of a layer (:func:`depthutils.budget.pick_batch`, which says so).
         max_memory: the memory budget of that choice, bytes or a size such as ``"8GB"`` (default: what
@@ -195,8 +196,12 @@ def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *,
         extra = lambda b: cm.residual_erasure(shape_of(model), T, len(pred), dtype_of(model), fast, False,  # noqa: E731
                                               batch=b, suffix=False).peak
         size = pick_batch("residual erasure", extra, T, budget_bytes(model, max_memory), say=progress_bar) - 1
-    if suffix:
-        _erase_suffixes(st, base, pred, effect, progress_bar)
+    if suffix:  # positions per pass from the plan and the budget (at most SUFFIX_BLOCK)
+        extra = lambda b: cm.residual_erasure(shape_of(model), T, len(pred), dtype_of(model), True, False,  # noqa: E731
+                                              suffix=True, block=b).peak
+        block = pick_batch("residual erasure (positions per pass)", extra, SUFFIX_BLOCK,
+                           budget_bytes(model, max_memory), smallest=1, say=progress_bar)
+        _erase_suffixes(st, base, pred, effect, progress_bar, block)
     elif fast:
         for l in progress(range(L + 1), "residual erasure", enabled=progress_bar):
             for start in range(1, T, size):

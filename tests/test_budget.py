@@ -186,3 +186,22 @@ def test_the_stack_paths_chunks_follow_the_budget(tiny, capsys):
     assert _chunk_line(capsys.readouterr().err, "logit lens") == pytest.approx(5_000, rel=0.1)
     np.testing.assert_allclose(lens_small.kl, lens_full.kl, atol=ATOL)
     np.testing.assert_allclose(lens_small.overlap, lens_full.overlap, atol=ATOL)
+
+
+def test_residual_erasure_suffix_block_follows_the_budget(tiny, capsys):
+    """The suffix path erases SUFFIX_BLOCK positions per pass, one where the budget holds only one; the map
+    does not change."""
+    from depthutils.residual_erasure import SUFFIX_BLOCK
+
+    handle, _ = tiny("llama")
+    base = np.zeros((handle.n_layers + 1, handle.config.hidden_size))
+    kw = dict(baseline=base, method="stack", progress_bar=True)
+    full = du.residual_erasure(handle, PROMPT, **kw)
+    assert _batch_line(capsys.readouterr().err, "residual erasure (positions per pass)") == SUFFIX_BLOCK == 2
+    enc = encode(handle.tokenizer, PROMPT, need_answer=True)
+    T = max(enc.predict_positions) + 1
+    peak = lambda b: cm.residual_erasure(shape_of(handle), T, len(enc.predict_positions), "float32", True,  # noqa: E731
+                                         False, suffix=True, block=b).peak
+    small = du.residual_erasure(handle, PROMPT, max_memory=(peak(1) + peak(2)) / 2, **kw)
+    assert _batch_line(capsys.readouterr().err, "residual erasure (positions per pass)") == 1
+    np.testing.assert_allclose(small.effect, full.effect, atol=ATOL)
