@@ -104,6 +104,7 @@ def future_effects(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: i
                     members = sum(b <= j for b in begin.values())
                     if members:
                         a.layers(1, members, T)
+                        a.c.windows += k if k > 1 else 0  # future_shared._layer: the full row and each suffix
                         for t in ts[:-1]:
                             a.layers(1, members, T - t, context=T)
                 out_rows += sum(T - f for f in first) * sum(1 for sk in skips if not (mode == "future" and sk == L - 1))
@@ -141,6 +142,7 @@ def residual_erasure(s: Shape, T: int, n_pred: int, dtype: str, fast: bool, remo
                 k = min(block, T - t0)
                 for j in range(L):
                     a.layers(1, (j + 1) * k, T - t0, context=T)
+                    a.c.windows += 1
                 a.unembed((L + 1) * k, n_pred)
                 rows = (L + 1) * k
                 work = max(work, rows * (T - t0) * s.hidden * BYTES[dtype] + s.act_bytes(rows, T - t0, dtype)

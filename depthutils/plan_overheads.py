@@ -64,7 +64,9 @@ def python(threads: int) -> dict:
 call pays once for its result: its metadata (:func:`depthutils.results.make_meta`, which reads the
 installed packages' versions), ``result_seconds``; and what a model's forward costs besides its layer and
 unembedding calls (the embedding, rotary tables, masks, final norm), ``forward_seconds``: the plain forward
-less the same layer calls (with the forward's own arguments) and unembedding made one by one."""
+less the same layer calls (with the forward's own arguments) and unembedding made one by one; and what a
+layer call on a suffix of the positions pays to cut its arguments and build its causal mask
+(:meth:`depthutils.stack.Stack.suffix`), ``window_seconds``."""
     torch.set_num_threads(threads)
     h = load_model("default", device="cpu")
     module, ids, L = h.nn._module, torch.tensor([[1, 5, 6, 7]]), h.n_layers
@@ -98,9 +100,11 @@ less the same layer calls (with the forward's own arguments) and unembedding mad
     st = Stack(h, ids)  # the same layer calls with the forward's own arguments, and the unembedding, alone
     with torch.no_grad():
         t_parts = _best(lambda: _timed(st.run, st.h(0), 0)) + _best(lambda: _timed(st.unembed, st.h(L)))
-    return {"trace_layer_seconds": max(t_trace - t_plain, 0.0) / L, "stats_layer_seconds": max(t_stats - t_trace, 0.0) / L,
+        t_window = _best(lambda: _timed(st._window_kwargs, 1, 2, ids.shape[1]))  # a suffix call's arguments
+    return {"trace_layer_seconds": max(t_trace - t_plain, 0.0) / L,
+            "stats_layer_seconds": max(t_stats - t_trace, 0.0) / L,
             "step_layer_seconds": max((t9 - t1) / 8 - t_step, 0.0) / L, "result_seconds": t_result,
-            "forward_seconds": max(t_plain - t_parts, 0.0)}
+            "forward_seconds": max(t_plain - t_parts, 0.0), "window_seconds": t_window}
 
 
 def float64(threads: int, hidden: int) -> dict:

@@ -43,7 +43,7 @@ WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=3
 
 
 #: the calibration's format; a cache written by another version is measured again
-CALIBRATION_VERSION = "cpu-5"
+CALIBRATION_VERSION = "cpu-6"
 
 
 def wall_estimate(cpu_seconds: float, threads: int) -> float:
@@ -208,10 +208,12 @@ def base_rss() -> int:
 def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
     """Process CPU seconds: every layer and unembedding call at its size, from the calibration (scaled by
     weights where the calibration was made at another width or vocabulary); a backward layer call adds the
-    calibrated backward at its size, an unembedding's backward to its input one matmul of its forward's size;
-    each trace and decoding step adds what nnsight adds per layer, each layer's contributions statistics their small operations, each result its metadata, each whole-model forward what it adds to its layers, float64 linear algebra its products at the
-    calibrated rate of their rows, its solves at the calibrated solve rate, its fresh large tensors their
-    pages and its in-place passes their bytes (:mod:`depthutils.plan_overheads`)."""
+    calibrated backward at its size, an unembedding's backward to its input one matmul of its forward's size.
+    Besides (:mod:`depthutils.plan_overheads`): each trace and decoding step what nnsight adds per layer, each
+    layer's contributions statistics their small operations, each result its metadata, each whole-model
+    forward what it adds to its layers, each suffix call its arguments; float64 linear algebra its products at
+    the calibrated rate of their rows, its solves at the calibrated solve rate, its fresh large tensors their
+    pages and its in-place passes their bytes."""
     w = shape.layer_params / cal["layer_params"]
     u = shape.vocab * shape.hidden / (cal["vocab"] * cal["width"]["hidden_size"])
     lt, gt, ut = cal["layer_seconds"], cal["grad_seconds"], cal["unembed_seconds"]
@@ -221,7 +223,7 @@ def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
     unembed += sum(n * interpolate(ut, m) for m, n in cost.grad_unembed.items())
     python = shape.layers * (cost.traces * cal["trace_layer_seconds"] + cost.gen_steps * cal["step_layer_seconds"]) \
         + cost.stat_layers * cal["stats_layer_seconds"] + cost.results * cal["result_seconds"] \
-        + cost.forwards * cal["forward_seconds"]
+        + cost.forwards * cal["forward_seconds"] + cost.windows * cal["window_seconds"]
     rows = cost.product_rows
     products = sum(f / rate_at(cal["product_flops_per_second"], m) for m, f in rows.items()) \
         + max(cost.linalg_flops - sum(rows.values()), 0.0) / cal["linalg_flops_per_second"]
