@@ -171,6 +171,7 @@ class Cost:
     traces: int = 0           # nnsight traces and generate calls (their python overhead grows with the layers)
     stat_layers: int = 0      # layers whose contributions statistics a trace computes (contributions.read_stats)
     forwards: int = 0         # whole-model forwards (traces, clean runs, decoding steps): embedding, masks, norm
+    lens_rows: int = 0        # positions whose lens statistics a trace computes (logit_lens.read_lens), per layer
     windows: int = 0          # layer calls on a suffix of the positions (arguments cut, a causal mask built)
     results: int = 0          # measurement calls (each makes one result, with its metadata)
     gen_steps: int = 0        # decoding steps of greedy generation (each a whole-model call with its overhead)
@@ -200,9 +201,9 @@ class Cost:
         return Cost(what=self.what if self.what == other.what else f"{self.what}+{other.what}",
                     **{k: add(k) for k in ("layer_tokens", "layer_passes", "grad_tokens", "unembed_tokens",
                                            "flops_fwd", "flops_bwd", "layer_calls", "unembed_calls", "traces",
-                                           "stat_layers", "forwards", "windows", "results", "gen_steps",
-                                           "linalg_flops", "solve_flops", "fresh_bytes", "stream_bytes", "requests",
-                                           "download")},
+                                           "stat_layers", "forwards", "windows", "lens_rows", "results",
+                                           "gen_steps", "linalg_flops", "solve_flops", "fresh_bytes",
+                                           "stream_bytes", "requests", "download")},
                     saved=max(self.saved, other.saved), work=max(self.work, other.work),
                     calls=self.calls + other.calls, grad_calls=self.grad_calls + other.grad_calls,
                     unembed_sizes=self.unembed_sizes + other.unembed_sizes,

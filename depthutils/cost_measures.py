@@ -48,6 +48,7 @@ def forward_only(s: Shape, Ts, dtype: str, remote: bool, what: str, lens: bool =
         if lens and (remote or what != "logit_lens"):  # effective depth reads every lens inside its trace
             for _ in range(s.layers):
                 a.unembed(1, T)
+                a.c.lens_rows += T
             work += (1 + 3) * T * s.vocab * 4  # the final log-probabilities, one layer's lens and its stats
         elif lens and s.layers > 1:
             M = (s.layers - 1) * T

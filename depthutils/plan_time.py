@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from .cost import BYTES, Cost, Shape
+from .logit_lens import lens_stats
 from .plan_overheads import cpu_clock, overheads, rate_at
 
 #: NVIDIA H100 SXM5 80 GB, "NVIDIA H100 Tensor Core GPU" data sheet: 989 TFLOPS dense BF16 (the
@@ -43,7 +44,7 @@ WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=3
 
 
 #: the calibration's format; a cache written by another version is measured again
-CALIBRATION_VERSION = "cpu-6"
+CALIBRATION_VERSION = "cpu-7"
 
 
 def wall_estimate(cpu_seconds: float, threads: int) -> float:
@@ -90,6 +91,8 @@ def calibration(shape: Shape, dtype: str, threads: int | None = None, refresh: b
 LAYER_POINTS = ((1, 1), (1, 8), (1, 32), (1, 128), (4, 128))
 UNEMBED_POINTS = (1, 4, 16, 64, 256)
 GRAD_POINTS = ((1, 32), (4, 128))
+#: positions of the calibrated lens statistics (their cost is per position and vocabulary entry)
+LENS_ROWS = 16
 #: passes through the sizes when every call takes under LONG_CALL CPU seconds
 ROUNDS, LONG_CALL = 3, 0.05
 
@@ -170,8 +173,19 @@ def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dic
 
     unembed_t = points(unembed, {M: (M,) for M in UNEMBED_POINTS})
     del W
+    z = torch.randn(1, LENS_ROWS, vocab)
+    log_final = z.log_softmax(-1)
+    top_final = log_final.topk(5, dim=-1).indices
+
+    def lens():  # one layer's lens statistics inside a trace (depthutils.logit_lens.read_lens), past its logits
+        t0 = cpu_clock()
+        lens_stats(z.float().log_softmax(-1), log_final, top_final, 5)
+        return cpu_clock() - t0
+
+    lens_row = points(lens, {LENS_ROWS: ()})[LENS_ROWS] / LENS_ROWS
     return {**overheads(threads, width["hidden_size"]), "width": width, "vocab": vocab, "dtype": dtype, "threads": threads, "clock": "process CPU seconds",
             "layer_seconds": layer_t, "grad_seconds": grad_t, "unembed_seconds": unembed_t,
+            "lens_row_seconds": lens_row,
             "layer_params": Shape.from_config({**cfg.to_dict(), "vocab_size": vocab}).layer_params,
             "base_rss_bytes": base_rss(), "torch": torch.__version__}
 
@@ -208,7 +222,8 @@ def base_rss() -> int:
 def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
     """Process CPU seconds: every layer and unembedding call at its size, from the calibration (scaled by
     weights where the calibration was made at another width or vocabulary); a backward layer call adds the
-    calibrated backward at its size, an unembedding's backward to its input one matmul of its forward's size.
+    calibrated backward at its size, an unembedding's backward to its input one matmul of its forward's size,
+    a lens in a trace its statistics per position (scaled by the vocabulary).
     Besides (:mod:`depthutils.plan_overheads`): each trace and decoding step what nnsight adds per layer, each
     layer's contributions statistics their small operations, each result its metadata, each whole-model
     forward what it adds to its layers, each suffix call its arguments; float64 linear algebra its products at
@@ -221,6 +236,7 @@ def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
     grad = sum(n * interpolate(gt, m) for m, n in cost.grad_calls.items())
     unembed = sum(n * interpolate(ut, m) for m, n in cost.unembed_sizes.items())
     unembed += sum(n * interpolate(ut, m) for m, n in cost.grad_unembed.items())
+    lens = cost.lens_rows * cal["lens_row_seconds"] * shape.vocab / cal["vocab"]
     python = shape.layers * (cost.traces * cal["trace_layer_seconds"] + cost.gen_steps * cal["step_layer_seconds"]) \
         + cost.stat_layers * cal["stats_layer_seconds"] + cost.results * cal["result_seconds"] \
         + cost.forwards * cal["forward_seconds"] + cost.windows * cal["window_seconds"]
@@ -228,8 +244,8 @@ def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
     products = sum(f / rate_at(cal["product_flops_per_second"], m) for m, f in rows.items()) \
         + max(cost.linalg_flops - sum(rows.values()), 0.0) / cal["linalg_flops_per_second"]
     memory = cost.fresh_bytes * cal["fresh_seconds_per_byte"] + cost.stream_bytes / cal["stream_bytes_per_second"]
-    return w * (layer + grad) + u * unembed + python + products + cost.solve_flops / cal["solve_flops_per_second"] \
-        + memory
+    return w * (layer + grad) + u * unembed + lens + python + products \
+        + cost.solve_flops / cal["solve_flops_per_second"] + memory
 
 
 def gpu_seconds(cost: Cost, shape: Shape, dtype: str, device: str = "h100") -> float:

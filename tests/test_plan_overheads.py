@@ -20,7 +20,7 @@ def _calibration(**terms) -> dict:
     cal = {"layer_params": 1, "vocab": 1, "width": {"hidden_size": 1}, "layer_seconds": {1: 0.0},
            "grad_seconds": {1: 0.0}, "unembed_seconds": {1: 0.0}, "trace_layer_seconds": 0.0,
            "step_layer_seconds": 0.0, "stats_layer_seconds": 0.0, "result_seconds": 0.0, "forward_seconds": 0.0,
-           "window_seconds": 0.0,
+           "window_seconds": 0.0, "lens_row_seconds": 0.0,
            "product_flops_per_second": {8: 1e30, 512: 1e30}, "linalg_flops_per_second": 1e30,
            "solve_flops_per_second": 1e30, "fresh_seconds_per_byte": 0.0, "stream_bytes_per_second": 1e30}
     cal.update(terms)
@@ -37,6 +37,17 @@ def test_forward_terms_count_one_result_per_call():
                        trace_layer_seconds=1000.0)
     assert cpu_seconds(c, s, "float32", cal) == pytest.approx(3 * 3 + 10 + 3 * 100 + 3 * 3 * 1000)
     assert cm.forward_only(s, [10], "float32", False, "logit_lens", lens=True).stat_layers == 0
+
+
+def test_lens_statistics_per_position_and_layer():
+    """Effective depth reads every layer's lens inside its trace: the statistics of ``T`` positions per layer,
+    priced per position at the calibrated vocabulary and scaled to the model's."""
+    s = Shape.from_config(LLAMA)
+    c = cm.forward_only(s, [10, 12], "float32", False, "effective_depth", lens=True)
+    assert c.lens_rows == s.layers * 22 and c.stat_layers == 2 * s.layers
+    cal = _calibration(lens_row_seconds=1.0, vocab=3 * s.vocab)
+    assert cpu_seconds(c, s, "float32", cal) == pytest.approx(s.layers * 22 / 3)
+    assert cm.forward_only(s, [10], "float32", False, "logit_lens", lens=True).lens_rows == 0  # chunked_lens
 
 
 def test_decoding_counts_a_forward_per_token():
