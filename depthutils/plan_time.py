@@ -44,7 +44,7 @@ WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=3
 
 
 #: the calibration's format; a cache written by another version is measured again
-CALIBRATION_VERSION = "cpu-7"
+CALIBRATION_VERSION = "cpu-8"
 
 
 def wall_estimate(cpu_seconds: float, threads: int) -> float:
@@ -161,7 +161,7 @@ def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dic
         return out
 
     layer_t = points(call, {B * T: (B, T) for B, T in LAYER_POINTS})
-    grad_t = {B * T: max(best(call, B, T, True, n=2) - best(call, B, T), 0.0) for B, T in GRAD_POINTS}
+    grad_t = {B * T: max(best(call, B, T, True) - best(call, B, T), 0.0) for B, T in GRAD_POINTS}
     del layer
     W = torch.empty(vocab, width["hidden_size"], dtype=dt).uniform_(-0.02, 0.02)
 
