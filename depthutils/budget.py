@@ -19,7 +19,7 @@ from . import cost_measures as cm
 from ._run import _bars_wanted
 from .cost import Shape
 from .errors import DepthError
-from .plan_time import available_memory
+from .devices import available_memory
 
 
 def shape_of(model) -> Shape:

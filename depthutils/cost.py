@@ -169,13 +169,21 @@ class Cost:
     layer_calls: int = 0
     unembed_calls: int = 0
     traces: int = 0           # nnsight traces and generate calls (their python overhead grows with the layers)
+    stat_layers: int = 0      # layers whose contributions statistics a trace computes (contributions.read_stats)
+    forwards: int = 0         # whole-model forwards (traces, clean runs, decoding steps): embedding, masks, norm
+    lens_rows: int = 0        # positions whose lens statistics a trace computes (logit_lens.read_lens), per layer
+    windows: int = 0          # layer calls on a suffix of the positions (arguments cut, a causal mask built)
+    results: int = 0          # measurement calls (each makes one result, with its metadata)
     gen_steps: int = 0        # decoding steps of greedy generation (each a whole-model call with its overhead)
     linalg_flops: float = 0.0  # float64 matrix products outside the model (the mapping's fit and predictions)
     solve_flops: float = 0.0   # float64 linear solves (the mapping's normal equations: LU, then the right-hand sides)
+    fresh_bytes: float = 0.0   # large tensors allocated afresh and written (their pages are zeroed on first touch)
+    stream_bytes: float = 0.0  # bytes read and written by passes over large tensors already in memory
     calls: Counter = field(default_factory=Counter)          # tokens per layer call -> number of such calls
     grad_calls: Counter = field(default_factory=Counter)     # the same, for calls that also run backward
     unembed_sizes: Counter = field(default_factory=Counter)  # tokens per unembedding call -> calls
     grad_unembed: Counter = field(default_factory=Counter)   # the same, for calls that also run backward
+    product_rows: Counter = field(default_factory=Counter)   # rows of a float64 product -> its FLOPs (in linalg_flops)
     saved: float = 0.0        # bytes held through the call
     work: float = 0.0         # bytes of its largest step
     requests: int = 0
@@ -192,12 +200,15 @@ class Cost:
         add = lambda k: getattr(self, k) + getattr(other, k)  # noqa: E731
         return Cost(what=self.what if self.what == other.what else f"{self.what}+{other.what}",
                     **{k: add(k) for k in ("layer_tokens", "layer_passes", "grad_tokens", "unembed_tokens",
-                                           "flops_fwd", "flops_bwd", "layer_calls", "unembed_calls", "traces", "gen_steps", "linalg_flops", "solve_flops",
-                                           "requests", "download")},
+                                           "flops_fwd", "flops_bwd", "layer_calls", "unembed_calls", "traces",
+                                           "stat_layers", "forwards", "windows", "lens_rows", "results",
+                                           "gen_steps", "linalg_flops", "solve_flops", "fresh_bytes",
+                                           "stream_bytes", "requests", "download")},
                     saved=max(self.saved, other.saved), work=max(self.work, other.work),
                     calls=self.calls + other.calls, grad_calls=self.grad_calls + other.grad_calls,
                     unembed_sizes=self.unembed_sizes + other.unembed_sizes,
                     grad_unembed=self.grad_unembed + other.grad_unembed,
+                    product_rows=self.product_rows + other.product_rows,
                     batch_size=min((b for b in (self.batch_size, other.batch_size) if b), default=None),
                     notes=self.notes + [n for n in other.notes if n not in self.notes])
 
@@ -260,4 +271,5 @@ def requests_for(download: float) -> int:
 
 
 def with_requests(cost: Cost, remote: bool) -> Cost:
-    return replace(cost, requests=requests_for(cost.download) if remote else 0)
+    """``cost`` as one measurement call's: its NDIF requests, and one result."""
+    return replace(cost, requests=requests_for(cost.download) if remote else 0, results=1)

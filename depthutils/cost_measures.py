@@ -22,6 +22,7 @@ def stack_bytes(s: Shape, T: int, dtype: str) -> float:
 
 def _stack(a: Acc, s: Shape, T: int, dtype: str) -> float:
     """The clean run of :class:`depthutils.stack.Stack`: L layers, the logits; returns the bytes it keeps."""
+    a.c.forwards += 1
     a.layers(s.layers, 1, T)
     a.unembed(1, T)
     return stack_bytes(s, T, dtype)
@@ -31,6 +32,7 @@ def _trace(a: Acc, s: Shape, rows: int, T: int, dtype: str) -> float:
     """One nnsight forward of the whole model on ``rows`` rows; returns its working memory (one layer's
     activations, the logits in the model's dtype and one float32 copy)."""
     a.c.traces += 1
+    a.c.forwards += 1
     a.layers(s.layers, rows, T)
     a.unembed(rows, T)
     return s.act_bytes(rows, T, dtype) + rows * T * s.vocab * (BYTES[dtype] + 4)
@@ -59,9 +61,12 @@ def forward_only(s: Shape, Ts, dtype: str, remote: bool, what: str, lens: bool =
     for T in Ts:
         a = Acc(s, what, T)
         work = _trace(a, s, 1, T, dtype)
+        if what in ("contributions", "effective_depth"):  # contributions.read_stats, inside the trace
+            a.c.stat_layers += s.layers
         if lens and (remote or what != "logit_lens"):  # effective depth reads every lens inside its trace
             for _ in range(s.layers):
                 a.unembed(1, T)
+                a.c.lens_rows += T
             work += (1 + 3) * T * s.vocab * 4  # the final log-probabilities, one layer's lens and its stats
         elif lens and s.layers > 1:
             M = (s.layers - 1) * T
@@ -119,6 +124,7 @@ def future_effects(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: i
                     members = sum(b <= j for b in begin.values())
                     if members:
                         a.layers(1, members, T)
+                        a.c.windows += k if k > 1 else 0  # future_shared._layer: the full row and each suffix
                         for t in ts[:-1]:
                             a.layers(1, members, T - t, context=T)
                 out_rows += sum(T - f for f in first) * sum(1 for sk in skips if not (mode == "future" and sk == L - 1))
@@ -156,6 +162,7 @@ def residual_erasure(s: Shape, T: int, n_pred: int, dtype: str, fast: bool, remo
                 k = min(block, T - t0)
                 for j in range(L):
                     a.layers(1, (j + 1) * k, T - t0, context=T)
+                    a.c.windows += 1
                 a.unembed((L + 1) * k, n_pred)
                 rows = (L + 1) * k
                 work = max(work, rows * (T - t0) * s.hidden * BYTES[dtype] + s.act_bytes(rows, T - t0, dtype)
@@ -232,6 +239,7 @@ def generate(s: Shape, contexts, new: list[int], dtype: str, remote: bool, batch
         a = Acc(s, "generate", T)
         a.c.traces += 1
         a.c.gen_steps += n
+        a.c.forwards += n  # the prompt, then one forward per further token
         a.layers(s.layers, len(g), T)
         a.unembed(len(g), 1)
         for step in range(n - 1):
@@ -257,12 +265,19 @@ def depth_score(s: Shape, prompts, dtype: str, fast: bool, remote: bool, decode_
 
 def cross_model_mapping(src: Shape, tgt: Shape, Ts, dtype: str, remote: bool, held_out: float = 0.5,
                         same: bool = False) -> Cost:
-    """Residuals of both models on every text (one trace when a model is mapped onto itself, ``same``), the
-    normal equations of every source layer (``linalg_flops``, timed at the calibrated float64 matmul rate), their
-    solve (``solve_flops``, at the calibrated float64 solve rate) and the held-out predictions
-    ``[L_src, L_tgt, T, H_tgt]`` in float64 (``linalg_flops``)."""
+    """Residuals of both models on every text (one trace when a model is mapped onto itself, ``same``), then
+    the float64 work of :func:`depthutils.cross_model_mapping.cross_model_mapping`, product by product:
+
+    * per fitting text, ``XᵀX`` and ``XᵀY`` (``[H_src+1]`` rows each, ``product_rows``), ``XᵀY`` a fresh
+      ``[L_src, H_src+1, L_tgt·H_tgt]`` tensor (``fresh_bytes``) added in place into the sum (``stream_bytes``);
+    * once, :func:`~depthutils.cross_model_mapping.fit_maps`: the penalised ``XᵀX`` (two fresh copies), one
+      solve per source layer (``solve_flops``), whose right-hand side is copied into a fresh buffer, and the
+      result copied into the fresh maps ``W``;
+    * per held-out text, the predictions ``x @ W`` (``T-1`` rows per source layer) into a fresh
+      ``[L_src, T-1, L_tgt·H_tgt]`` tensor, their difference from the targets (fresh) and its norm."""
     Ls, Lt, Hs, Ht = src.layers, tgt.layers, src.hidden + 1, tgt.hidden
-    n_fit = round(len(Ts) * (1 - held_out))
+    K, n_fit = Lt * Ht, round(len(Ts) * (1 - held_out))
+    O = Ls * Hs * K * 8  # bytes of XᵀY (and of the maps W)
     costs = []
     for i, T in enumerate(Ts):
         for sh in ((src,) if same else (src, tgt)):
@@ -270,16 +285,27 @@ def cross_model_mapping(src: Shape, tgt: Shape, Ts, dtype: str, remote: bool, he
             work = _trace(a, sh, 1, T, dtype) + sh.layers * T * sh.hidden * (BYTES[dtype] + 8)
             costs.append(a.done(0.0, work, download=sh.layers * T * sh.hidden * BYTES[dtype]))
         c, n = costs[-1], T - 1  # the BOS is left out of the fit
-        f = 2 * Ls * n * Hs * (Hs + Lt * Ht) if i < n_fit else 2 * Ls * n * Hs * Lt * Ht
-        c.flops_fwd += f
-        c.linalg_flops += f
-        if i >= n_fit:
-            c.work = max(c.work, 2 * Ls * Lt * n * Ht * 8)
+        if i < n_fit:
+            products = {Hs: 2 * Ls * n * Hs * (Hs + K)}
+            c.fresh_bytes += O
+            c.stream_bytes += 3 * O if i else 0.0
+        else:
+            products = {n: 2 * Ls * n * Hs * K}
+            P = Ls * n * K * 8  # bytes of one text's predictions
+            c.fresh_bytes += 2 * P
+            c.stream_bytes += 2 * P
+            c.work = max(c.work, 2 * P)
+        for rows, f in products.items():
+            c.flops_fwd += f
+            c.linalg_flops += f
+            c.product_rows[rows] += f
     out = total(costs)
-    solve = Ls * (2 / 3 * Hs ** 3 + 2 * Hs ** 2 * Lt * Ht)
+    solve = Ls * (2 / 3 * Hs ** 3 + 2 * Hs ** 2 * K)
     out.flops_fwd += solve
     out.solve_flops += solve
-    out.saved = Ls * Hs * (Hs + Lt * Ht) * 8 * 2  # XᵀX, XᵀY and the maps W
-    out.work = max(out.work, Ls * Hs * (Hs + Lt * Ht) * 8)  # one text's XᵀX and XᵀY before they are added
+    out.fresh_bytes += 2 * Ls * Hs * Hs * 8 + 2 * O  # the penalised XᵀX; the solves' buffers and W
+    out.stream_bytes += 2 * O  # the right-hand sides read into the buffers, the buffers read into W
+    out.saved = Ls * Hs * (Hs + K) * 8 * 2  # XᵀX, XᵀY and the maps W
+    out.work = max(out.work, Ls * Hs * (Hs + K) * 8)  # one text's XᵀX and XᵀY before they are added
     out.what = "cross_model_mapping"
     return with_requests(out, remote)

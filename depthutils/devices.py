@@ -2,6 +2,8 @@
 one workaround (a dense input for the bfloat16 unembedding)."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -55,3 +57,14 @@ def _dense_bf16(module, args):
     if list(x.stride()) != dense:  # torch calls a [B, 1, H] slice contiguous: compare every stride
         return (x.clone(memory_format=torch.contiguous_format), *args[1:])
     return None
+
+
+def available_memory() -> int:
+    """Bytes this machine can still give a process (``MemAvailable``), or total RAM."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

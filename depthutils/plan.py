@@ -22,7 +22,8 @@ from .cost import Cost, total
 from .depth_score import TASKS, levels_of, new_tokens
 from .errors import DepthError
 from .plan_models import ModelInfo, model_info
-from .plan_time import DEVICES, available_memory, base_rss, calibration, cpu_seconds, gpu_seconds, wall_estimate
+from .devices import available_memory
+from .plan_time import DEVICES, base_rss, calibration, cpu_seconds, gpu_seconds, wall_estimate
 from .study import PROJECT_TASKS
 
 MULTI = {"07": "models", "08": "models", "09": "models"}

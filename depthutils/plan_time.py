@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import resource
 import subprocess
 import sys
@@ -27,7 +28,8 @@ from pathlib import Path
 import torch
 
 from .cost import BYTES, Cost, Shape
-from .models import load_model
+from .logit_lens import lens_stats
+from .plan_overheads import cpu_clock, overheads, rate_at
 
 #: NVIDIA H100 SXM5 80 GB, "NVIDIA H100 Tensor Core GPU" data sheet: 989 TFLOPS dense BF16 (the
 #: 1979 of the sheet is with 2:4 sparsity), 3.35 TB/s HBM3, 80 GB.
@@ -42,13 +44,7 @@ WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=3
 
 
 #: the calibration's format; a cache written by another version is measured again
-CALIBRATION_VERSION = "cpu-4"
-
-
-def cpu_clock() -> float:
-    """CPU seconds (user + system) this process has used so far, over all its threads."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+CALIBRATION_VERSION = "cpu-8"
 
 
 def wall_estimate(cpu_seconds: float, threads: int) -> float:
@@ -86,7 +82,7 @@ def calibration(shape: Shape, dtype: str, threads: int | None = None, refresh: b
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cached, indent=1))
     cal = cached[key]
-    for k in ("layer_seconds", "grad_seconds", "unembed_seconds"):  # JSON keys are strings
+    for k in ("layer_seconds", "grad_seconds", "unembed_seconds", "product_flops_per_second"):  # JSON keys: strings
         cal[k] = {int(m): v for m, v in cal[k].items()}
     return cal
 
@@ -95,6 +91,10 @@ def calibration(shape: Shape, dtype: str, threads: int | None = None, refresh: b
 LAYER_POINTS = ((1, 1), (1, 8), (1, 32), (1, 128), (4, 128))
 UNEMBED_POINTS = (1, 4, 16, 64, 256)
 GRAD_POINTS = ((1, 32), (4, 128))
+#: positions of the calibrated lens statistics (their cost is per position and vocabulary entry)
+LENS_ROWS = 16
+#: passes through the sizes when every call takes under LONG_CALL CPU seconds
+ROUNDS, LONG_CALL = 3, 0.05
 
 
 def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dict:
@@ -139,16 +139,29 @@ def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dic
         return cpu_clock() - t0
 
     def best(fn, *args, n=3, budget=0.5):
-        """The fastest of at least ``n`` calls after a warm-up, more while they take under ``budget`` seconds
-        (short calls are the noisiest)."""
+        """The median of at least ``n`` calls after a warm-up, more while they take under ``budget`` seconds
+        (short calls are the noisiest). The median, not the fastest: a run's time is the sum of its calls, so
+        a typical call is what it pays; :func:`points` takes the quietest of several passes against load."""
         fn(*args)
         times = [fn(*args) for _ in range(n)]
         while sum(times) < budget and len(times) < 50:
             times.append(fn(*args))
-        return min(times)
+        return statistics.median(times)
 
-    layer_t = {B * T: best(call, B, T) for B, T in LAYER_POINTS}
-    grad_t = {B * T: max(best(call, B, T, True, n=2) - best(call, B, T), 0.0) for B, T in GRAD_POINTS}
+    def points(fn, sizes: dict) -> dict:
+        """Each size's fastest call over :data:`ROUNDS` passes through the sizes where calls are short (a burst
+        of other jobs' load then spoils one pass of a size, not all its calls); one pass where they are long."""
+        out = {}
+        for r in range(ROUNDS):
+            for key, args in sizes.items():
+                t = best(fn, *args)
+                out[key] = min(out.get(key, t), t)
+            if max(out.values()) > LONG_CALL:
+                break
+        return out
+
+    layer_t = points(call, {B * T: (B, T) for B, T in LAYER_POINTS})
+    grad_t = {B * T: max(best(call, B, T, True) - best(call, B, T), 0.0) for B, T in GRAD_POINTS}
     del layer
     W = torch.empty(vocab, width["hidden_size"], dtype=dt).uniform_(-0.02, 0.02)
 
@@ -158,61 +171,23 @@ def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dic
         torch.nn.functional.linear(x, W).float().softmax(-1)
         return cpu_clock() - t0
 
-    unembed_t = {M: best(unembed, M) for M in UNEMBED_POINTS}
+    unembed_t = points(unembed, {M: (M,) for M in UNEMBED_POINTS})
     del W
+    z = torch.randn(1, LENS_ROWS, vocab)
+    log_final = z.log_softmax(-1)
+    top_final = log_final.topk(5, dim=-1).indices
+
+    def lens():  # one layer's lens statistics inside a trace (depthutils.logit_lens.read_lens), past its logits
+        t0 = cpu_clock()
+        lens_stats(z.float().log_softmax(-1), log_final, top_final, 5)
+        return cpu_clock() - t0
+
+    lens_row = points(lens, {LENS_ROWS: ()})[LENS_ROWS] / LENS_ROWS
     return {**overheads(threads, width["hidden_size"]), "width": width, "vocab": vocab, "dtype": dtype, "threads": threads, "clock": "process CPU seconds",
             "layer_seconds": layer_t, "grad_seconds": grad_t, "unembed_seconds": unembed_t,
+            "lens_row_seconds": lens_row,
             "layer_params": Shape.from_config({**cfg.to_dict(), "vocab_size": vocab}).layer_params,
             "base_rss_bytes": base_rss(), "torch": torch.__version__}
-
-
-#: right-hand sides of the calibrated float64 solve (:func:`overheads`)
-SOLVE_COLUMNS = 2048
-
-
-def overheads(threads: int, hidden: int = 2048) -> dict:
-    """The python cost of a call, per decoder layer, on the embedded default model (whose layers compute
-    next to nothing): one nnsight trace saving every layer's output, and one step of greedy decoding
-    (nnsight ``generate``: the step's whole-model call, cache and sampling), in CPU seconds; the float64
-    matrix-product rate (FLOP per CPU second) of the mapping's normal equations, and the float64 rate of their
-    solve at the width ``hidden`` (an LU of ``[hidden+1]²`` and :data:`SOLVE_COLUMNS` right-hand sides: a
-    solve runs at half to four fifths of the product's rate, the less the narrower)."""
-    torch.set_num_threads(threads)
-    h = load_model("default", device="cpu")
-    ids = torch.tensor([[1, 5, 6, 7]])
-
-    def trace():
-        t0 = cpu_clock()
-        with h.no_grad(), h.trace(ids):
-            [h.layers_output(l).save() for l in range(h.n_layers)]
-        return cpu_clock() - t0
-
-    def decode(n):
-        t0 = cpu_clock()
-        h.greedy_batch([ids], n)
-        return cpu_clock() - t0
-
-    best = lambda fn, *a: min(fn(*a) for _ in range(6))  # noqa: E731  (the first call warms up)
-    t_trace, t1, t9 = best(trace), best(decode, 1), best(decode, 9)
-    a, b = torch.randn(512, 2048, dtype=torch.float64), torch.randn(2048, 2048, dtype=torch.float64)
-
-    def gemm():
-        t0 = cpu_clock()
-        a @ b
-        return cpu_clock() - t0
-
-    n = hidden + 1
-    lhs = torch.randn(n, n, dtype=torch.float64) / n ** 0.5 + torch.eye(n, dtype=torch.float64)
-    rhs = torch.randn(n, SOLVE_COLUMNS, dtype=torch.float64)
-
-    def solve():
-        t0 = cpu_clock()
-        torch.linalg.solve(lhs, rhs)
-        return cpu_clock() - t0
-
-    return {"trace_layer_seconds": t_trace / h.n_layers, "step_layer_seconds": max(t9 - t1, 0.0) / 8 / h.n_layers,
-            "linalg_flops_per_second": 2 * 512 * 2048 * 2048 / best(gemm),
-            "solve_flops_per_second": (2 / 3 * n ** 3 + 2 * n * n * SOLVE_COLUMNS) / min(solve() for _ in range(2))}
 
 
 def interpolate(points: dict, m: float) -> float:
@@ -247,9 +222,13 @@ def base_rss() -> int:
 def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
     """Process CPU seconds: every layer and unembedding call at its size, from the calibration (scaled by
     weights where the calibration was made at another width or vocabulary); a backward layer call adds the
-    calibrated backward at its size, an unembedding's backward to its input one matmul of its forward's size;
-    each trace and decoding step adds its python overhead per layer, float64 linear algebra its FLOPs at the
-    calibrated rate, their solves at the calibrated solve rate (:func:`overheads`)."""
+    calibrated backward at its size, an unembedding's backward to its input one matmul of its forward's size,
+    a lens in a trace its statistics per position (scaled by the vocabulary).
+    Besides (:mod:`depthutils.plan_overheads`): each trace and decoding step what nnsight adds per layer, each
+    layer's contributions statistics their small operations, each result its metadata, each whole-model
+    forward what it adds to its layers, each suffix call its arguments; float64 linear algebra its products at
+    the calibrated rate of their rows, its solves at the calibrated solve rate, its fresh large tensors their
+    pages and its in-place passes their bytes."""
     w = shape.layer_params / cal["layer_params"]
     u = shape.vocab * shape.hidden / (cal["vocab"] * cal["width"]["hidden_size"])
     lt, gt, ut = cal["layer_seconds"], cal["grad_seconds"], cal["unembed_seconds"]
@@ -257,9 +236,16 @@ def cpu_seconds(cost: Cost, shape: Shape, dtype: str, cal: dict) -> float:
     grad = sum(n * interpolate(gt, m) for m, n in cost.grad_calls.items())
     unembed = sum(n * interpolate(ut, m) for m, n in cost.unembed_sizes.items())
     unembed += sum(n * interpolate(ut, m) for m, n in cost.grad_unembed.items())
-    python = shape.layers * (cost.traces * cal["trace_layer_seconds"] + cost.gen_steps * cal["step_layer_seconds"])
-    return w * (layer + grad) + u * unembed + python + cost.linalg_flops / cal["linalg_flops_per_second"] \
-        + cost.solve_flops / cal["solve_flops_per_second"]
+    lens = cost.lens_rows * cal["lens_row_seconds"] * shape.vocab / cal["vocab"]
+    python = shape.layers * (cost.traces * cal["trace_layer_seconds"] + cost.gen_steps * cal["step_layer_seconds"]) \
+        + cost.stat_layers * cal["stats_layer_seconds"] + cost.results * cal["result_seconds"] \
+        + cost.forwards * cal["forward_seconds"] + cost.windows * cal["window_seconds"]
+    rows = cost.product_rows
+    products = sum(f / rate_at(cal["product_flops_per_second"], m) for m, f in rows.items()) \
+        + max(cost.linalg_flops - sum(rows.values()), 0.0) / cal["linalg_flops_per_second"]
+    memory = cost.fresh_bytes * cal["fresh_seconds_per_byte"] + cost.stream_bytes / cal["stream_bytes_per_second"]
+    return w * (layer + grad) + u * unembed + lens + python + products \
+        + cost.solve_flops / cal["solve_flops_per_second"] + memory
 
 
 def gpu_seconds(cost: Cost, shape: Shape, dtype: str, device: str = "h100") -> float:
@@ -270,17 +256,6 @@ def gpu_seconds(cost: Cost, shape: Shape, dtype: str, device: str = "h100") -> f
     reads = (cost.layer_calls * shape.layer_params + cost.unembed_calls * shape.vocab * shape.hidden) \
         * BYTES[dtype] / d["bandwidth"]
     return max(flops, reads) + (cost.layer_calls + cost.unembed_calls) * 20e-6  # ~20 µs of kernel launches per layer call
-
-
-def available_memory() -> int:
-    """Bytes this machine can still give a process (``MemAvailable``), or total RAM."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def peak_rss_now() -> int:
