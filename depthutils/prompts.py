@@ -90,12 +90,12 @@ def start_token_id(tokenizer, prepend_bos: bool | str = True) -> int | None:
         return bos_token_id(tokenizer)
     if prepend_bos is False or prepend_bos is None:
         return None
-    if isinstance(prepend_bos, str):
-        vocab = tokenizer.get_vocab()
-        if prepend_bos not in vocab:
+    if isinstance(prepend_bos, str):  # one lookup, not get_vocab() (35 ms on SmolLM2, at every encoding)
+        tid = tokenizer.convert_tokens_to_ids(prepend_bos)
+        if not isinstance(tid, int) or tokenizer.convert_ids_to_tokens(tid) != prepend_bos:
             raise DepthError(f"prepend_bos={prepend_bos!r} is not one token of this tokenizer; give 'auto', True, "
                              "False or a token of its vocabulary such as its BOS or EOS.")
-        return int(vocab[prepend_bos])
+        return int(tid)
     raise DepthError(f"prepend_bos must be 'auto', True, False or one token, got {prepend_bos!r}.")
 
 
