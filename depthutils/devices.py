@@ -59,12 +59,18 @@ def _dense_bf16(module, args):
     return None
 
 
-def available_memory() -> int:
-    """Bytes this machine can still give a process (``MemAvailable``), or total RAM."""
+def proc_value(path: str, key: str) -> int | None:
+    """A ``key:  <n> kB`` line of a ``/proc`` file, in bytes; ``None`` where the file or the line is missing."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return None
+
+
+def available_memory() -> int:
+    """Bytes this machine can still give a process (``MemAvailable``), or total RAM."""
+    value = proc_value("/proc/meminfo", "MemAvailable")
+    return value if value is not None else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from .cost import BYTES, Cost, Shape
+from .devices import proc_value
 from .logit_lens import lens_stats
 from .plan_overheads import cpu_clock, overheads, rate_at
 
@@ -261,10 +262,5 @@ def gpu_seconds(cost: Cost, shape: Shape, dtype: str, device: str = "h100") -> f
 def peak_rss_now() -> int:
     """This process's peak RSS in bytes: ``VmHWM`` (reset by exec, unlike ``ru_maxrss``, which a child
     inherits from the parent it was forked from), else ``ru_maxrss``."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    value = proc_value("/proc/self/status", "VmHWM")
+    return value if value is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
