@@ -236,8 +236,8 @@ def shared_layers(result: DepthUse) -> Verdict:
 
 def degenerate(study: Study, models, tasks, metric: str) -> str | None:
     """Why ``metric`` cannot inform a comparison of ``models`` × ``tasks`` (None: it can): an effective depth
-    that is undefined (no layer meets the condition) or at layer 0 (met at the output of the first layer,
-    index 0 of the lens curves as chapter 3 counts them) in a measured cell says nothing about how deep the
+    that is undefined (no layer meets the condition) or at layer 0 (met already on ``h_0``, the embedding, for the
+    lens curves; at the first layer's update for the cosine) in a measured cell says nothing about how deep the
     model computes."""
     cells = [study.cell(m, t, metric)[0] for m in models for t in tasks if study.results.get((m, t)) is not None]
     undefined, floor = sum(ed is None for ed in cells), sum(ed == 0 for ed in cells)

@@ -77,8 +77,8 @@ class ContributionsResult(Result):
 def read_stats(model, T: int) -> tuple[list, list]:
     """Inside a trace of one prompt of ``T`` tokens: each layer's ``[6, T]`` statistics of :data:`KEYS`
     (a list made and saved inside the trace: a remote trace returns only saved names) and each layer's
-    output ``h_{l+1}`` ``[1, T, H]`` (for a measurement that shares the trace, such as the logit lens)."""
-    stats, outs = nnsight.save([]), []
+    input ``h_l`` ``[1, T, H]`` (for a measurement that shares the trace, such as the logit lens)."""
+    stats, ins = nnsight.save([]), []
     for l in range(model.n_layers):
         h = check_residual(model.layers_input(l), 1, T, f"layer {l} input")
         a = check_residual(model.attentions_output(l), 1, T, f"attention {l} output")
@@ -87,8 +87,8 @@ def read_stats(model, T: int) -> tuple[list, list]:
         d, ha = out - h, h + a
         stats.append(torch.stack([rel_norm(a, h), cosine(a, h), rel_norm(m, ha), cosine(m, ha),
                                   rel_norm(d, h), cosine(d, h)])[:, 0].save())
-        outs.append(out)
-    return stats, outs
+        ins.append(h)
+    return stats, ins
 
 
 def prompt_stats(model, enc) -> torch.Tensor:

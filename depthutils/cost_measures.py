@@ -40,8 +40,8 @@ def _trace(a: Acc, s: Shape, rows: int, T: int, dtype: str) -> float:
 
 def lens_bytes(s: Shape, T: int, dtype: str) -> float:
     """What :func:`depthutils.logit_lens.chunked_lens` keeps of a prompt of ``T`` tokens besides its slices:
-    the ``L-1`` saved layer outputs and their float32 norm, the final logits and their float32 copy."""
-    return (s.layers - 1) * T * s.hidden * (BYTES[dtype] + 4) + T * s.vocab * 4 * 2
+    the ``L`` saved layer inputs and their float32 norm, the final logits and their float32 copy."""
+    return s.layers * T * s.hidden * (BYTES[dtype] + 4) + T * s.vocab * 4 * 2
 
 
 def forward_batch(s: Shape, rows: int, T: int, dtype: str) -> Cost:
@@ -54,7 +54,7 @@ def forward_batch(s: Shape, rows: int, T: int, dtype: str) -> Cost:
 def forward_only(s: Shape, Ts, dtype: str, remote: bool, what: str, lens: bool = False, per_token: int = 6) -> Cost:
     """One forward per prompt (contributions, residual stream, residual means); ``lens`` adds the logit
     lens of every layer (logit lens, effective depth). Locally the logit lens is
-    :func:`depthutils.logit_lens.chunked_lens`: the ``L-1`` lower layers' ``(L-1)·T`` rows in one matrix
+    :func:`depthutils.logit_lens.chunked_lens`: the ``L`` layer inputs' ``L·T`` rows in one matrix
     product per slice of the vocabulary (a float32 slice and its exponentials, within ``LENS_CHUNK_BYTES``);
     on NDIF, and for effective depth, each layer's lens is its own ``[T, V]`` product inside the trace."""
     costs = []
@@ -68,8 +68,8 @@ def forward_only(s: Shape, Ts, dtype: str, remote: bool, what: str, lens: bool =
                 a.unembed(1, T)
                 a.c.lens_rows += T
             work += (1 + 3) * T * s.vocab * 4  # the final log-probabilities, one layer's lens and its stats
-        elif lens and s.layers > 1:
-            M = (s.layers - 1) * T
+        elif lens:
+            M = s.layers * T
             a.unembed(M, 1)
             step = min(s.vocab, max(5, LENS_CHUNK_BYTES // (8 * M)))
             work = max(work, lens_bytes(s, T, dtype) + 2 * M * step * 4)  # what the lens keeps, a slice and its exponentials

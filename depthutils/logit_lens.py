@@ -23,9 +23,9 @@ from .results import Result, describe, make_meta
 class LogitLensResult(Result):
     """``kl[l] = KL(q_l ‖ q_L)`` and ``overlap[l] = |topk(q_l) ∩ topk(q_L)| / k``, token means, ``[L]``.
 
-    Index ``l`` is the *output* of layer ``l`` (``h_{l+1}``), so the last entry
-    is the model's own output distribution: KL 0 and overlap 1 by construction. The
-    per-prompt token means (``kl_by_prompt``, ``overlap_by_prompt``, ``[N, L]``) and
+    Index ``l`` is the lens on ``h_l``, the residual *entering* layer ``l`` (``h_0`` is the embedding), for
+    ``l = 0 … L−1``, as P1's notebook and P2's code read it; ``q_L``, the model's output distribution, is the
+    reference, not a row. The per-prompt token means (``kl_by_prompt``, ``overlap_by_prompt``, ``[N, L]``) and
     ``prompt_tokens`` ``[N]`` sit beside them.
     """
 
@@ -44,15 +44,16 @@ class LogitLensResult(Result):
         L = len(self.kl)
         kl_at, ov_at = ed_kl(self.kl), ed_overlap(self.overlap)
         rel = lambda l: None if l is None else round(ratio(l, L), 2)
+        mid = L // 2  # h_mid is the residual after the first half of the layers
         return {"L": L, "kl_layer": kl_at, "kl_rel": rel(kl_at), "overlap_layer": ov_at, "overlap_rel": rel(ov_at),
-                "mid_layer": (L - 1) // 2, "mid_overlap": round(float(self.overlap[(L - 1) // 2]), 2)}
+                "mid_layer": mid, "mid_overlap": round(float(self.overlap[mid]), 2)}
 
     def findings(self) -> str:
         f = self.facts()
         say = lambda l, r: "never" if l is None else f"at layer {l} of {f['L']} (relative depth {r:.2f})"
         return (f"The lens KL falls below half its maximum {say(f['kl_layer'], f['kl_rel'])}; the top-{self.k} "
-                f"overlap first exceeds 0.3 {say(f['overlap_layer'], f['overlap_rel'])}. Overlap at the middle "
-                f"layer: {f['mid_overlap']:.2f}.")
+                f"overlap first exceeds 0.3 {say(f['overlap_layer'], f['overlap_rel'])}. Overlap after the first half "
+                f"(h_{f['mid_layer']}): {f['mid_overlap']:.2f}.")
 
 
 def lens_stats(log_q: torch.Tensor, log_final: torch.Tensor, top_final: torch.Tensor, k: int):
@@ -68,8 +69,8 @@ def lens_stats(log_q: torch.Tensor, log_final: torch.Tensor, top_final: torch.Te
 
 
 def read_lens(model, hs: list, k: int) -> list:
-    """Inside a trace of one prompt, given every layer's output ``hs`` (read in the trace): each layer's
-    ``[2, T]`` KL and top-``k`` overlap (a list made and saved inside the trace: a remote trace returns
+    """Inside a trace of one prompt, given every layer's input ``hs`` (``h_0 … h_{L−1}``, read in the trace): each
+    layer's ``[2, T]`` KL and top-``k`` overlap (a list made and saved inside the trace: a remote trace returns
     only saved names)."""
     per_layer = nnsight.save([])
     log_final = model.logits().float().log_softmax(-1)
@@ -81,41 +82,41 @@ def read_lens(model, hs: list, k: int) -> list:
 
 
 def prompt_lens(model, item) -> torch.Tensor:
-    """``[L, 2, T]``: KL and top-``k`` overlap of every layer's lens at every token of one prompt (one trace);
+    """``[L, 2, T]``: KL and top-``k`` overlap of the lens on every ``h_l`` (``l = 0 … L−1``, the residual entering
+    layer ``l``) at every token of one prompt (one trace);
     ``item`` is the prompt's encoding, ``k`` and, optionally, the bytes of one slice of the vocabulary
     (default :data:`LENS_CHUNK_BYTES`). A local model takes :func:`chunked_lens` after the trace."""
     enc, k, *chunk = item
     L, T = model.n_layers, enc.n_tokens
     head = _get(model.nn._module, model.arch.unembed)
-    if model.remote or not isinstance(head, torch.nn.Linear) or L < 2:
+    if model.remote or not isinstance(head, torch.nn.Linear):
         with model.no_grad(), model.trace(enc.input_ids):
-            hs = [check_residual(model.layers_output(l), 1, T, f"layer {l} output") for l in range(L)]
+            hs = [check_residual(model.layers_input(l), 1, T, f"layer {l} input") for l in range(L)]
             per_layer = read_lens(model, hs, k)
         return torch.stack(list(per_layer))
     with model.no_grad(), model.trace(enc.input_ids):
         hs = nnsight.save([])  # a list made inside the trace must be saved to outlive it
-        for l in range(L - 1):
-            hs.append(check_residual(model.layers_output(l), 1, T, f"layer {l} output")[0].save())
+        for l in range(L):
+            hs.append(check_residual(model.layers_input(l), 1, T, f"layer {l} input")[0].save())
         final = model.logits()[0].save()
     with torch.no_grad():
         return chunked_lens(model, torch.stack(list(hs)), final, k, *chunk)
 
 
 def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_bytes: int | None = None) -> torch.Tensor:
-    """``[L, 2, T]`` as :func:`read_lens` gives it, from the layer outputs ``hs`` ``[L-1, T, H]`` below the last
+    """``[L, 2, T]`` as :func:`read_lens` gives it, from the layer inputs ``hs`` ``[L, T, H]`` (``h_0 … h_{L−1}``)
     and the model's logits ``final`` ``[T, V]``: every layer's lens in one matrix product per slice of the
     vocabulary (within ``chunk_bytes``, :data:`LENS_CHUNK_BYTES`), never a whole ``[L, T, V]``.
 
     Per row, over the slices: the running max ``m``, ``S = Σ e^{z−m}`` and ``W = Σ e^{z−m}(z − z_final)`` (in
     float64 between slices), and the running top-``k``; then ``KL(q ‖ q_final) = W/S − lse(z) + lse(z_final)``.
-    The last layer's lens is the model's output: KL 0 and overlap 1.
     """
     module = model.nn._module
     norm, head = _get(module, model.arch.final_norm), _get(module, model.arch.unembed)
-    Lm1, T, _ = hs.shape
-    x = norm(hs.to(head.weight.device)).reshape(Lm1 * T, -1)
+    Lh, T, _ = hs.shape
+    x = norm(hs.to(head.weight.device)).reshape(Lh * T, -1)
     final = final.float()
-    V, M = final.shape[-1], Lm1 * T
+    V, M = final.shape[-1], Lh * T
     m = torch.full((M,), -torch.inf, dtype=torch.float64)
     S, W = torch.zeros(M, dtype=torch.float64), torch.zeros(M, dtype=torch.float64)
     top_v, top_i = torch.empty(M, 0), torch.empty(M, 0, dtype=torch.long)
@@ -130,21 +131,20 @@ def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_byt
         scale = torch.exp(m - m_new)
         e = z.sub(m_new.float()[:, None]).exp_()
         S = S * scale + e.sum(-1).double()
-        d = z.view(Lm1, T, -1).sub_(final[None, :, v0:v0 + step]).view(M, -1)
+        d = z.view(Lh, T, -1).sub_(final[None, :, v0:v0 + step]).view(M, -1)
         W = W * scale + e.mul_(d).sum(-1).double()
         m = m_new
     lse_final = torch.logsumexp(final, -1).double()
-    kl = (W / S - (m + S.log())).view(Lm1, T) + lse_final[None]
+    kl = (W / S - (m + S.log())).view(Lh, T) + lse_final[None]
     top_final = final.topk(k, dim=-1).indices
-    overlap = (top_i.view(Lm1, T, k, 1) == top_final[None, :, None, :]).any(-1).float().sum(-1) / k
-    stats = torch.stack([kl.float(), overlap], 1)  # [L-1, 2, T]
-    last = torch.stack([torch.zeros(T), torch.ones(T)])[None]
-    return torch.cat([stats, last])
+    overlap = (top_i.view(Lh, T, k, 1) == top_final[None, :, None, :]).any(-1).float().sum(-1) / k
+    return torch.stack([kl.float(), overlap], 1)  # [L, 2, T]
 
 
 def logit_lens(model, prompts, k: int = 5, *, max_tokens: int | None = None, max_memory=None,
                progress_bar: bool = True) -> LogitLensResult:
-    """KL divergence and top-``k`` overlap of every layer's logit-lens distribution with the output.
+    """KL divergence and top-``k`` overlap of the logit lens on every layer's input ``h_l`` (``l = 0 … L−1``)
+    with the model's output distribution.
 
     Memory is O(T·V): the lens of one layer at a time is compared with the final
     distribution and reduced to ``[T]`` before the next layer is read. A prompt longer than

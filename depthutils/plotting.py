@@ -71,9 +71,10 @@ def logit_lens(result):
     """P1 Fig. 4: KL(q_l ‖ q_L) and top-k overlap of the logit lens per layer, 95% bands."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
     lines(a, long_form(result, {"kl": "KL"}), {"KL": "#9467bd"}, legend=False)
-    a.set(xlabel="layer (output of)", ylabel="KL(q_l ‖ q_L)  [nats]", title="(a) KL to the final distribution")
+    a.set(xlabel="layer l (lens on h_l, its input)", ylabel="KL(q_l ‖ q_L)  [nats]",
+          title="(a) KL to the final distribution")
     lines(b, long_form(result, {"overlap": "overlap"}), {"overlap": "#8c564b"}, legend=False)
-    b.set(xlabel="layer (output of)", ylabel=f"top-{result.k} overlap", ylim=(-0.03, 1.03),
+    b.set(xlabel="layer l (lens on h_l, its input)", ylabel=f"top-{result.k} overlap", ylim=(-0.03, 1.03),
           title=f"(b) overlap of the top-{result.k} tokens")
     L = len(result.kl)
     a.axhline(0.5 * result.kl.max(), color="k", lw=1, ls="--", label="half the maximum KL (P2)")

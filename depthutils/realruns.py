@@ -88,8 +88,8 @@ RUNS: dict[str, Run] = {
               "on this model."),
     "03": Run("N = 20 GSM8K test problems (P1's N)", lambda lm: logit_lens(lm, data.load("gsm8k", 20)),
               lambda r, f: claims.logit_lens(r), plotting.logit_lens,
-              "The logit lens per layer (P1 Fig. 4) on this model: KL to the output and top-5 overlap, with 95% "
-              "bootstrap bands over prompts."),
+              "The logit lens on each layer's input hₗ (P1 Fig. 4) on this model: KL to the output and top-5 "
+              "overlap, with 95% bootstrap bands over prompts."),
     "04": Run("P1's two prompts where the model answers them, else the first of 80 MQuAKE two-hop compositions and "
               "20 addition chains it answers (and, for two hops, knows both hops of); the baseline from 10 GSM8K "
               "problems", _erasure,

@@ -126,7 +126,7 @@ def logit_lens(hf, family, ids_list, k=5):
             h, _, _, logits = record(hf, family, ids)
             qL = torch.softmax(logits.double(), -1)
             per_kl, per_ov = [], []
-            for l in range(1, h.shape[0]):  # outputs of layers 0..L-1
+            for l in range(h.shape[0] - 1):  # inputs of layers 0..L-1: h_0 (the embedding) … h_{L-1}
                 q = torch.softmax(P["finish"](P["head"](P["norm"](h[l]))).double(), -1)
                 per_kl.append((q * (q.log() - qL.log())).sum(-1))
                 per_ov.append(torch.tensor([len(set(q[t].topk(k).indices.tolist()) & set(qL[t].topk(k).indices.tolist())) / k

@@ -26,8 +26,52 @@ def test_ed_overlap_is_the_first_layer_above_threshold():
 def test_ratio_and_undefined():
     assert ratio(20, 28) == 21 / 28
     assert ratio(None, 28) is None
-    r = EffectiveDepthResult.from_curves([0.1, 0.2], [1.0, 0.0], [0.0, 1.0])
-    assert r.ed("cos") is None and r.ratio("cos") is None and r.ed("kl") == 1 and r.ratio("overlap") == 1.0
+    r = EffectiveDepthResult.from_curves([0.1, 0.2, 0.3], [1.0, 0.4, 0.0], [0.0, 0.5, 1.0])
+    assert r.ed("cos") is None and r.ratio("cos") is None and r.ed("kl") == 1 and r.ratio("overlap") == 2 / 3
+
+
+# P2's released effective-depth functions, written out from ../shared/reference/p2_effective_depth.md: curves of
+# length L on h_0 … h_{L-1}, every search over l = 0 … L-2, -1 (or a failure) where none qualifies.
+def p2_ed_cos(att_cos, mlp_cos, layer_cos):
+    c = [(a + m + y) / 3 for a, m, y in zip(att_cos, mlp_cos, layer_cos)]
+    found = -1
+    for l in range(len(c) - 1):
+        if c[l] < 0 and c[l + 1] >= 0:
+            found = l
+    return found
+
+
+def p2_ed_kl(kl, threshold=0.5):
+    top = max(kl)
+    for l in range(len(kl) - 1):
+        if kl[l] < threshold * top:
+            return l
+    return -1
+
+
+def p2_ed_overlap(overlap, threshold=0.3):
+    for l in range(len(overlap) - 1):
+        if overlap[l] > threshold:
+            return l
+    return -1
+
+
+def _none(ed):
+    return None if ed == -1 else ed
+
+
+def test_effective_depths_equal_p2s_functions_on_independent_curves():
+    """Random curves, and the edge cases where the last entry alone would qualify (P2 never searches it)."""
+    rng = np.random.default_rng(0)
+    cases = [(rng.normal(0, 0.2, (3, L)), rng.gamma(1.0, 1.0, L), rng.uniform(0, 0.6, L))
+             for L in rng.integers(2, 40, 300)]
+    cases.append((np.array([[-0.1, -0.1, 0.2]] * 3), np.array([4.0, 3.0, 2.5, 1.0]), np.array([0.0, 0.1, 0.2, 0.9])))
+    for cos3, kl, ov in cases:
+        assert ed_cos(cos3.mean(0)) == _none(p2_ed_cos(*cos3))
+        assert ed_kl(kl) == _none(p2_ed_kl(list(kl)))
+        assert ed_overlap(ov) == _none(p2_ed_overlap(list(ov)))
+    # the last entry (the lens on h_{L-1}) is never a hit, even when it is the only one that qualifies
+    assert ed_kl([4.0, 3.0, 2.5, 1.0]) is None and ed_overlap([0.0, 0.1, 0.2, 0.9]) is None
 
 
 def test_effective_depth_on_a_model_uses_both_measurements(tiny, prompts):
@@ -36,7 +80,25 @@ def test_effective_depth_on_a_model_uses_both_measurements(tiny, prompts):
     c = depthutils.contributions(handle, prompts)
     lens = depthutils.logit_lens(handle, prompts)
     np.testing.assert_allclose(r.mean_cos, (c.attn_cos + c.mlp_cos + c.layer_cos) / 3)
-    assert r.ed_kl == ed_kl(lens.kl) and r.ed_overlap == ed_overlap(lens.overlap) == handle.n_layers - 1 or r.ed_overlap < handle.n_layers
+    assert r.ed_kl == ed_kl(lens.kl) and r.ed_overlap == ed_overlap(lens.overlap)
+
+
+def test_effective_depth_on_a_model_equals_p2s_functions_on_the_oracle_curves(tiny, prompts):
+    """The plain-PyTorch oracle's curves (lens on layer inputs, token means pooled over all prompts' tokens),
+    through P2's functions: the same effective depths as the book's."""
+    import oracle
+    from depthutils.prompts import encode
+
+    handle, hf = tiny("llama")
+    r = depthutils.effective_depth(handle, prompts, progress_bar=False)
+    ids = [encode(handle.tokenizer, p).input_ids for p in prompts]
+    c = oracle.contributions(hf, "llama", ids)
+    kl, ov = oracle.logit_lens(hf, "llama", ids, k=5)
+    assert len(kl) == handle.n_layers
+    np.testing.assert_allclose(r.kl, kl, atol=1e-4)
+    np.testing.assert_allclose(r.overlap, ov, atol=1e-4)
+    assert r.ed_cos == _none(p2_ed_cos(c["attn_cos"], c["mlp_cos"], c["layer_cos"]))
+    assert r.ed_kl == _none(p2_ed_kl(list(kl))) and r.ed_overlap == _none(p2_ed_overlap(list(ov)))
 
 
 def test_ratio_draws_are_the_ratios_of_the_resamples():

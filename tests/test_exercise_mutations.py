@@ -100,7 +100,7 @@ def _skip(skipped=lambda t: slice(1, t), measured=lambda t: slice(t, None), redu
 
 
 # -------------------------------------------------------------------------------- 3.2 lens_kl
-def _lens(direction="lens first", norm=True, read="output", row0=False, dim=-1, mean=False, save=True, bits=False):
+def _lens(direction="lens first", norm=True, read="input", row0=False, dim=-1, mean=False, save=True, bits=False):
     def wrong(lm, input_ids, layer):
         with torch.no_grad(), lm.nn.trace(input_ids):
             h = getattr(lm.layer(layer), read)
@@ -223,10 +223,10 @@ def _later(skipped=lambda t: slice(1, t), measured=lambda t: slice(t, None), by=
 
 
 # ------------------------------------------------------------------------ 9.2 effective_depth_kl
-def _ed(test=lambda v, top: v < top, reference=max, fallback=None, pick=0, plus=0, ratio=False):
+def _ed(test=lambda v, top: v < top, reference=max, fallback=None, pick=0, plus=0, ratio=False, last=False):
     def wrong(kl):
         kl = np.asarray(kl, float)
-        hits = [l for l, v in enumerate(kl) if test(v, 0.5 * reference(kl))]
+        hits = [l for l, v in enumerate(kl if last else kl[:-1]) if test(v, 0.5 * reference(kl))]
         if not hits:
             return fallback
         l = hits[pick] + plus
@@ -267,7 +267,7 @@ MUTATIONS = [
     ("skip_effect", "the next layer", _skip(shift=1), "skipped the next layer"),
     ("lens_kl", "KL(q_L ‖ q_l)", _lens(direction="output first"), "the other direction"),
     ("lens_kl", "no final norm", _lens(norm=False), "without the final norm"),
-    ("lens_kl", "`.input` (h_l) instead of `.output`", _lens(read="input"), "read the layer's input"),
+    ("lens_kl", "`.output` (h_{l+1}) instead of `.input`", _lens(read="output"), "read the layer's output"),
     ("lens_kl", "`output[0]` (row 0's lens)", _lens(row0=True), "lens of batch row 0"),
     ("lens_kl", "KL in bits", _lens(bits=True), "in bits"),
     ("lens_kl", "softmax over positions", _lens(dim=1), "run over the positions"),
@@ -315,6 +315,7 @@ MUTATIONS = [
     ("effective_depth_kl", "0 when undefined", _ed(fallback=0), "return None"),
     ("effective_depth_kl", "≤ instead of <", _ed(test=lambda v, top: v <= top), "strict"),
     ("effective_depth_kl", "half of KL_0, not of max KL", _ed(reference=first), "half of the first layer's KL"),
+    ("effective_depth_kl", "searches the last entry too", _ed(last=True), "l = 0 … L−2"),
 ]
 
 

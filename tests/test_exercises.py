@@ -67,12 +67,12 @@ def test_not_implemented_is_reported_not_raised(capsys):
 
 
 # ----------------------------------------------------------------------- wrong layer and off by one
-def overlap_of_inputs(lm, input_ids):
-    """3.3 off by one: the top-5 overlap of the lens on each layer's input h_l, not its output h_{l+1}."""
+def overlap_of_outputs(lm, input_ids):
+    """3.3 off by one: the top-5 overlap of the lens on each layer's output h_{l+1}, not its input h_l."""
     lens = []
     with torch.no_grad(), lm.nn.trace(input_ids):
         for l in range(lm.n_layers):
-            lens.append(lm.unembed(lm.final_norm(lm.layer(l).input)).save())
+            lens.append(lm.unembed(lm.final_norm(lm.layer(l).output)).save())
         top_final = lm.unembed.output.topk(5, dim=-1).indices.save()
     return torch.stack([(z.topk(5, dim=-1).indices[..., :, None] == top_final[..., None, :]).any(-1).float().mean(-1)
                         for z in lens], dim=1)
@@ -83,14 +83,14 @@ WRONG_LAYER = {  # id -> (wrong answer, phrases its message must contain)
     "relative_contribution": (shifted("relative_contribution", layer=1), ["layer=3", "next layer"]),
     "skip_effect": (shifted("skip_effect", layer=1), ["layer=3", "skipped the next layer"]),
     "later_effect": (shifted("later_effect", later=1), ["later=5", "after `later`"]),
-    "lens_kl": (shifted("lens_kl", layer=1), ["layer=2", "next layer"]),
+    "lens_kl": (shifted("lens_kl", layer=1), ["layer=2", "layer's output"]),
     "erasure_effect": (shifted("erasure_effect", layer=1), ["layer=5", "output h_{l+1}"]),
     "ig_riemann": (shifted("ig_riemann", layer=1), ["layer=3", "next layer"]),
     "depth_score": (lambda D: solutions.depth_score(D) / (len(D) - 1), ["normalised score"]),
     "map_error": (lambda X_fit, Y_fit, X_test, Y_test: solutions.map_error(X_test, Y_test, X_test, Y_test),
                   ["held-out tokens"]),
     "effective_depth_kl": (lambda kl: (lambda hits: int(hits[-1]) if hits.size else None)(
-        np.flatnonzero(np.asarray(kl) < 0.5 * np.max(kl))), ["last qualifying layer"]),
+        np.flatnonzero(np.asarray(kl)[:-1] < 0.5 * np.max(kl))), ["last qualifying layer"]),
     "ig_gauss": (shifted("ig_gauss", layer=1), ["layer=4", "next layer"]),
     "slope_interval": (lambda scores, levels, n_layers, n_boot, seed: solutions.slope_interval(
         scores, levels, 2, n_boot, seed), ["did not normalise"]),  # L − 1 = 1: the raw scores
@@ -136,7 +136,7 @@ OFF_BY_ONE = {
     "relative_contribution": (shifted("relative_contribution", layer=-1), ["layer=1", "previous layer"]),
     "skip_effect": (shifted("skip_effect", position=1), ["position=13", "off by one"]),
     "later_effect": (shifted("later_effect", position=-1), ["position=11", "off by one"]),
-    "lens_kl": (shifted("lens_kl", layer=-1), ["layer=0", "layer's input"]),
+    "lens_kl": (shifted("lens_kl", layer=-1), ["layer=0", "previous layer"]),
     "erasure_effect": (shifted("erasure_effect", position=-1), ["position=4", "off by one"]),
     "ig_riemann": (shifted("ig_riemann", layer=-1), ["layer=1", "layer's input"]),
     "depth_score": (lambda D: (lambda r: float(((np.arange(len(r)) + 1) * r).sum() / r.sum()))(
@@ -155,7 +155,7 @@ OFF_BY_ONE = {
     "residual_terms": (lambda lm, input_ids: solutions.residual_terms(lm, input_ids)[1:], ["no h_0"]),
     "layer_cosines": (shifted("layer_cosines", layer=-1), ["layer=0", "previous layer"]),
     "skip_matrix": (shifted("skip_matrix", position=1), ["position=13", "off by one"]),
-    "lens_overlap": (lambda lm, input_ids: overlap_of_inputs(lm, input_ids), ["each layer's input"]),
+    "lens_overlap": (lambda lm, input_ids: overlap_of_outputs(lm, input_ids), ["each layer's output"]),
     "erasure_matrix": (lambda lm, input_ids, means, predict_positions: solutions.erasure_matrix(
         lm, input_ids, means, [p + 1 for p in predict_positions]), ["at its own positions"]),
 }
@@ -183,7 +183,7 @@ def test_batch_row_zero_is_named():
 def test_kl_direction_and_final_norm_are_named():
     def reversed_kl(lm, input_ids, layer):
         with torch.no_grad(), lm.nn.trace(input_ids):
-            lens = lm.unembed(lm.final_norm(lm.layer(layer).output)).save()
+            lens = lm.unembed(lm.final_norm(lm.layer(layer).input)).save()
             final = lm.unembed.output.save()
         log_q, log_p = lens.log_softmax(-1), final.log_softmax(-1)
         return (log_p.exp() * (log_p - log_q)).sum(-1)

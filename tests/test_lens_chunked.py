@@ -27,7 +27,7 @@ def test_chunked_lens_equals_the_traced_one_and_the_oracle(tiny, prompts, family
     enc = encode(handle.tokenizer, prompts[2])
     L, T = handle.n_layers, enc.n_tokens
     with torch.no_grad(), handle.trace(enc.input_ids):
-        traced = torch.stack(list(ll.read_lens(handle, [handle.layers_output(l) for l in range(L)], 5))).save()
+        traced = torch.stack(list(ll.read_lens(handle, [handle.layers_input(l) for l in range(L)], 5))).save()
     chunked = ll.prompt_lens(handle, (enc, 5))
     assert chunked.shape == traced.shape == (L, 2, T)
     np.testing.assert_allclose(chunked.numpy(), traced.numpy(), atol=ATOL)

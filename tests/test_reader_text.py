@@ -35,10 +35,16 @@ def test_every_paper_is_cited_with_a_link():
     assert "https://arxiv.org/abs/2505.13898" in intro and "https://arxiv.org/abs/2512.14064" in intro
 
 
-def test_chapter_9_counts_layers_as_chapter_3():
-    """Index 0 of the lens curves is the output of layer 0 (chapter 3), not 'before any layer'."""
-    text = markdown("09")
-    assert "before any layer" not in text and "the output of the first layer" in text
+def test_chapters_3_and_9_read_the_lens_on_layer_inputs():
+    """Index l of the lens curves is h_l, the residual entering layer l (h_0 the embedding), in chapters 3, 8 and 9
+    and in the lens's own docstring: no page keeps the old reading of layer outputs."""
+    import depthutils.logit_lens as ll
+
+    for ch in ("03", "09"):
+        text = markdown(ch)
+        assert "the output of the first layer" not in text and "is the output of layer" not in text, ch
+        assert "h_0" in text and "embedding" in text, ch
+    assert "*output* of layer" not in ll.LogitLensResult.__doc__ and "entering" in ll.LogitLensResult.__doc__
 
 
 class _Prompt:

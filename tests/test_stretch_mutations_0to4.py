@@ -112,7 +112,7 @@ def _matrix(skipped=lambda t: slice(1, t), measured=lambda t: slice(t, None), by
 
 
 # ----------------------------------------------------------------------------- 3.3 lens_overlap
-def _overlap(read="output", norm=True, divide=True, compare="set", final_row0=False, k=5):
+def _overlap(read="input", norm=True, divide=True, compare="set", final_row0=False, k=5):
     def wrong(lm, input_ids):
         lens = []
         with torch.no_grad(), lm.nn.trace(input_ids):
@@ -189,7 +189,7 @@ MUTATIONS = [
     ("lens_overlap", "count, not /5", _overlap(divide=False), "divided by 5"),
     ("lens_overlap", "rank by rank", _overlap(compare="rank"), "rank by rank"),
     ("lens_overlap", "no final norm", _overlap(norm=False), "without the final norm"),
-    ("lens_overlap", "each layer's input", _overlap(read="input"), "each layer's input"),
+    ("lens_overlap", "each layer's output", _overlap(read="output"), "each layer's output"),
     ("lens_overlap", "`output[0]` of the logits", _overlap(final_row0=True), "batch row 0"),
     ("lens_overlap", "top-1 agreement", _overlap(k=1), "top-1 agreement"),
     ("erasure_matrix", "erases position 0 too", _erasure(first=0), "position 0 is BOS"),

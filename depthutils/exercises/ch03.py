@@ -9,14 +9,14 @@ from __future__ import annotations
 import torch
 
 from ..logit_lens import prompt_lens
-from .core import _LAYER_INPUT, _NEXT_LAYER, Exercise, register
+from .core import _LAYER_OUTPUT, _PREVIOUS_LAYER, Exercise, register
 from .inputs import _rows, batch
 
 
 def _lens_mistakes(lm, case):
     ids, l = case["input_ids"], case["layer"]
     with lm.no_grad(), lm.trace(ids):
-        h = lm.layers_output(l)
+        h = lm.layers_input(l)
         raw = lm.finish_logits(lm.unembed(h)).save()
         lens = lm.lens(h).save()
         final = lm.logits().save()
@@ -39,8 +39,8 @@ def _lens_mistakes(lm, case):
 EXERCISE = Exercise(
     "lens_kl", "03_logit_lens", "The logit lens at one layer",
     "lens_kl(lm, input_ids, layer) -> torch.Tensor",
-    "KL(q_l ‖ q_L) at every token, [B, T], where q_l = softmax(unembed(final_norm(h_{l+1}))) is the "
-    "lens on layer `layer`'s output and q_L the model's output distribution",
+    "KL(q_l ‖ q_L) at every token, [B, T], where q_l = softmax(unembed(final_norm(h_l))) is the lens on "
+    "h_l, the residual entering layer `layer` (its input), and q_L the model's output distribution",
     difficulty=2, importance=5,
     hints=("In an nnsight trace, `lm.final_norm` and `lm.unembed` can be called on a tensor, "
            "and `lm.unembed.output` is the model's own logits.",
@@ -49,7 +49,7 @@ EXERCISE = Exercise(
     reference=lambda lm, case: torch.stack([prompt_lens(lm, (e, 5))[case["layer"], 0]
                                             for e in _rows(case["input_ids"])]),
     axes=("batch row", "position"), mistakes=_lens_mistakes,
-    shifts={"layer": {-1: _LAYER_INPUT, 1: _NEXT_LAYER}},
+    shifts={"layer": {-1: _PREVIOUS_LAYER, 1: _LAYER_OUTPUT}},
     number="3.2")
 
 
@@ -58,10 +58,10 @@ def _overlap_mistakes(lm, case):
     outs, ins, raws = [], [], []
     with lm.no_grad(), lm.trace(ids):
         for l in range(L):
-            ins.append(lm.lens(lm.layers_input(l)).save())
-            h = lm.layers_output(l)
-            outs.append(lm.lens(h).save())
+            h = lm.layers_input(l)
+            ins.append(lm.lens(h).save())
             raws.append(lm.finish_logits(lm.unembed(h)).save())
+            outs.append(lm.lens(lm.layers_output(l)).save())
         final = lm.logits().save()
     top_final = final.topk(k, dim=-1).indices
 
@@ -72,25 +72,25 @@ def _overlap_mistakes(lm, case):
             hit = (top == against) if per == "rank" else (top[..., :, None] == against[..., None, :]).any(-1)
             rows.append(hit.float().sum(-1) * scale)
         return torch.stack(rows, dim=1)
-    return {"this counts the shared tokens (0 … 5): the overlap is that count divided by 5": overlap(outs, scale=1),
+    return {"this counts the shared tokens (0 … 5): the overlap is that count divided by 5": overlap(ins, scale=1),
             "this compares the two top-5 lists rank by rank: the overlap is the size of the intersection of the "
-            "two *sets*, |top5(q_l) ∩ top5(q_L)|, whatever their order": overlap(outs, per="rank"),
+            "two *sets*, |top5(q_l) ∩ top5(q_L)|, whatever their order": overlap(ins, per="rank"),
             "this is the lens without the final norm: apply final_norm to h before the unembedding": overlap(raws),
-            "these lenses read each layer's input (h_l) instead of its output (h_{l+1}): read `.output`":
-            overlap(ins),
+            "these lenses read each layer's output (h_{l+1}) instead of its input (h_l): read `.input`, the "
+            "residual entering the layer, as P1's notebook and P2's code do": overlap(outs),
             "this is the overlap with batch row 0's output for every row: `output[0]` is batch row 0 of the "
-            "tensor [B, T, V], not the first element of a tuple": overlap(outs, against=top_final[:1]),
+            "tensor [B, T, V], not the first element of a tuple": overlap(ins, against=top_final[:1]),
             "this is top-1 agreement: compare the top 5 of each, `topk(5)`": torch.stack(
-                [(z.argmax(-1) == final.argmax(-1)).float() for z in outs], dim=1)}
+                [(z.argmax(-1) == final.argmax(-1)).float() for z in ins], dim=1)}
 
 
 STRETCH = Exercise(
     "lens_overlap", "03_logit_lens", "The lens's top-5 overlap at every layer",
     "lens_overlap(lm, input_ids) -> torch.Tensor",
     "[B, L, T]: |top5(q_l) ∩ top5(q_L)| / 5 at every layer l = 0 … L−1 and every token, where q_l is the lens "
-    "on layer l's output and q_L the model's output distribution",
+    "on h_l, the residual entering layer l (h_0 is the embedding), and q_L the model's output distribution",
     difficulty=3, importance=4,
-    hints=("One trace: the lens of every layer's output, `lm.unembed(lm.final_norm(lm.layer(l).output))`, and the "
+    hints=("One trace: the lens of every layer's input, `lm.unembed(lm.final_norm(lm.layer(l).input))`, and the "
            "model's own logits, `lm.unembed.output`. The top 5 of logits are those of the probabilities.",
            "The overlap is of two *sets* of token ids: compare every pair, "
            "`(top[..., :, None] == top_final[..., None, :]).any(-1)`, never a vocabulary-wide one-hot.",

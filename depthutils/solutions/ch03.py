@@ -7,10 +7,10 @@ __all__ = ["lens_kl", "lens_overlap"]
 
 
 def lens_kl(lm, input_ids, layer):
-    """The logit lens at the output of ``layer``: ``KL(q_l ‖ q_L)`` at every token, ``[B, T]`` (chapter 3),
-    with ``q_l = softmax(unembed(final_norm(h_{l+1})))`` and ``q_L`` the model's output. Read with nnsight."""
+    """The logit lens on ``h_l``, the residual entering ``layer``: ``KL(q_l ‖ q_L)`` at every token, ``[B, T]``
+    (chapter 3), with ``q_l = softmax(unembed(final_norm(h_l)))`` and ``q_L`` the model's output. Read with nnsight."""
     with torch.no_grad(), lm.nn.trace(input_ids):
-        h = lm.layer(layer).output                           # h_{l+1}, [B, T, d]
+        h = lm.layer(layer).input                            # h_l, [B, T, d]: the layer's input
         lens_logits = lm.unembed(lm.final_norm(h)).save()    # the lens: the model's own head on h
         final_logits = lm.unembed.output.save()              # the model's output logits
     log_q = lens_logits.float().log_softmax(-1)
@@ -20,12 +20,12 @@ def lens_kl(lm, input_ids, layer):
 
 def lens_overlap(lm, input_ids):
     """P1's second lens statistic: ``|top5(q_l) ∩ top5(q_L)| / 5`` at every layer ``l = 0 … L-1`` and token,
-    ``[B, L, T]``, with ``q_l`` the lens on layer ``l``'s output (chapter 3). Read with nnsight."""
+    ``[B, L, T]``, with ``q_l`` the lens on ``h_l``, the residual entering layer ``l`` (chapter 3). Read with nnsight."""
     L, k = lm.n_layers, 5
     lens = []                                                   # made before the trace, filled inside it
     with torch.no_grad(), lm.nn.trace(input_ids):
         for l in range(L):
-            lens.append(lm.unembed(lm.final_norm(lm.layer(l).output)).save())   # [B, T, V]
+            lens.append(lm.unembed(lm.final_norm(lm.layer(l).input)).save())    # the lens on h_l, [B, T, V]
         final = lm.unembed.output.save()
     top_final = final.topk(k, dim=-1).indices                                 # [B, T, k]
     rows = []

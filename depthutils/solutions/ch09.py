@@ -10,11 +10,12 @@ __all__ = ["effective_depth_kl", "mean_cosine"]
 
 
 def effective_depth_kl(kl):
-    """P2's ED_KL: the first layer ``l`` with ``KL_l < 0.5 · max KL``, or None when no layer qualifies
-    (undefined, not 0) (chapter 9)."""
+    """P2's ED_KL: the first layer ``l`` in ``0 … L−2`` with ``KL_l < 0.5 · max KL`` (the maximum over all ``L``
+    entries), or None when no layer qualifies (undefined, not 0) (chapter 9). As P2's code, the search stops
+    before the last entry."""
     kl = np.asarray(kl, dtype=float)
-    for l, value in enumerate(kl):
-        if value < 0.5 * kl.max():
+    for l in range(len(kl) - 1):
+        if kl[l] < 0.5 * kl.max():
             return l
     return None
 
