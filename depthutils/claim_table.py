@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .study import METRICS, reference_gains
+from .study import METRICS, reference_cells, reference_gains
 
 #: the outcomes a verdict can have, from best to worst for the claim, then the one that says nothing
 OUTCOMES = ("shown", "mixed", "not shown", "not tested")
@@ -57,8 +57,9 @@ class Claim:
     whole_layer: bool = False  # a statistic in whole-layer steps (see WHOLE_LAYER)
     paper_facts: tuple = ()    # (row, what the paper gives) for the chapter's "paper vs this run" table
     short: str = ""            # the statistic in a few words: the label of its row in that table
-    #: the paper's value of the same statistic, with where it is read ("read off Fig. N" from a plot; "—"
-    #: where the paper gives none); a callable computes it from the paper's published table
+    #: the paper's value of the same statistic, with where it is read ("read off Fig. N" from a plot, or P2's
+    #: Table 1); where no paper gives a number it says so and gives our reading, labelled "ours"; a callable
+    #: computes it from P2's published table
     paper_value: str | Callable[[], str] = "—"
     #: what the claim is about, in a few words, where a chapter grades several claims (chapter 9's three
     #: questions): it names the claim's row in the chapter's "paper vs this run" table
@@ -88,14 +89,35 @@ def _p2(fact: str, models: str) -> str:
     return f"{'; '.join(parts)} (P2's Table 1, {models})"
 
 
-_MODELS_P1 = ("models", "Llama 3.1 8B/70B/405B and Qwen 3 8B/14B/32B; OLMo 2 7B/13B/32B in the rebuttal, "
-                        "whose differences P1 calls “minimal”")
-_QWEN3_32B = ("Qwen3-32B (P1's text)", "layers influence later ones independently up to layer 35, compose in "
-                                       "35–50, and have low influence above 50 except the last one or two")
+def _p2_lens() -> str:
+    """P2's own measurement of the logit-lens claim's statistic: P2's ED_KL and ED_overlap ratios, (ED + 1) / L,
+    are the relative depths where the lens KL halves and where the top-5 overlap passes 0.3. Their range over
+    every model × task of its Table 1 (:func:`reference_cells`), and, where the lowest cell lies apart from the
+    next one, the range without it, naming that cell."""
+    parts, models = [], {}
+    for metric, name in (("kl", "KL"), ("overlap", "overlap")):
+        cells = sorted(reference_cells(metric), key=lambda c: c[2])
+        models.update(dict.fromkeys(c[0] for c in cells))
+        lo, nxt, hi = cells[0][2], cells[1][2], cells[-1][2]
+        text = f"{name} {lo:.2f}–{hi:.2f}"
+        if f"{nxt:.2f}" != f"{lo:.2f}":
+            text += f" ({nxt:.2f}–{hi:.2f} without its lowest cell, {cells[0][0]} on {cells[0][1]})"
+        parts.append(text)
+    return (f"{'; '.join(parts)} (P2's Table 1: P2's measurement of this statistic, its ED_KL and ED_overlap ratio "
+            f"(ED + 1) / L, on {len(models)} Qwen2.5 and DeepSeek-R1-Distill-Qwen models, 1.5B–32B, × HellaSwag, "
+            "GSM8K, AIME24; P1 gives no number)")
+
+
+_MODELS_P1 = ("models", "Llama 3.1 8B/70B/405B and Qwen 3 8B/14B/32B; OLMo 2 7B/13B/32B in the rebuttal (the "
+                        "abstract: “we analyze the residual stream of the Llama 3.1, Qwen 3, and OLMo 2 family of "
+                        "models”)")
+_QWEN3_32B = ("Qwen 3 32B (the authors' OpenReview reply, on their Fig. 18e)",
+              "“Layers >50 have low influence on the future layers (the bottom right triangle tip), except for the "
+              "last 1-2, similarly to the late layers of other models.”")
 
 CLAIMS: dict[str, Claim] = {c.key: c for c in [
     Claim("residual_stream", "00", "P1",
-          "§2, its notation (and the project's measurement specification: “Check on every family”)",
+          "§2, its notation (and the project's measurement specification, its check on every family)",
           "in our words: every layer adds its attention output and its MLP output to the residual stream, "
           "hₗ₊₁ = hₗ + aₗ + mₗ, so what a layer contributes can be read off its two sublayers",
           "the largest relative error ‖hₗ₊₁ − (hₗ + aₗ + mₗ)‖ / ‖hₗ₊₁‖ over "
@@ -105,7 +127,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           Threshold(1e-2, "ours: a sublayer read wrongly (a raw output where a post-norm is added) leaves an "
                           "error of order 1"),
           fact="max_error", short="largest relative error of hₗ₊₁ = hₗ + aₗ + mₗ",
-          paper_value="— (P1 states the identity; it reports no measured error)",
+          paper_value="— (P1 states the identity and reports no measured error; ours: 0 up to float rounding)",
           paper_facts=(("models", "any pre-norm transformer (P1's Llama 3.1, Qwen 3, OLMo 2)"),)),
     Claim("contributions", "01", "P1", "abstract; Fig. 2",
           "“layers in the second half contribute much less than those in the first half, with a clear phase "
@@ -115,9 +137,10 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           Threshold(0.5, "ours: “much less” read as at most half"),
           Threshold(1.0, "ours: above 1 the second half contributes more than the first"),
           fact="ratio", short="second-half over first-half mean ‖Δₗ‖ / ‖hₗ‖",
-          paper_value="below 1, “much less”: no number in the text (read off Fig. 2)",
-          paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems"), _QWEN3_32B,
-                       ("last layers", "P1 notes that the last layer or two sharpen the output"))),
+          paper_value="no number in the text; below 1 read off Fig. 2, and “much less” read as at most 0.5 (ours)",
+          paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems"),
+                       ("last layers", "— (P1 gives no number or statement on the last layers' contribution; the "
+                                       "ratio without the last layer is ours)"))),
     Claim("future_effects", "02", "P1", "abstract; Fig. 3",
           "“skipping layers in the second half has a much smaller effect on future computations and output "
           "predictions”",
@@ -126,30 +149,32 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           Threshold(0.5, "ours: “much smaller” read as at most half"),
           Threshold(1.0, "ours: above 1 second-half layers matter more to later ones"),
           fact="later_ratio", short="second-half over first-half effect on later layers",
-          paper_value="below 1, “much smaller”: no number in the text (read off Fig. 3)",
+          paper_value="no number in the text; below 1 read off Fig. 3, and “much smaller” read as at most 0.5 (ours)",
           paper_facts=(_MODELS_P1, ("prompts", "N = 10 GSM8K test problems, 4 positions t each"), _QWEN3_32B)),
     Claim("logit_lens", "03", "P1", "Fig. 4; abstract",
           "in our words: the logit lens stays far from the output in the first half and converges in the second, "
           "where layers make “more fine-grained adjustments to the residual”",
           "the relative depth (l+1)/L at which the lens KL first falls below half its maximum, and at which the "
           "top-5 overlap first exceeds 0.3 (P2's thresholds), each graded",
-          Threshold(0.5, "P1: the phase transition lies at about the middle of the network"),
-          Threshold(0.5, "the same middle: a crossing in the first half converges early"),
+          Threshold(0.5, "ours: P1 puts “a clear phase transition between the two halves” (said of the layers' "
+                         "contributions, chapter 1); we grade the lens against the same middle, 0.5"),
+          Threshold(0.5, "ours: the same middle: a crossing wholly in the first half converges early"),
           fact="kl_rel, overlap_rel",
           below=False, whole_layer=True, short="relative depth where the lens converges (KL halves; overlap > 0.3)",
-          paper_value="≈ 0.5, about the middle of the network (read off Fig. 4)",
+          paper_value=_p2_lens,
           paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems"))),
     Claim("context", "04", "P1", "Fig. 6",
           "in our words: context positions (operands, entities) stop mattering by about the middle of the network; "
           "after that the answer is computed at the last positions",
           "per prompt, the relative depth of the deepest layer at which intervening at a context position still "
-          "moves the answer by more than 10% of the largest effect (ours: “mattering”)",
-          Threshold(0.6, "ours: the middle, 0.5, plus a tenth for “about”"),
+          "moves the answer by more than 10% of the largest effect (ours: what counts as mattering)",
+          Threshold(0.6, "ours: the middle, 0.5, plus a tenth of slack"),
           Threshold(0.8, "ours: context still matters in the last fifth of the layers"),
           fact="deepest_rel", short="deepest relative depth at which a context position matters",
-          paper_value="≈ 0.5, “about the middle” (read off Fig. 6, Llama 3.1 70B)",
+          paper_value="≈ 0.5 (ours, from P1's notebook, which reads its erasure and attribution plots as “all tokens "
+                      "are important until halfway through the network”); no number in the paper's text",
           paper_facts=(("models", "Llama 3.1 70B (Fig. 6)"),
-                       ("prompts", "“5 + 7 + 5 + 3 + 1 + 7 = ” → 28; “The spouse of the performer of Imagine is” "
+                       ("prompts", "`5 + 7 + 5 + 3 + 1 + 7 = ` → 28; `The spouse of the performer of Imagine is` "
                                    "→ Yoko Ono"),
                        ("integrated gradients", "K = 256 points, batches of 16")))] + [
     Claim("depth_score", "06", "P1", "abstract; depth score against difficulty",
@@ -161,10 +186,11 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                           "1 / ((L−1)·(levels−1)), is below the resolution of a layer index"),
           Threshold(0.0, "a slope whose interval lies wholly above 0 is a rise outside the noise"),
           fact="{task}_mean_slope", short="slope of the mean normalised depth score per level",
-          paper_value="no rise found (“unable to find evidence”); no number given",
+          paper_value="no number given; no rise found (“unable to find evidence”); ours: a slope within one layer "
+                      "over the levels",
           paper_facts=(("models", "Llama 3.1 70B, Qwen 3"), ("prompts", "20 problems per level: MATH levels 1–5, "
                                                                         "2/3/4-hop questions"),
-                       ("accuracy", "P1 reads depth scores next to accuracy, which falls with difficulty"))),
+                       ("accuracy", "— (ours: a family counts only where the model solves enough of every level)"))),
     Claim("mapping", "07", "P1", "abstract; linear maps from a shallow to a deep model",
           "“layers with the same relative depth map best to each other, suggesting that the larger model simply "
           "spreads the same computations out over its many layers”",
@@ -174,7 +200,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                           "target layers: closer to the diagonal than 95% of chance maps (5%: the conventional level)"),
           Threshold(None, "the same percentile: a distance chance reaches more than 5% of the time"),
           fact="distance", short="distance of the best targets from the relative-depth diagonal",
-          paper_value="near 0: the best matches lie on the diagonal of P1's heatmap; no number given",
+          paper_value="no number given; the best matches lie on the diagonal of P1's heatmap, a distance near 0 (ours)",
           whole_layer=True,
           paper_facts=(("models", "Qwen2.5-1.5B → Qwen2.5-14B"),
                        ("result", "a diagonal in the source × target heatmap")))] + [
@@ -186,7 +212,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           Threshold(0.0, "a difference whose interval lies wholly above 0 is outside the noise"),
           Threshold(0.0, "the same 0 from below"),
           fact="diff_{measure}", below=False, whole_layer=True, short="shared-layer minus stacked model",
-          paper_value="above 0, “tends to use more” of its depth (preliminary); no number given",
+          paper_value="no number given; MoEUT “tends to utilize more depth in its computation” (the authors' "
+                      "OpenReview wording; preliminary), a difference above 0 (ours)",
           paper_facts=(("models", "MoEUT against a standard transformer, same task and data"),
                        ("status", "P1: preliminary; no large shared-layer model exists"))),
     Claim("scale", "09", "P2", "abstract; Table 1",

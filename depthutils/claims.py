@@ -42,9 +42,10 @@ def contributions(result: ContributionsResult) -> Verdict:
     outcome, value, lo, hi = judge(c, result, c.fact)
     return _verdict(c, outcome,
                     f"second half {f['second']:.3f}, first half {f['first']:.3f}, ratio {interval_text(value, lo, hi)}; "
-                    f"without the last layer, which P1 notes sharpens the output, the second half is "
+                    f"without the last layer (ours: how much one layer moves the ratio), the second half is "
                     f"{f['second_wo_last']:.3f} and the ratio {interval_text(f['ratio_wo_last'])}.",
-                    rows={"last layers": f"ratio {f['ratio']:.2f} with the last layer, {f['ratio_wo_last']:.2f} without"},
+                    rows={"last layers": f"ratio {f['ratio']:.2f} with the last layer, {f['ratio_wo_last']:.2f} "
+                                         "without (ours)"},
                     value=interval_text(value, lo, hi))
 
 
@@ -123,7 +124,7 @@ def context(results: dict[str, IGResult], what: str, facts: FactPrompts | None =
     outcome = max(worst, key=OUTCOMES.index) if worst else "not tested"
     measure = CONTEXT_MEASURES.get(what, what)
     statistic = (f"per prompt, the relative depth of the deepest layer at which {measure} at a context position is "
-                 "still more than 10% of its largest value (ours: “mattering”)")
+                 "still more than 10% of its largest value (ours: what counts as mattering)")
     return _verdict(c, outcome, "; ".join(parts) + f" ({what}; one prompt each, so no interval).", notes,
                     value="; ".join(parts) + " (one prompt each: no interval)", rows=rows,
                     criterion=f"{statistic}: shown if it is at or below {c.shown.value} ({c.shown.source}) for "

@@ -57,7 +57,7 @@ class ContributionsResult(Result):
         L = len(self.layer_ratio)
         first, second = halves(self.layer_ratio[1:])  # layer 0 writes onto the bare embedding: apart
         mid = 1 + L // 2
-        # P1: the last layer or two sharpen the output; how much does that one layer move the second half?
+        # ours (P1 gives no number on it): how much does the last layer alone move the second half?
         wo_last = float(np.mean(self.layer_ratio[mid:-1])) if L - mid > 1 else None
         return {"L": L, "layer0": round(float(self.layer_ratio[0]), 3), "first": round(first, 3),
                 "second": round(second, 3), "ratio": round(second / first, 2), "mid": mid, "first_end": mid - 1,

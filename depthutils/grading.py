@@ -137,7 +137,7 @@ def _prompt_text(meta: dict) -> str:
     answer, as the paper's column gives P1's, so that each of a chapter's prompts has its own entry."""
     p = meta.get("params", {})
     if meta.get("n") == 1 and p.get("prompt") is not None and p.get("answer") is not None:
-        text = f"“{p['prompt']}” → {p['answer'].strip()} ({meta['dataset']})"
+        text = f"`{p['prompt']}` → {p['answer'].strip()} ({meta['dataset']})"
         return text.replace("|", "\\|")
     return f"N = {meta['n']} ({meta['dataset']})"
 

@@ -95,7 +95,8 @@ RUNS: dict[str, Run] = {
               "problems", _erasure,
               lambda rs, f: claims.context(rs, "erasing the residual", facts=f), plotting.residual_erasure,
               "The effect on the answer of erasing the residual at each layer (rows) and position (columns) "
-              "(P1 Fig. 6b), on this model."),
+              "(P1 Fig. 6b), on this model. Position 0 (the BOS, an attention sink) is never erased here, while P1's "
+              "notebook erases every position, BOS included."),
     "05": Run("one arithmetic and one two-hop prompt the model answers, chosen as in chapter 4; the adaptive rule "
               "(tolerance 1e-4, at most 64 evaluations per layer)", _ig,
               lambda rs, f: claims.context(rs, "the |attribution|", facts=f), plotting.integrated_gradients,

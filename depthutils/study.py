@@ -280,6 +280,11 @@ def reference_spread(metric: str, path: Path = REFERENCE_CSV, family: str = "Qwe
     return round(float(max(means) - min(means)), 3)
 
 
+def reference_cells(metric: str, path: Path = REFERENCE_CSV) -> list[tuple[str, str, float]]:
+    """Every cell of P2's Table 1 for ``metric``: (model, task, ratio), in the table's order."""
+    return [(r["model"], t, float(r[f"{metric}_{t}_ratio"])) for r in _reference_rows(path) for t in P2_TASKS]
+
+
 def reference_facts(path: Path = REFERENCE_CSV) -> dict:
     """The band of P2's published ratios, for the reading guide: for each metric, the smallest and the
     largest per-model median ratio over P2's three tasks (``{metric}_lo``, ``{metric}_hi``), and P2's overlap
@@ -337,3 +342,10 @@ def reference_gains(metric: str, path: Path = REFERENCE_CSV, family: str = "Qwen
     hard = (round(float(np.mean([mean(r, ["aime24"]) for r in ladder])
                         - np.mean([mean(r, ["hellaswag", "gsm8k"]) for r in ladder])), 3) if ladder else None)
     return {"scale_spread": reference_spread(metric, path, family), "cot_gain": cot, "hard_gain": hard}
+
+
+def cot_pairs(path: Path = REFERENCE_CSV) -> list[tuple[str, str]]:
+    """P2's base and long-CoT pairs (:data:`REFERENCE_COT`) as hub ids read from its Table 1: (base, CoT), by size."""
+    hub = {r["model"]: r["hf_id"] for r in _reference_rows(path)}
+    return [(hub[base], hub[cot]) for cot, base in REFERENCE_COT.values() if base in hub and cot in hub]
+

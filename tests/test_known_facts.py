@@ -128,7 +128,7 @@ def test_selection_drops_unanswered_prompts_and_needs_both_hops(tiny, monkeypatc
     assert "answers 2 of 3 prompts tried (P1's and MQuAKE's) and knows both single hops of 1 of those" in \
         v.rows["prompts the model answers"]
     table = claims.paper_vs_run(v, [r.meta])
-    assert f"“{c2}” → {a2.strip()} (y)" in table
+    assert f"`{c2}` → {a2.strip()} (y)" in table
     # nothing gradable at all: the claim is not tested, with the accuracy
     monkeypatch.setattr(kf, "candidates", lambda **kw: made[:3])
     none = kf.prompts_for(lm, batch_size=3, progress_bar=False)

@@ -1,0 +1,192 @@
+"""Every quotation verbatim, and nothing given to a paper that the papers' own words do not hold.
+
+The papers' words are ``../shared/reference/paper_quotes.md`` beside the repository (the only source of
+quotations); a statement may also rest on the project's specification or on P2's Table 1 there. The texts
+checked: every field of every claim (:mod:`depthutils.claim_table`, its paper values computed), every string
+literal of the package (verdict texts, captions, tables), every cell of the chapters and of
+``bigger_models.ipynb``, and ``intro.md``, ``instructors.md`` and ``README.md``.
+"""
+from __future__ import annotations
+
+import ast
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from depthutils.claim_table import CLAIMS
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+QUOTES = SHARED / "reference" / "paper_quotes.md"
+SPEC = SHARED / "spec" / "measurements.md"
+TABLE1 = SHARED / "reference" / "effective_depth_table1.csv"
+
+pytestmark = pytest.mark.skipif(not QUOTES.exists(), reason="no ../shared/reference beside the repository")
+
+#: a quotation: curly quotes only (straight quotes and backticks are code, prompts and names)
+QUOTATION = re.compile(r"“([^“”]*)”")
+#: a sentence that gives a paper (or its authors) a finding or a statement
+ATTRIBUTION = re.compile(r"\b(?:P1|P2|Csordás et al\.|Hu et al\.|the authors)(?:'s\s+(?:abstract|notebook|text|appendix))?"
+                         r"\s+(?:also\s+)?(?:found|finds|find|notes|note|noted|says|said|say|reports|reported|report|"
+                         r"shows|showed|show|calls|called|call|reads|read)\b")
+#: attributions without a quotation (by how the sentence starts), each with the sentences of paper_quotes.md or
+#: of the spec that support it
+SUPPORTED = {
+    "P1 found no such rise for multi-hop questions":
+        ("for multihop tasks, we are unable to find evidence that models are using increased depth to compose "
+         "subresults in examples involving many hops",),
+    "P1 calls this preliminary": ("P1 calls this preliminary: no large shared-layer model exists.",),
+    "Hu et al. find that across Qwen2.5 1.5B → 32B the effective depth grows with the number of layers but its ratio":
+        ("while the number of effective layers grows with model size, the effective depth ratio remains stable",
+         "comparisons between base and corresponding long-CoT models show no increase in effective depth",
+         "models do not dynamically use more layers for harder problems",
+         "model size: the Qwen2.5 family, 1.5B to 32B;"),
+    "P2 found it roughly constant across Qwen2.5 sizes":
+        ("while the number of effective layers grows with model size, the effective depth ratio remains stable",),
+    # the scale threshold's source: P2's words hold of the cosine ratio (its words on KL and overlap differ)
+    "P2 reads as stable": ("The results show that the effective depth ratio remains remarkably stable.",),
+}
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _sources() -> str:
+    return _norm(QUOTES.read_text(encoding="utf-8")) + "\n" + _norm(SPEC.read_text(encoding="utf-8"))
+
+
+def _strings(source: str) -> list[str]:
+    """Every string literal of a module's source; an f-string with each formatted value as ``{…}``."""
+    out, parts = [], set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.JoinedStr):
+            out.append("".join(v.value if isinstance(v, ast.Constant) else "{…}" for v in node.values))
+            parts.update(id(v) for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in parts:
+            out.append(node.value)
+    return out
+
+
+def _cells(path: Path) -> list[str]:
+    return ["".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+
+
+def texts() -> list[tuple[str, str]]:
+    """(where, text) for everything a reader can be shown."""
+    out = []
+    for c in CLAIMS.values():
+        fields = [c.where, c.sentence, c.statistic, c.short, c.question, c.shown.source, c.against.source,
+                  c.paper_says(), *(x for row in c.paper_facts for x in row)]
+        out += [(f"claim {c.key}", t) for t in fields if t]
+    for path in sorted((ROOT / "depthutils").rglob("*.py")):
+        out += [(str(path.relative_to(ROOT)), s) for s in _strings(path.read_text(encoding="utf-8"))]
+    for path in [*sorted((ROOT / "chapters").glob("*.ipynb")), ROOT / "bigger_models.ipynb"]:
+        out += [(path.name, s) for s in _cells(path)]
+    for name in ("intro.md", "instructors.md", "README.md"):
+        out.append((name, (ROOT / name).read_text(encoding="utf-8")))
+    return out
+
+
+def test_the_checks_can_fail():
+    assert QUOTATION.findall("P1 says “much less”, not “about the middle”.") == ["much less", "about the middle"]
+    ref = _sources()
+    assert _norm("layers in the second half\n  contribute much less") in ref and "about the middle" not in ref
+    assert ATTRIBUTION.search("P1 notes that the last layer or two sharpen the output")
+    assert ATTRIBUTION.search("P1's notebook reads its plots as")
+    assert not ATTRIBUTION.search("P1's phase transition") and not ATTRIBUTION.search("P2's ED_cos reads")
+    assert _strings('x = (f"which {p} notes “a" \n "b”")') == ["which {…} notes “ab”"]
+
+
+def test_every_quotation_is_the_papers_words_verbatim():
+    ref = _norm(QUOTES.read_text(encoding="utf-8"))
+    bad, unpaired = [], []
+    for where, text in texts():
+        if text.count("“") != text.count("”"):
+            unpaired.append((where, text[:120]))
+        bad += [(where, q) for q in QUOTATION.findall(text) if _norm(q) not in ref]
+    assert not unpaired, f"a quotation that does not close: {unpaired}"
+    assert not bad, f"quotations that paper_quotes.md does not hold verbatim: {bad}"
+
+
+def _sentence(text: str, start: int) -> str:
+    end = re.search(r"\.(?=\s+[A-Z*(“])|\n|\|", text[start:])
+    return text[start:start + end.start()] if end else text[start:]
+
+
+def test_every_attribution_to_a_paper_quotes_it_or_names_its_support():
+    ref, bad = _sources(), []
+    for support in (s for lines in SUPPORTED.values() for s in lines):
+        assert _norm(support) in ref, support
+    for where, text in texts():
+        for m in ATTRIBUTION.finditer(text):
+            s = _sentence(text, m.start())
+            if "“" in s or any(s.startswith(k) for k in SUPPORTED):
+                continue
+            bad.append((where, s[:160]))
+    assert not bad, f"sentences that give a paper words it does not say (quote it, or name its support): {bad}"
+
+
+def test_the_last_layers_are_ours_and_the_qwen3_32b_reply_is_about_the_future_effect_map():
+    said = "Layers >50 have low influence on the future layers (the bottom right triangle tip), except for the last 1-2"
+    contributions = " ".join(x for row in CLAIMS["contributions"].paper_facts for x in row)
+    assert "Qwen 3 32B" not in contributions and "Qwen3-32B" not in contributions and "notes" not in contributions
+    rows = dict(CLAIMS["future_effects"].paper_facts)
+    (label,) = [k for k in rows if "32B" in k]
+    assert "OpenReview" in label and "18e" in label and said in rows[label]
+
+
+def test_the_lens_claim_shows_p2s_measurement_of_its_statistic():
+    """The lens claim grades the relative depth where the KL halves and the overlap passes 0.3: P2's ED_KL and
+    ED_overlap ratio. Its paper value is P2's Table 1, read here with the csv module."""
+    with TABLE1.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    tasks = ("hellaswag", "gsm8k", "aime24")
+    said = CLAIMS["logit_lens"].paper_says()
+    assert "P2's Table 1" in said and "P2's measurement" in said and f"{len(rows)} " in said
+    for metric, name in (("kl", "KL"), ("overlap", "overlap")):
+        cells = sorted((float(r[f"{metric}_{t}_ratio"]), r["model"], t) for r in rows for t in tasks)
+        assert f"{name} {cells[0][0]:.2f}–{cells[-1][0]:.2f}" in said
+        if round(cells[1][0], 2) != round(cells[0][0], 2):  # KL: the one cell at 0.07, named
+            assert f"{cells[1][0]:.2f}–{cells[-1][0]:.2f} without its lowest cell, {cells[0][1]} on {cells[0][2]}" in said
+    assert "0.75–0.95" in said and "DS-R1-Qwen-1.5B on gsm8k" in said and "overlap 0.86–0.97" in said
+    for t in (CLAIMS["logit_lens"].shown, CLAIMS["logit_lens"].against):
+        assert t.source.startswith("ours") and "about the middle" not in t.source, t.source
+
+
+def test_a_claim_without_a_papers_number_says_so_and_gives_our_reading():
+    for c in CLAIMS.values():
+        said = c.paper_says()
+        if "P2's Table 1" in said:
+            continue
+        assert ("no number" in said or said.startswith("—")) and "ours" in said, (c.key, said)
+
+
+def test_chapter_4_says_where_it_departs_from_p1s_notebook_on_position_0():
+    from depthutils.realruns import RUNS
+
+    captions = [s for s in _cells(ROOT / "chapters" / "04_residual_erasure.ipynb") if "{glue:figure} fig_fig6b" in s]
+    for text in [*captions, RUNS["04"].caption]:
+        assert "Position 0" in text and "never erased" in text and "P1's notebook erases every position, BOS included" \
+            in text, text[:200]
+    assert "Its erasure loop runs over every position, BOS included" in _sources()
+
+
+def test_chapter_9_suggests_p2s_own_base_and_long_cot_pairs():
+    """P2's appendix B pairs R1-Distill-Qwen-1.5B and -7B with Qwen2.5-Math, and -14B and -32B with Qwen2.5."""
+    from depthutils.study import cot_pairs
+
+    p2 = [("Qwen/Qwen2.5-Math-1.5B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"),
+          ("Qwen/Qwen2.5-Math-7B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"),
+          ("Qwen/Qwen2.5-14B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B"),
+          ("Qwen/Qwen2.5-32B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B")]
+    assert cot_pairs() == p2
+    cells = _cells(ROOT / "chapters" / "09_depth_across_scale.ipynb")
+    text = "\n".join(cells)
+    assert not re.search(r"Qwen/Qwen2\.5-(1\.5|7)B\b(?!-)", text), "a base P2 does not pair with R1-Distill"
+    assert "cot_pairs()" in text and text.count("{glue:md}`p2_pairs") >= 2
+    params = next(c for c in cells if c.startswith("models = "))
+    assert 'base_model = "ladder-8"' in params and 'cot_model = "ladder-8-cot"' in params  # the embedded run
