@@ -299,12 +299,17 @@ def reference_spread(metric: str, path: Path = REFERENCE_CSV, family: str = "Qwe
 
 def reference_facts(path: Path = REFERENCE_CSV) -> dict:
     """The band of P2's published ratios, for the reading guide: for each metric, the smallest and the
-    largest per-model median ratio over P2's three tasks (``{metric}_lo``, ``{metric}_hi``), and P2's overlap
-    threshold (``overlap_threshold``)."""
+    largest per-model median ratio over P2's three tasks (``{metric}_lo``, ``{metric}_hi``), the spread and
+    the ED slope of :func:`reference_gains` (``{metric}_spread``, ``{metric}_ed_slope``); P2's largest
+    base-to-long-CoT rise (:func:`reference_cot_tolerance`: ``cot_rise``, ``cot_rise_metric``,
+    ``cot_rise_size``); and P2's overlap threshold (``overlap_threshold``)."""
     rows, out = _reference_rows(path), {"overlap_threshold": OVERLAP_THRESHOLD}
     for m in METRICS:
         medians = [float(np.median([float(r[f"{m}_{t}_ratio"]) for t in P2_TASKS])) for r in rows]
         out[f"{m}_lo"], out[f"{m}_hi"] = round(min(medians), 2), round(max(medians), 2)
+        gains = reference_gains(m, path)
+        out[f"{m}_spread"], out[f"{m}_ed_slope"] = gains["scale_spread"], round(gains["scale_ed_slope"], 2)
+    out["cot_rise"], out["cot_rise_metric"], out["cot_rise_size"] = reference_cot_tolerance(path)
     return out
 
 
