@@ -101,12 +101,12 @@ GROWS = Threshold(0.0, "ours: a slope whose interval lies wholly above 0 is a ri
                        "or below 0 is no rise")
 #: chapter 9: what P2 says of each metric's ratio across scale, beside that metric's tolerance (P2's own spread)
 SCALE_WORDS = {
-    "cos": "P2's spread of the cosine ratio, of which P2 writes “The results show that the effective depth ratio "
-           "remains remarkably stable.” (§4.1)",
-    **{m: f"P2's spread of the {m} ratio; P2 calls the logit-lens ratios “slightly less consistent across scales "
-          "than the cosine similarity metric, with a mild increasing trend in ratio for larger models” (§4.1), and "
-          "its abstract still says the ratio “remains stable”, so we take P2's own spread as the most the claim "
-          "allows (ours)" for m in ("kl", "overlap")},
+    "cos": "P2 writes of the cosine ratio “The results show that the effective depth ratio remains remarkably "
+           "stable.” (§4.1)",
+    **dict.fromkeys(("kl", "overlap"),
+                    "P2 calls the logit-lens ratios “slightly less consistent across scales than the cosine similarity "
+                    "metric, with a mild increasing trend in ratio for larger models” (§4.1), and its abstract still "
+                    "says the ratio “remains stable”, so we take P2's own spread as the most the claim allows (ours)"),
 }
 #: chapter 9: P2's largest base-to-long-CoT rise in Table 1 (rise, metric, size), the chain-of-thought tolerance
 COT_RISE = reference_cot_tolerance()

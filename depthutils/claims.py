@@ -80,7 +80,7 @@ def future_effects(result: FutureEffectsResult) -> Verdict:
                  "tested and not counted.")
     return _verdict(c, combine([outcome, out]),
                     f"second half {f['later_second']:.3f}, first half {f['later_first']:.3f}, ratio {later_text} "
-                    f"({outcome}) ({params.get('part', 'layer')}, {params.get('mode', 'future')} tokens); on the "
+                    f"({params.get('part', 'layer')}, {params.get('mode', 'future')} tokens; {outcome}); on the "
                     f"output: ratio {out_text} ({out}).", notes, criterion=criterion,
                     value=f"later layers {later_text}; output {out_text}" + (" (not tested)" if ovalue is None else ""))
 
@@ -285,7 +285,10 @@ def _grows(slope, lo, hi) -> str:
 
 def _scale_criterion(c: Claim) -> str:
     """The scale claim's two-part rule in words, with each metric's tolerance and what P2 says of that metric."""
-    tolerances = "; ".join(f"{m} {reference_spread(m):.3f} ({SCALE_WORDS[m]})" for m in METRICS)
+    groups = {}  # the metrics P2 speaks of in the same words share them
+    for m in METRICS:
+        groups.setdefault(SCALE_WORDS[m], []).append(f"{m} {reference_spread(m):.3f}")
+    tolerances = "; ".join(f"{', '.join(ms)} ({words})" for words, ms in groups.items())
     return (f"{c.statistic}, per metric (cos, KL, overlap) that is informative for the models compared, with its "
             f"{100 * LEVEL:.0f}% bootstrap interval over prompts. ED grows: shown if the slope's interval lies wholly "
             f"above 0, not shown if wholly at or below 0, mixed otherwise ({GROWS.source}). The ratio is stable: "
@@ -337,11 +340,11 @@ def effective_depth(study: Study, ladder, base: str | None = None, cot: str | No
         value = "; ".join(values)
         criterion = (f"{c.statistic}, per metric (cos, KL, overlap) that is informative for the models compared, "
                      f"with its {100 * LEVEL:.0f}% bootstrap interval over prompts: shown if it lies at or below the "
-                     f"tolerance ({c.shown.source}), not shown if wholly above it, mixed otherwise; metrics are "
-                     "combined.")
+                     f"tolerance{'' if c.shown.value is None else f', {c.shown.value:.2f}'} ({c.shown.source}), "
+                     "not shown if wholly above it, mixed otherwise; metrics are combined.")
         if name == "scale":
-            numbers = (f"ED against L: {'; '.join(grown) or 'no metric is informative'} (ED grows: "
-                       f"{combine(growth)}). Ratio spread: {numbers} (ratio stable: {outcome})")
+            numbers = (f"ED against L: {'; '.join(grown) or 'no metric is informative'}; ED grows: "
+                       f"{combine(growth)}. Ratio spread: {numbers}; ratio stable: {outcome}")
             value = f"ED slope: {', '.join(grown_values)}; ratio spread: {', '.join(values)}"
             outcome = combine([combine(growth), outcome])
             criterion = _scale_criterion(c)

@@ -101,7 +101,7 @@ def test_a_ratio_that_stays_in_the_band_while_ed_does_not_grow_is_not_shown():
     assert f["scale_ed"] == [12.0, 12.0] and f["scale_ed_slope"] == 0.0
     assert f["scale_spread"] == pytest.approx(13 / 16 - 13 / 17, abs=0.01)
     v = claims.effective_depth(s, list(L))["scale"]
-    assert "(ratio stable: shown)" in v.numbers and "(ED grows: not shown)" in v.numbers
+    assert "ratio stable: shown" in v.numbers and "ED grows: not shown" in v.numbers
     assert v.outcome != "shown" and v.outcome == "mixed"
 
 
@@ -157,10 +157,11 @@ def test_each_metrics_scale_tolerance_is_p2s_spread_of_that_metric_beside_p2s_wo
     for metric in ("cos", "kl", "overlap"):
         means = [_mean_ratio(r, metric) for r in inst]
         spread = max(means) - min(means)
-        part = v.criterion.split(f"; {metric} " if metric != "cos" else ": cos ")[1]
-        assert part.startswith(f"{spread:.3f} ("), (metric, part[:40])
-        words = "remarkably stable" if metric == "cos" else "slightly less consistent across scales"
-        assert words in part.split("; kl ")[0], metric
+        assert f"{metric} {spread:.3f}" in v.criterion, metric
+        said = v.criterion.split(f"{metric} {spread:.3f}")[1].split("§4.1")[0]  # the words beside it
+        words, not_these = ("remarkably stable", "slightly less") if metric == "cos" else ("slightly less consistent "
+                                                                                         "across scales", "remarkably")
+        assert words in said and not_these not in said, (metric, said)
 
 
 def test_the_quotations_beside_the_thresholds_are_p2s_words():
