@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .study import METRICS, reference_cells, reference_gains
+from .study import METRICS, reference_cells, reference_cot_tolerance, reference_gains
 
 #: the outcomes a verdict can have, from best to worst for the claim, then the one that says nothing
 OUTCOMES = ("shown", "mixed", "not shown", "not tested")
@@ -79,14 +79,38 @@ class Claim:
                 f"({self.against.source}); mixed otherwise.")
 
 
-def _p2(fact: str, models: str) -> str:
-    """P2's value of a chapter-9 statistic, per metric, computed from its Table 1 (:func:`reference_gains`)."""
-    parts = []
-    for m in METRICS:
-        v = reference_gains(m)[fact]
-        parts.append(f"{m} " + (", ".join(f"{size} {x:+.2f}" for size, x in v.items()) if isinstance(v, dict)
-                                else f"{v:+.2f}"))
-    return f"{'; '.join(parts)} (P2's Table 1, {models})"
+def _p2(fact: str | dict, models: str) -> str:
+    """P2's value of a chapter-9 statistic, per metric, computed from its Table 1 (:func:`reference_gains`);
+    ``fact`` a key of it, or ``{label: key}`` for a claim graded on several statistics (each labelled)."""
+    groups = []
+    for label, key in (fact.items() if isinstance(fact, dict) else [("", fact)]):
+        parts = []
+        for m in METRICS:
+            v = reference_gains(m)[key]
+            parts.append(f"{m} " + (", ".join(f"{size} {x:+.2f}" for size, x in v.items()) if isinstance(v, dict)
+                                    else f"{v:+.2f}"))
+        groups.append(f"{label}: {', '.join(parts)}" if label else "; ".join(parts))
+    return f"{'; '.join(groups)} (P2's Table 1, {models})"
+
+
+#: chapter 2: the output half of P1's future-effects claim, graded against its own thresholds
+OUTPUT_SHOWN = Threshold(0.5, "ours: the same reading of “much smaller”, at most half; P1 gives no number for the "
+                              "output either")
+OUTPUT_AGAINST = Threshold(1.0, "ours: above 1 second-half layers move the output more than first-half ones")
+#: chapter 9: “the number of effective layers grows with model size”, graded on the slope of ED against L
+GROWS = Threshold(0.0, "ours: a slope whose interval lies wholly above 0 is a rise outside the noise; one wholly at "
+                       "or below 0 is no rise")
+#: chapter 9: what P2 says of each metric's ratio across scale, beside that metric's tolerance (P2's own spread)
+SCALE_WORDS = {
+    "cos": "P2 writes of the cosine ratio “The results show that the effective depth ratio remains remarkably "
+           "stable.” (§4.1)",
+    **dict.fromkeys(("kl", "overlap"),
+                    "P2 calls the logit-lens ratios “slightly less consistent across scales than the cosine similarity "
+                    "metric, with a mild increasing trend in ratio for larger models” (§4.1), and its abstract still "
+                    "says the ratio “remains stable”, so we take P2's own spread as the most the claim allows (ours)"),
+}
+#: chapter 9: P2's largest base-to-long-CoT rise in Table 1 (rise, metric, size), the chain-of-thought tolerance
+COT_RISE = reference_cot_tolerance()
 
 
 def _p2_lens() -> str:
@@ -144,12 +168,14 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
     Claim("future_effects", "02", "P1", "abstract; Fig. 3",
           "“skipping layers in the second half has a much smaller effect on future computations and output "
           "predictions”",
-          "the mean effect on later layers of skipping a second-half layer over that of a first-half layer "
-          "(P1's max over positions and prompts)",
+          "the mean effect of skipping a second-half layer over that of a first-half layer (P1's max over positions "
+          "and prompts), on later layers (future computations) and on the output distribution (output "
+          "predictions), each graded",
           Threshold(0.5, "ours: “much smaller” read as at most half"),
           Threshold(1.0, "ours: above 1 second-half layers matter more to later ones"),
-          fact="later_ratio", short="second-half over first-half effect on later layers",
-          paper_value="no number in the text; below 1 read off Fig. 3, and “much smaller” read as at most 0.5 (ours)",
+          fact="later_ratio, out_ratio", short="second-half over first-half effect on later layers; on the output",
+          paper_value="no number in the text; both below 1 read off Fig. 3, and “much smaller” read as at most 0.5 "
+                      "(ours)",
           paper_facts=(_MODELS_P1, ("prompts", "N = 10 GSM8K test problems, 4 positions t each"), _QWEN3_32B)),
     Claim("logit_lens", "03", "P1", "Fig. 4; abstract",
           "in our words: the logit lens stays far from the output in the first half and converges in the second, "
@@ -218,20 +244,27 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                        ("status", "P1: preliminary; no large shared-layer model exists"))),
     Claim("scale", "09", "P2", "abstract; Table 1",
           "“while the number of effective layers grows with model size, the effective depth ratio remains stable”",
-          "the largest minus the smallest mean ratio (over tasks) across the ladder",
-          Threshold(None, "P2's Table 1: the spread of the same statistic across Qwen2.5-Instruct 1.5B → 32B, which "
-                          "P2 reads as stable"),
+          "the least-squares slope of the mean ED (over tasks, in layers) against L across the ladder (ED grows), "
+          "and the largest minus the smallest mean ratio (over tasks) across the ladder (the ratio is stable), each "
+          "graded",
+          Threshold(None, "per metric, P2's Table 1: the spread of the same statistic across Qwen2.5-Instruct "
+                          "1.5B → 32B"),
           Threshold(None, "the same spread"),
-          fact="scale_spread", short="largest − smallest mean ratio across sizes", question="model size",
-          paper_value=lambda: _p2("scale_spread", "Qwen2.5-Instruct 1.5B–32B"),
+          fact="scale_ed_slope, scale_spread", short="slope of ED against L; largest − smallest mean ratio across sizes",
+          question="model size",
+          paper_value=lambda: _p2({"ED slope": "scale_ed_slope", "ratio spread": "scale_spread"},
+                                  "Qwen2.5-Instruct 1.5B–32B"),
           whole_layer=True,
           paper_facts=(("models", "Qwen2.5 1.5B–32B base, Instruct and Math; DeepSeek-R1-Distill-Qwen 1.5B–32B"),
                        ("prompts", "10 HellaSwag, 10 GSM8K, 5 AIME24 problems of at most 400 tokens"))),
     Claim("cot", "09", "P2", "abstract; Table 1",
           "“comparisons between base and corresponding long-CoT models show no increase in effective depth”",
           "the mean ratio of the chain-of-thought model minus that of its base",
-          Threshold(None, "ours: one layer of the base model, 1/L, the step in which a ratio moves"),
-          Threshold(None, "the same step"),
+          Threshold(COT_RISE[0], f"P2's Table 1: its largest rise of the mean ratio from a base model to its long-CoT "
+                                 f"model over its four pairs (Appendix B) and three metrics, {COT_RISE[1]} at "
+                                 f"{COT_RISE[2]}; P2 finds “no significant difference in effective depth ratio "
+                                 "between long-CoT and base models” (§4.2)"),
+          Threshold(COT_RISE[0], "the same rise"),
           fact="cot_gain", whole_layer=True, short="long-CoT minus base mean ratio",
           question="long chain-of-thought training",
           paper_value=lambda: _p2("cot_gain", "each DeepSeek-R1-Distill-Qwen model minus its same-size base")),

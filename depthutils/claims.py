@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .claim_table import (ACCURACY_FLOOR, CLAIMS, COMPLETENESS_LIMIT, LEVEL, MIN_HALF, N_PERMUTATIONS,  # noqa: F401
-                          OUTCOMES, SHARED_TARGET, WHOLE_LAYER, Claim, Threshold)
+from .claim_table import (ACCURACY_FLOOR, CLAIMS, COMPLETENESS_LIMIT, GROWS, LEVEL, MIN_HALF,  # noqa: F401
+                          N_PERMUTATIONS, OUTCOMES, OUTPUT_AGAINST, OUTPUT_SHOWN, SCALE_WORDS, SHARED_TARGET,
+                          WHOLE_LAYER, Claim, Threshold)
 from .cross_model_mapping import MappingResult
 from .depth_score import DepthScoreResult
 from .depth_use import MEASURES, DepthUse
@@ -50,23 +51,39 @@ def contributions(result: ContributionsResult) -> Verdict:
 
 
 def future_effects(result: FutureEffectsResult) -> Verdict:
-    """Chapter 2: skipping a second-half layer against a first-half one, on later layers."""
+    """Chapter 2: skipping a second-half layer against a first-half one, on later layers and on the output,
+    each graded against its own thresholds; shown only if both are, mixed if one is. An output ratio that is
+    undefined (a half left empty by structural zeros, or a first half that never moves the output) is
+    *not tested* for that part and not counted."""
     c, f = CLAIMS["future_effects"], result.facts()
     if f["half_size"] < MIN_HALF:  # the last layer has no later layers
         return not_tested("future_effects", f"{f['L']} layers: the {f['L'] - 1} layers with later layers cannot "
                                             f"form two halves of at least {MIN_HALF} layers each.")
-    outcome, value, lo, hi = judge(c, result, c.fact)
-    olo, ohi = band(result, "out_ratio")
+    outcome, value, lo, hi = judge(c, result, "later_ratio")
+    out, ovalue, olo, ohi = judge(c, result, "out_ratio", shown=OUTPUT_SHOWN.value, against=OUTPUT_AGAINST.value)
     params = result.meta.get("params", {})
     notes = []
     if f["structural"]:
         notes.append(f"Left out of the output halves: layer(s) {f['structural']}, whose output effect is 0 by "
                      f"construction in this variant ({params.get('mode')} tokens{', direct only' if params.get('local') else ''}).")
-    return _verdict(c, outcome,
-                    f"second half {f['later_second']:.3f}, first half {f['later_first']:.3f}, ratio "
-                    f"{interval_text(value, lo, hi)} ({params.get('part', 'layer')}, {params.get('mode', 'future')} "
-                    f"tokens); on the output: ratio {interval_text(f['out_ratio'], olo, ohi)}.", notes,
-                    value=interval_text(value, lo, hi))
+    if ovalue is None:
+        notes.append("The output half is not tested: " + (
+            "after the structural zeros are left out, a half has no layer left." if f["out_first"] is None
+            or f["out_second"] is None else "skipping a first-half layer never moves the output, so there is no "
+                                            "ratio to take."))
+    later_text, out_text = interval_text(value, lo, hi), interval_text(ovalue, olo, ohi)
+    criterion = (f"{c.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval over prompts. Later layers: shown if "
+                 f"the interval lies at or below {c.shown.value:.2f} ({c.shown.source}), not shown if wholly above "
+                 f"{c.against.value:.2f} ({c.against.source}), mixed otherwise. Output: shown if it lies at or below "
+                 f"{OUTPUT_SHOWN.value:.2f} ({OUTPUT_SHOWN.source}), not shown if wholly above "
+                 f"{OUTPUT_AGAINST.value:.2f} ({OUTPUT_AGAINST.source}), mixed otherwise. The claim is shown only if "
+                 "both are, not shown if both are not, mixed otherwise; an output ratio that is undefined is not "
+                 "tested and not counted.")
+    return _verdict(c, combine([outcome, out]),
+                    f"second half {f['later_second']:.3f}, first half {f['later_first']:.3f}, ratio {later_text} "
+                    f"({params.get('part', 'layer')}, {params.get('mode', 'future')} tokens; {outcome}); on the "
+                    f"output: ratio {out_text} ({out}).", notes, criterion=criterion,
+                    value=f"later layers {later_text}; output {out_text}" + (" (not tested)" if ovalue is None else ""))
 
 
 def logit_lens(result: LogitLensResult) -> Verdict:
@@ -257,13 +274,39 @@ def degenerate_note(study: Study, models, tasks) -> str:
     return "; ".join(bad) if bad else "none"
 
 
+def _grows(slope, lo, hi) -> str:
+    """The ED-against-L slope graded against :data:`GROWS`: shown if its interval lies wholly above 0, not
+    shown if wholly at or below it, mixed otherwise (:func:`grade` with the boundary on the other side: a
+    slope exactly 0, an ED that does not grow, is no rise)."""
+    if slope is None:
+        return "not tested"
+    lo, hi = (slope, slope) if lo is None or hi is None else (lo, hi)
+    return "shown" if lo > GROWS.value else "not shown" if hi <= GROWS.value else "mixed"
+
+
+def _scale_criterion(c: Claim) -> str:
+    """The scale claim's two-part rule in words, with each metric's tolerance and what P2 says of that metric."""
+    groups = {}  # the metrics P2 speaks of in the same words share them
+    for m in METRICS:
+        groups.setdefault(SCALE_WORDS[m], []).append(f"{m} {reference_spread(m):.3f}")
+    tolerances = "; ".join(f"{', '.join(ms)} ({words})" for words, ms in groups.items())
+    return (f"{c.statistic}, per metric (cos, KL, overlap) that is informative for the models compared, with its "
+            f"{100 * LEVEL:.0f}% bootstrap interval over prompts. ED grows: shown if the slope's interval lies wholly "
+            f"above 0, not shown if wholly at or below 0, mixed otherwise ({GROWS.source}). The ratio is stable: "
+            f"shown if the spread's interval lies at or below the metric's tolerance, not shown if wholly above it, "
+            f"mixed otherwise; the tolerance is {c.shown.source}: {tolerances}. Metrics are combined within each "
+            "part, and the claim is shown only if both parts are, not shown if both are not, mixed otherwise.")
+
+
 def effective_depth(study: Study, ladder, base: str | None = None, cot: str | None = None) -> dict[str, Verdict]:
-    """Chapter 9: P2's three questions, each graded on every metric that is informative for the models compared."""
+    """Chapter 9: P2's three questions, each graded on every metric that is informative for the models compared.
+    Scale is graded in two parts, ED grows with L (:func:`_grows`) and the ratio is stable (within P2's own
+    spread of that metric), and is shown only if both are."""
     step = lambda models: float(np.mean([1.0 / study.n_layers(m) for m in models]))
     easy = [t for t in ("hellaswag", "gsm8k") if t in study.tasks]
     questions = {
         "scale": (ladder if len(ladder) >= 2 else None, study.tasks, reference_spread),
-        "cot": ([base, cot] if base and cot else None, study.tasks, lambda m: step([base])),
+        "cot": ([base, cot] if base and cot else None, study.tasks, lambda m: CLAIMS["cot"].shown.value),
         "difficulty": (ladder if easy and "aime24" in study.tasks else None, easy + ["aime24"], lambda m: step(ladder)),
     }
     why_not = {"scale": "needs at least two ladder models", "cot": "needs a base and a chain-of-thought model",
@@ -271,11 +314,12 @@ def effective_depth(study: Study, ladder, base: str | None = None, cot: str | No
     out = {}
     for name, (models, tasks, tol) in questions.items():
         c = CLAIMS[name]
-        key = c.fact
+        key = c.fact.split(", ")[-1]
         if models is None:
             out[name] = not_tested(name, f"this run {why_not[name]}.")
             continue
         grades, parts, notes, values = [], [], [], []
+        growth, grown, grown_values = [], [], []  # scale only: does ED grow with L
         for metric in METRICS:
             why = degenerate(study, models, tasks, metric)
             if why:
@@ -287,14 +331,26 @@ def effective_depth(study: Study, ladder, base: str | None = None, cot: str | No
             grades.append(g)
             parts.append(f"{metric}: {interval_text(f[key], f[f'{key}_lo'], f[f'{key}_hi'])} against {t:.2f} ({g})")
             values.append(f"{metric} {interval_text(f[key], f[f'{key}_lo'], f[f'{key}_hi'], '+.2f')}")
+            if name == "scale":
+                slope = interval_text(f["scale_ed_slope"], f["scale_ed_slope_lo"], f["scale_ed_slope_hi"], "+.2f")
+                growth.append(_grows(f["scale_ed_slope"], f["scale_ed_slope_lo"], f["scale_ed_slope_hi"]))
+                grown.append(f"{metric}: {slope} layers per layer, mean ED {f['scale_ed']} ({growth[-1]})")
+                grown_values.append(f"{metric} {slope}")
         numbers = "; ".join(parts) or "no metric is informative"
         outcome = combine(grades)
+        value = "; ".join(values)
+        criterion = (f"{c.statistic}, per metric (cos, KL, overlap) that is informative for the models compared, "
+                     f"with its {100 * LEVEL:.0f}% bootstrap interval over prompts: shown if it lies at or below the "
+                     f"tolerance{'' if c.shown.value is None else f', {c.shown.value:.2f}'} ({c.shown.source}), "
+                     "not shown if wholly above it, mixed otherwise; metrics are combined.")
+        if name == "scale":
+            numbers = (f"ED against L: {'; '.join(grown) or 'no metric is informative'}; ED grows: "
+                       f"{combine(growth)}. Ratio spread: {numbers}; ratio stable: {outcome}")
+            value = f"ED slope: {', '.join(grown_values)}; ratio spread: {', '.join(values)}"
+            outcome = combine([combine(growth), outcome])
+            criterion = _scale_criterion(c)
         if outcome == "not tested":
             notes.append("No metric is informative for these models, so this run cannot test the claim.")
-        out[name] = _verdict(c, outcome, numbers + ".", notes, value="; ".join(values),
-                             criterion=f"{c.statistic}, per metric (cos, KL, overlap) that is informative for the "
-                                       f"models compared, with its {100 * LEVEL:.0f}% bootstrap interval over prompts: "
-                                       f"shown if it lies at or below the tolerance ({c.shown.source}), not shown if "
-                                       "wholly above it, mixed otherwise; metrics are combined.")
+        out[name] = _verdict(c, outcome, numbers + ".", notes, value=value, criterion=criterion)
     out["scale"].also = [out["cot"], out["difficulty"]]  # the chapter's one paper-vs-run table shows all three
     return out

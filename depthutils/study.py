@@ -133,8 +133,10 @@ class Study:
         judge, each with its bootstrap interval (``*_lo``, ``*_hi``), rounded; None: not measurable.
 
         Scale compares the ladder models with the largest and the smallest mean ratio (``scale_hi_model``,
-        ``scale_lo_model``); chain of thought is ``cot − base``; difficulty is AIME24 minus the mean of
-        HellaSwag and GSM8K over the ladder.
+        ``scale_lo_model``), and fits the models' mean ED over tasks (``scale_ed``, in layers: mean ratio × L
+        − 1) against L by least squares (``scale_ed_slope``, None with fewer than two depths; a resample in
+        which a model's ED is undefined on every task leaves the slope out); chain of thought is
+        ``cot − base``; difficulty is AIME24 minus the mean of HellaSwag and GSM8K over the ladder.
         """
         r2 = lambda v: None if v is None else round(float(v), 2)
         out = {"metric": metric}
@@ -157,6 +159,12 @@ class Study:
             put("scale_spread", None, None)
             out["scale_hi_model"] = out["scale_lo_model"] = None
         out["scale_first"], out["scale_last"] = (out["scale"][0], out["scale"][-1]) if ladder else (None, None)
+        layers = {m: self.n_layers(m) for m in defined}
+        out["scale_ed"] = [r2(defined[m] * layers[m] - 1) if m in defined else None for m in ladder]
+        ed_draws = [self.mean_ratio_draws([m], self.tasks, metric) * layers[m] - 1 for m in defined]
+        grows = len(set(layers.values())) >= 2
+        put("scale_ed_slope", slope(list(layers.values()), [defined[m] * layers[m] - 1 for m in defined])
+            if grows else None, self._band(slope(list(layers.values()), ed_draws)) if grows else None)
         out["scale_tokens"] = tokens_note(ladder)
         b = self.mean_ratio([base], self.tasks, metric) if base else None
         c = self.mean_ratio([cot], self.tasks, metric) if cot else None
@@ -255,6 +263,15 @@ def study(models, tasks=P2_TASKS + PROJECT_TASKS, *, n: int = 10, aime_n: int = 
     return Study(list(models), list(tasks), results, hits)
 
 
+def slope(x, ys) -> float | np.ndarray:
+    """The least-squares slope of ``ys`` against ``x``: ``ys`` one value per ``x`` (a float), or one array of
+    draws per ``x`` (an array, one slope per draw; NaN where a draw is NaN at some ``x``)."""
+    x = np.asarray(x, float)
+    y = np.asarray(ys, float).reshape(len(x), -1)
+    b = ((x - x.mean())[:, None] * (y - y.mean(axis=0))).sum(axis=0) / ((x - x.mean()) ** 2).sum()
+    return float(b[0]) if np.ndim(ys) == 1 else b
+
+
 def _reference_rows(path: Path) -> list[dict]:
     with path.open() as f:
         return list(csv.DictReader(f))
@@ -287,12 +304,17 @@ def reference_cells(metric: str, path: Path = REFERENCE_CSV) -> list[tuple[str, 
 
 def reference_facts(path: Path = REFERENCE_CSV) -> dict:
     """The band of P2's published ratios, for the reading guide: for each metric, the smallest and the
-    largest per-model median ratio over P2's three tasks (``{metric}_lo``, ``{metric}_hi``), and P2's overlap
-    threshold (``overlap_threshold``)."""
+    largest per-model median ratio over P2's three tasks (``{metric}_lo``, ``{metric}_hi``), the spread and
+    the ED slope of :func:`reference_gains` (``{metric}_spread``, ``{metric}_ed_slope``); P2's largest
+    base-to-long-CoT rise (:func:`reference_cot_tolerance`: ``cot_rise``, ``cot_rise_metric``,
+    ``cot_rise_size``); and P2's overlap threshold (``overlap_threshold``)."""
     rows, out = _reference_rows(path), {"overlap_threshold": OVERLAP_THRESHOLD}
     for m in METRICS:
         medians = [float(np.median([float(r[f"{m}_{t}_ratio"]) for t in P2_TASKS])) for r in rows]
         out[f"{m}_lo"], out[f"{m}_hi"] = round(min(medians), 2), round(max(medians), 2)
+        gains = reference_gains(m, path)
+        out[f"{m}_spread"], out[f"{m}_ed_slope"] = gains["scale_spread"], round(gains["scale_ed_slope"], 2)
+    out["cot_rise"], out["cot_rise_metric"], out["cot_rise_size"] = reference_cot_tolerance(path)
     return out
 
 
@@ -329,11 +351,12 @@ REFERENCE_COT = {"1.5B": ("DS-R1-Qwen-1.5B", "Qwen2.5-Math-1.5B"), "7B": ("DS-R1
 
 
 def reference_gains(metric: str, path: Path = REFERENCE_CSV, family: str = "Qwen2.5-{}-Instruct") -> dict:
-    """P2's own values, from Table 1, of the three statistics chapter 9 grades, for ``metric``:
-    ``scale_spread`` (:func:`reference_spread`), ``cot_gain`` (per size of :data:`REFERENCE_COT`, the
-    long-CoT model's mean ratio over P2's tasks minus its base's; sizes missing from the table are left
-    out) and ``hard_gain`` (over ``family``'s sizes, the mean AIME24 ratio minus the mean HellaSwag and
-    GSM8K ratio), rounded to 3 decimals."""
+    """P2's own values, from Table 1, of the statistics chapter 9 grades, for ``metric``:
+    ``scale_spread`` (:func:`reference_spread`), ``scale_ed_slope`` (over ``family``'s sizes, the
+    least-squares slope of the mean ED over P2's tasks against L), ``cot_gain`` (per size of
+    :data:`REFERENCE_COT`, the long-CoT model's mean ratio over P2's tasks minus its base's; sizes missing
+    from the table are left out) and ``hard_gain`` (over ``family``'s sizes, the mean AIME24 ratio minus the
+    mean HellaSwag and GSM8K ratio), rounded to 3 decimals."""
     rows = {r["model"]: r for r in _reference_rows(path)}
     mean = lambda r, tasks: float(np.mean([float(r[f"{metric}_{t}_ratio"]) for t in tasks]))  # noqa: E731
     cot = {size: round(mean(rows[c], P2_TASKS) - mean(rows[b], P2_TASKS), 3)
@@ -341,11 +364,21 @@ def reference_gains(metric: str, path: Path = REFERENCE_CSV, family: str = "Qwen
     ladder = [rows[family.format(s)] for s in ("1.5B", "7B", "14B", "32B") if family.format(s) in rows]
     hard = (round(float(np.mean([mean(r, ["aime24"]) for r in ladder])
                         - np.mean([mean(r, ["hellaswag", "gsm8k"]) for r in ladder])), 3) if ladder else None)
-    return {"scale_spread": reference_spread(metric, path, family), "cot_gain": cot, "hard_gain": hard}
+    ed = lambda r: float(np.mean([int(r[f"{metric}_{t}_ed"]) for t in P2_TASKS]))  # noqa: E731
+    grows = round(slope([int(r["layers"]) for r in ladder], [ed(r) for r in ladder]), 3) if len(ladder) >= 2 else None
+    return {"scale_spread": reference_spread(metric, path, family), "scale_ed_slope": grows, "cot_gain": cot,
+            "hard_gain": hard}
+
+
+def reference_cot_tolerance(path: Path = REFERENCE_CSV) -> tuple[float, str, str]:
+    """P2's largest rise of the mean ratio from a base model to its long-CoT model in Table 1, over the pairs
+    of :data:`REFERENCE_COT` and the three metrics, all of which P2 reads as “no significant difference”
+    (§4.2): ``(rise, metric, size)``, the rise rounded to 3 decimals."""
+    rises = [(gain, m, size) for m in METRICS for size, gain in reference_gains(m, path)["cot_gain"].items()]
+    return max(rises)
 
 
 def cot_pairs(path: Path = REFERENCE_CSV) -> list[tuple[str, str]]:
     """P2's base and long-CoT pairs (:data:`REFERENCE_COT`) as hub ids read from its Table 1: (base, CoT), by size."""
     hub = {r["model"]: r["hf_id"] for r in _reference_rows(path)}
     return [(hub[base], hub[cot]) for cot, base in REFERENCE_COT.values() if base in hub and cot in hub]
-
