@@ -285,7 +285,7 @@ def _grows(slope, lo, hi) -> str:
 
 
 def _scale_criterion(c: Claim) -> str:
-    """The scale claim's two-part rule in words, with each metric's tolerance and what P2 says of that metric."""
+    """The scale claim's two-part rule in words, with each metric's tolerance and P2's words on that metric."""
     groups = {}  # the metrics P2 speaks of in the same words share them
     for m in METRICS:
         groups.setdefault(SCALE_WORDS[m], []).append(f"{m} {reference_spread(m):.3f}")

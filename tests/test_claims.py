@@ -316,8 +316,8 @@ def test_chapter_9s_table_sets_each_of_its_three_verdicts_beside_p2s_value():
     depths are known, and P2's are recomputed here from ``../shared/reference``."""
     tasks = ["gsm8k", "hellaswag", "aime24"]
     L = {"m4": 4, "m8": 8, "m8cot": 8}
-    cross = {"m4": {"gsm8k": 2, "hellaswag": 2, "aime24": 3}, "m8": {"gsm8k": 5, "hellaswag": 5, "aime24": 7},
-             "m8cot": {t: 7 for t in tasks}}  # ED_KL = ED_overlap = the crossing layer; cos is undefined
+    cross = {"m4": {"gsm8k": 1, "hellaswag": 1, "aime24": 2}, "m8": {"gsm8k": 3, "hellaswag": 3, "aime24": 5},
+             "m8cot": {t: 6 for t in tasks}}  # ED_KL = ED_overlap = the crossing layer (≤ L − 2); cos is undefined
     s = Study(list(L), tasks, {(m, t): _ed(L[m], cross[m][t]) for m in L for t in tasks}, n_boot=200)
     v = claims.effective_depth(s, ["m4", "m8"], base="m8", cot="m8cot")
     table = claims.paper_vs_run(v["scale"], [{"model": m, "n_layers": L[m]} for m in L])
