@@ -148,23 +148,23 @@ def depth_score(result: DepthScoreResult, floor: float = ACCURACY_FLOOR) -> Verd
         text = f"{t}: {interval_text(slope, lo, hi, '+.3f')}"
         values.append(text)
         mean = f"{t}_mean_slope"
-        ours = (f" (beside it, ours and not graded: the slope of the level means of the prompts' scores, "
-                f"{interval_text(f[mean], f[f'{mean}_lo'], f[f'{mean}_hi'], '+.3f')})")
+        ours = (f"beside it, ours and not graded, the slope of the level means of the prompts' scores "
+                f"{interval_text(f[mean], f[f'{mean}_lo'], f[f'{mean}_hi'], '+.3f')}")
         if any(a is not None and a < floor for a in acc):
             notes.append(f"{t} is not informative: accuracy " + ", ".join(
                 f"{100 * a:.0f}%" for a in acc if a is not None) + f" by level, below the floor of {100 * floor:.0f}% "
                 "(ours: at a level the model rarely solves, the score measures failed attempts).")
-            parts.append(text + " (not counted)" + ours)
+            parts.append(text + f" (not counted; {ours})")
             values[-1] += " (not counted)"
             continue
         if len(rows) < 2:
-            parts.append(text + " (one level: not counted)")
+            parts.append(text + f" (one level: not counted; {ours})")
             values[-1] += " (not counted)"
             continue
         delta = 1.0 / ((L - 1) * (len(rows) - 1))
         g = grade(slope, lo, hi, delta, c.against.value, shown_first=True)
         grades.append(g)
-        parts.append(text + f" against one layer over the levels, {delta:.3f} ({g})" + ours)
+        parts.append(text + f" against one layer over the levels, {delta:.3f} ({g}; {ours})")
     outcome = combine(grades)
     if outcome == "not tested":
         notes.append("No task family is informative, so this run cannot test the claim.")

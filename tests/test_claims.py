@@ -138,7 +138,7 @@ def test_a_rise_inside_one_layer_supports_the_claim_and_a_larger_one_counts_agai
     flat = [(lv, 0.30, 0.9) for lv in (1, 2, 3)]
     assert claims.depth_score(_depth_scores({"multihop": flat})).outcome == "shown"
     both = claims.depth_score(_depth_scores({"addition": rising, "multihop": flat, "math": [(1, .3, 0.), (2, .3, 0.)]}))
-    assert both.outcome == "mixed" and "math: " in both.numbers and "(not counted)" in both.numbers
+    assert both.outcome == "mixed" and "math: " in both.numbers and "(not counted)" in both.value and "(not counted; beside it" in both.numbers
 
 
 @pytest.mark.parametrize("lo, hi, outcome", [
