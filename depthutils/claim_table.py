@@ -206,12 +206,13 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
     Claim("depth_score", "06", "P1", "abstract; depth score against difficulty",
           "“for multihop tasks, we are unable to find evidence that models are using increased depth to compose "
           "subresults in examples involving many hops”",
-          "per task family, the least-squares slope per level of the mean normalised depth score (prompts "
-          "resampled within levels)",
+          "per task family, the least-squares slope against the level's rank (0, 1, …) of P1's level score: the "
+          "depth score of the level's effect matrix D, maxed over its prompts and positions, divided by L − 1 "
+          "(prompts resampled within levels, each level's max and score recomputed)",
           Threshold(None, "ours: a rise of less than one layer from the easiest to the hardest level, "
                           "1 / ((L−1)·(levels−1)), is below the resolution of a layer index"),
           Threshold(0.0, "a slope whose interval lies wholly above 0 is a rise outside the noise"),
-          fact="{task}_mean_slope", short="slope of the mean normalised depth score per level",
+          fact="{task}_slope", short="slope per level of the normalised depth score of the level's max D",
           paper_value="no number given; no rise found (“unable to find evidence”); ours: a slope within one layer "
                       "over the levels",
           paper_facts=(("models", "Llama 3.1 70B, Qwen 3"), ("prompts", "20 problems per level: MATH levels 1–5, "
@@ -234,7 +235,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           "in our words: a shared-layer model (MoEUT) tends to use more of its depth than a standard transformer "
           "trained on the same task; P1 calls this preliminary",
           "the shared-layer model minus the stacked one on three numbers where larger means later layers matter "
-          "more (late/early future-effect ratio, KL effective-depth ratio, mean normalised depth score)",
+          "more (late/early future-effect ratio, KL effective-depth ratio, normalised depth score averaged over the "
+          "prompts: ours, not P1's per-level max)",
           Threshold(0.0, "a difference whose interval lies wholly above 0 is outside the noise"),
           Threshold(0.0, "the same 0 from below"),
           fact="diff_{measure}", below=False, whole_layer=True, short="shared-layer minus stacked model",

@@ -10,7 +10,7 @@ from .claim_table import (ACCURACY_FLOOR, CLAIMS, COMPLETENESS_LIMIT, GROWS, LEV
                           N_PERMUTATIONS, OUTCOMES, OUTPUT_AGAINST, OUTPUT_SHOWN, SCALE_WORDS, SHARED_TARGET,
                           WHOLE_LAYER, Claim, Threshold)
 from .cross_model_mapping import MappingResult
-from .depth_score import DepthScoreResult
+from .depth_score_result import DepthScoreResult
 from .depth_use import MEASURES, DepthUse
 from .future_effects import FutureEffectsResult
 from .grading import (Verdict, _verdict, band, combine, grade, interval_text, judge, not_tested,  # noqa: F401
@@ -151,8 +151,10 @@ def context(results: dict[str, IGResult], what: str, facts: FactPrompts | None =
 
 
 def depth_score(result: DepthScoreResult, floor: float = ACCURACY_FLOOR) -> Verdict:
-    """Chapter 6: per family, does the mean depth score rise with the level? Families the model does not
-    solve (accuracy below ``floor`` at a level compared) carry no evidence and are not counted."""
+    """Chapter 6: per family, does P1's level depth score (that of ``D`` maxed over the level's prompts) rise
+    with the level? The slope of the level means of the prompts' scores (ours) is reported beside it, not
+    graded. Families the model does not solve (accuracy below ``floor`` at a level compared) carry no
+    evidence and are not counted."""
     c, f = CLAIMS["depth_score"], result.facts()
     L = result.n_layers
     grades, parts, notes, values = [], [], [], []
@@ -163,26 +165,31 @@ def depth_score(result: DepthScoreResult, floor: float = ACCURACY_FLOOR) -> Verd
         slope, lo, hi = f[key], f[f"{key}_lo"], f[f"{key}_hi"]
         text = f"{t}: {interval_text(slope, lo, hi, '+.3f')}"
         values.append(text)
+        mean = f"{t}_mean_slope"
+        ours = (f"beside it, ours and not graded, the slope of the level means of the prompts' scores "
+                f"{interval_text(f[mean], f[f'{mean}_lo'], f[f'{mean}_hi'], '+.3f')}")
         if any(a is not None and a < floor for a in acc):
             notes.append(f"{t} is not informative: accuracy " + ", ".join(
                 f"{100 * a:.0f}%" for a in acc if a is not None) + f" by level, below the floor of {100 * floor:.0f}% "
                 "(ours: at a level the model rarely solves, the score measures failed attempts).")
-            parts.append(text + " (not counted)")
+            parts.append(text + f" (not counted; {ours})")
             values[-1] += " (not counted)"
             continue
         if len(rows) < 2:
-            parts.append(text + " (one level: not counted)")
+            parts.append(text + f" (one level: not counted; {ours})")
             values[-1] += " (not counted)"
             continue
         delta = 1.0 / ((L - 1) * (len(rows) - 1))
         g = grade(slope, lo, hi, delta, c.against.value, shown_first=True)
         grades.append(g)
-        parts.append(text + f" against one layer over the levels, {delta:.3f} ({g})")
+        parts.append(text + f" against one layer over the levels, {delta:.3f} ({g}; {ours})")
     outcome = combine(grades)
     if outcome == "not tested":
         notes.append("No task family is informative, so this run cannot test the claim.")
     return _verdict(c, outcome, "; ".join(parts) + ".", notes, value="; ".join(values),
-                    criterion=f"{c.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval: a family counts for the "
+                    criterion=f"{c.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval (a resampled max never "
+                              "exceeds the level's observed one, so the interval says how much the slope hangs on a "
+                              "few prompts): a family counts for the "
                               f"claim if the interval lies at or below one layer over its levels ({c.shown.source}); "
                               "this is decided first, so a rise inside one layer supports the claim even when its "
                               "interval lies above 0, because P1's claim is that harder problems do not use more "

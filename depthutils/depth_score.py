@@ -8,16 +8,15 @@ before ``t``, measure how much each later layer's update changes), take
 
 and ``score / (L-1)`` to compare models of different depth. A problem whose
 computation needs more layers should move the centre of mass up. Each level
-reports P1's aggregation (the score of ``D`` maxed over its prompts), the mean of
-the per-prompt scores, and the model's greedy, teacher-free accuracy: a level the
-model cannot solve says little about how deep its solution is.
+reports P1's statistic (the score of ``D`` maxed over its prompts), the mean of
+the per-prompt scores (ours), and the model's greedy, teacher-free accuracy: a level
+the model cannot solve says little about how deep its solution is. The result keeps
+every prompt's ``D``, so a resample recomputes each level's max
+(:class:`~depthutils.depth_score_result.DepthScoreResult`).
 """
 from __future__ import annotations
 
 import re
-
-from dataclasses import dataclass, field
-from typing import ClassVar
 
 import numpy as np
 
@@ -29,7 +28,8 @@ from .budget import DECODE_BATCH
 from .errors import DepthError, NothingFits
 from .prompts import Encoded, Fit, Prompt
 from .remote import each
-from .results import Result, make_meta
+from .depth_score_result import DepthScoreResult, score
+from .results import make_meta
 
 #: task family -> (levels, loader of ``n`` prompts of one level, positions rule). The rule is P1's:
 #: "math" takes up to 4 answer positions at stride 4, the others the first answer token.
@@ -48,18 +48,6 @@ TASKS = {
 #: tokens decoded past the answer's own length: room for a tokenization other than the teacher-forced one,
 #: and for the character after the answer, which must not continue it ("1" is not solved by "15")
 ANSWER_MARGIN = 2
-
-
-def score(D: np.ndarray) -> float | None:
-    """P1's depth score of a future-effect matrix ``D [L, L]`` (NaN or anything at ``j ≤ s`` ignored).
-
-    None when no layer has an effect (``Σ r_s = 0``).
-    """
-    D = np.asarray(D, float)
-    L = D.shape[0]
-    r = np.array([np.nansum(D[s, s + 1:]) / (L - 1 - s) for s in range(L - 1)])
-    total = r.sum()
-    return None if total <= 0 else float((np.arange(L - 1) * r).sum() / total)
 
 
 def positions(enc: Encoded, rule: str, k: int = 4, stride: int = 4) -> list[int]:
@@ -192,105 +180,6 @@ def _groups(wanted: dict, n: int, seed: int) -> dict:
     return {t: {lv: TASKS[t][1](lv, n, seed) for lv in lvs} for t, lvs in wanted.items()}
 
 
-@dataclass
-class DepthScoreResult(Result):
-    """Depth scores per task family and level (long-form rows), with the per-prompt scores.
-
-    ``rows``: one dict per (task, level) with ``score`` (of ``D`` maxed over the level's prompts, P1),
-    ``mean_score`` (mean of the per-prompt scores), their values ``/ (L-1)``, ``accuracy`` and ``n``.
-    ``prompt_scores``: ``[n_prompts]`` scores, with ``prompt_task`` and ``prompt_level`` beside them.
-    """
-
-    prompt_scores: np.ndarray = None
-    prompt_levels: np.ndarray = None
-    prompt_tasks: np.ndarray = None
-    prompt_correct: np.ndarray = None
-    rows: list = field(default_factory=list)
-    kind: ClassVar[str] = "depth_score"
-
-    @property
-    def n_layers(self) -> int:
-        return int(self.meta["n_layers"])
-
-    def slope(self, task: str, key: str = "norm_score") -> float | None:
-        """Least-squares slope of ``key`` against the level rank (0, 1, …) of one task family."""
-        pts = [(i, r[key]) for i, r in enumerate(r for r in self.rows if r["task"] == task) if r[key] is not None]
-        if len(pts) < 2:
-            return None
-        x, y = np.array(pts, float).T
-        return float(np.polyfit(x, y, 1)[0])
-
-    def mean_slope(self, task: str, idx=None) -> float | None:
-        """Slope of the level means of the per-prompt normalised scores (prompts ``idx``) against the
-        level rank: the smooth companion of :meth:`slope`, whose max over prompts bootstraps badly."""
-        idx = np.arange(len(self.prompt_scores)) if idx is None else np.asarray(idx)
-        scores = self.prompt_scores[idx] / (self.n_layers - 1)
-        levels, tasks = self.prompt_levels[idx], self.prompt_tasks[idx]
-        pts = []
-        for i, lv in enumerate(r["level"] for r in self.rows if r["task"] == task):
-            v = scores[(tasks == task) & (levels == lv)]
-            v = v[np.isfinite(v)]
-            if v.size:
-                pts.append((i, v.mean()))
-        if len(pts) < 2:
-            return None
-        x, y = np.array(pts, float).T
-        return float(np.polyfit(x, y, 1)[0])
-
-    def mean_slope_interval(self, task: str, level: float = 0.95, n_boot: int = 1000, seed: int = 0):
-        """Bootstrap interval of :meth:`mean_slope`, resampling prompts within each level (stratified)."""
-        strata = [np.flatnonzero((self.prompt_tasks == r["task"]) & (self.prompt_levels == r["level"]))
-                  for r in self.rows if r["task"] == task]
-        strata = [g for g in strata if g.size]
-        if not strata:
-            return None
-        rng = np.random.default_rng(seed)
-        draws = [self.mean_slope(task, np.concatenate([rng.choice(g, g.size) for g in strata]))
-                 for _ in range(n_boot)]
-        draws = np.array([np.nan if d is None else d for d in draws])
-        if np.isnan(draws).all():
-            return None
-        lo, hi = np.nanpercentile(draws, [50 * (1 - level), 50 * (1 + level)])
-        return float(lo), float(hi)
-
-    def facts(self) -> dict:
-        tasks = list(dict.fromkeys(r["task"] for r in self.rows))
-        out = {"L": self.n_layers}
-        for t in tasks:
-            rows = [r for r in self.rows if r["task"] == t]
-            s = self.slope(t)
-            out[f"{t}_slope"] = None if s is None else round(s, 3)
-            out[f"{t}_first"] = _r3(rows[0]["norm_score"])
-            out[f"{t}_last"] = _r3(rows[-1]["norm_score"])
-            out[f"{t}_acc_first"] = _r3(rows[0]["accuracy"])
-            out[f"{t}_acc_last"] = _r3(rows[-1]["accuracy"])
-            out[f"{t}_mean_slope"] = _r3(self.mean_slope(t))
-            band = self.mean_slope_interval(t)
-            out[f"{t}_mean_slope_lo"], out[f"{t}_mean_slope_hi"] = (None, None) if band is None else map(_r3, band)
-        return out
-
-    def findings(self) -> str:
-        parts = []
-        for t in dict.fromkeys(r["task"] for r in self.rows):
-            rows = [r for r in self.rows if r["task"] == t]
-            s = self.slope(t)
-            levels = ", ".join(f"{r['level']}: {_fmt(r['norm_score'])} ({_fmt(r['accuracy'], pct=True)})"
-                               for r in rows)
-            parts.append(f"{t}: normalised depth score (accuracy) by level {levels}; slope per level "
-                         f"{'undefined' if s is None else f'{s:+.3f}'}.")
-        return " ".join(parts)
-
-
-def _r3(v):
-    return None if v is None else round(float(v), 3)
-
-
-def _fmt(v, pct: bool = False) -> str:
-    if v is None:
-        return "—"
-    return f"{100 * v:.0f}%" if pct else f"{v:.3f}"
-
-
 def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int = 0, groups: dict | None = None,
                 accuracy: bool = True, max_new_tokens: int = 48, max_tokens: int | None = None, max_memory=None,
                 progress_bar: bool = True) -> DepthScoreResult:
@@ -316,7 +205,7 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
         groups = _groups(levels_of(model, tasks), n, seed)
     rules = {t: TASKS[t][2] if t in TASKS else "first" for t in groups}
     L = model.n_layers
-    rows, scores, levels, names, correct = [], [], [], [], []
+    rows, scores, levels, names, correct, effects = [], [], [], [], [], []
     skipped = 0
     items = [(t, lv, ps) for t, by_level in groups.items() for lv, ps in by_level.items()]
     fast = stack.usable(model)  # future effects' own choice (method "auto")
@@ -363,6 +252,7 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
                          norm_mean_score=None if mean is None else mean / (L - 1),
                          accuracy=float(np.mean(acc)) if acc else None))
         scores += [np.nan if s is None else s for s in s_level]
+        effects += Ds
         levels += [lv] * len(s_level)
         names += [t] * len(s_level)
         correct += [np.nan if o is None else float(o) for o in ok_level]
@@ -373,4 +263,5 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
                      n_per_level=n, rules=rules, accuracy=accuracy, max_new_tokens=max_new_tokens,
                      levels={t: list(by_level) for t, by_level in groups.items()}, **layer_passes(L, works, fast))
     return DepthScoreResult(meta=meta, prompt_scores=np.array(scores, float), prompt_levels=np.array(levels),
-                            prompt_tasks=np.array(names), prompt_correct=np.array(correct, float), rows=rows)
+                            prompt_tasks=np.array(names), prompt_correct=np.array(correct, float),
+                            prompt_effects=np.array(effects, float), rows=rows)

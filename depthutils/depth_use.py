@@ -8,7 +8,9 @@ P2's effective depth (§8) and the depth score (§6). Each gives one number for
 * ``late_effect``: mean effect on later layers of skipping a second-half layer,
   over that of a first-half layer (future-tokens variant);
 * ``kl_ratio``: P2's KL effective-depth ratio ``(ED + 1) / L``;
-* ``depth_score``: the mean normalised depth score of the graded prompts.
+* ``depth_score``: the mean over the graded prompts of their normalised depth
+  scores (ours; chapter 6 grades P1's statistic, the score of each level's
+  effect matrix maxed over its prompts).
 
 Each difference between two models comes with a paired 95% bootstrap interval
 over prompts (both models are measured on the same prompts, and each resample
@@ -21,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .depth_score import DepthScoreResult, depth_score
+from .depth_score import depth_score
+from .depth_score_result import DepthScoreResult
 from .effective_depth import EffectiveDepthResult, effective_depth
 from .future_effects import FutureEffectsResult, future_effects
 from .logit_lens import LogitLensResult, logit_lens
@@ -104,7 +107,8 @@ class DepthUse:
 
 
 def _mean_score(result: DepthScoreResult, idx=None) -> float | None:
-    """Mean normalised depth score of a depth-score result's prompts (``idx``; None if none is defined)."""
+    """Mean normalised depth score of a depth-score result's prompts (``idx``; None if none is defined): ours,
+    not P1's per-level statistic (:meth:`~depthutils.depth_score_result.DepthScoreResult.slope`)."""
     v = result.prompt_scores if idx is None else result.prompt_scores[np.asarray(idx)]
     v = v[np.isfinite(v)]
     return float(v.mean() / (result.n_layers - 1)) if v.size else None

@@ -15,7 +15,7 @@ from depthutils import claims
 from depthutils.claims import CLAIMS, OUTCOMES, combine, grade
 from depthutils.contributions import KEYS, ContributionsResult
 from depthutils.cross_model_mapping import MappingResult, spearman
-from depthutils.depth_score import DepthScoreResult
+from depthutils.depth_score_result import DepthScoreResult
 from depthutils.effective_depth import EffectiveDepthResult
 from depthutils.future_effects import FutureEffectsResult
 from depthutils.logit_lens import LogitLensResult
@@ -58,18 +58,65 @@ def test_not_tested_parts_are_never_counted():
 
 # ------------------------------------------------------------------------------ chapter 6: unsolved groups
 
+def _effect(y: float, L: int) -> np.ndarray:
+    """A prompt's ``D [L, L]`` whose normalised depth score is ``y``: layer 0 affects every later layer by 1,
+    layer L−2 the last by ``b``, so the score is (L−2)·b/(1+b); the max of such matrices over prompts has
+    the score of their largest ``b``, so a level's P1 score is the largest of its prompts' scores."""
+    q = y * (L - 1) / (L - 2)
+    D = np.full((L, L), np.nan)
+    D[np.triu_indices(L, 1)] = 0.0
+    D[0, 1:], D[L - 2, L - 1] = 1.0, q / (1 - q)
+    return D
+
+
 def _depth_scores(groups: dict, L: int = 8, n: int = 20) -> DepthScoreResult:
-    """``groups = {task: [(level, mean normalised score, accuracy), ...]}``, n prompts per level with noise."""
-    scores, levels, tasks, correct, rows = [], [], [], [], []
+    """``groups = {task: [(level, normalised score, accuracy), ...]}``, n prompts per level with noise below
+    the score, one prompt at it; or ``(level, [per-prompt normalised scores], accuracy)``. Each level's
+    P1 score (of ``D`` maxed over its prompts) is its largest prompt score."""
+    scores, levels, tasks, correct, rows, effects = [], [], [], [], [], []
     for task, spec in groups.items():
-        for level, mean, acc in spec:
-            s = (mean + 0.01 * RNG.standard_normal(n)) * (L - 1)
-            scores += list(s); levels += [level] * n; tasks += [task] * n
-            correct += [i < round(acc * n) for i in range(n)]
-            rows.append({"task": task, "level": level, "score": float(s.max()), "norm_score": float(mean),
-                         "mean_score": float(s.mean()), "accuracy": acc, "n": n})
+        for level, ys, acc in spec:
+            if np.ndim(ys) == 0:
+                ys = ys - 0.01 * np.abs(RNG.standard_normal(n)) * (np.arange(n) > 0)
+            ys = np.asarray(ys, float)
+            Ds = [_effect(y, L) for y in ys]
+            s = ys * (L - 1)
+            scores += list(s); levels += [level] * len(ys); tasks += [task] * len(ys); effects += Ds
+            correct += [i < round(acc * len(ys)) for i in range(len(ys))]
+            rows.append({"task": task, "level": level, "score": float(s.max()), "norm_score": float(ys.max()),
+                         "mean_score": float(s.mean()), "accuracy": acc, "n": len(ys)})
     return DepthScoreResult(meta={"n_layers": L}, prompt_scores=np.array(scores), prompt_levels=np.array(levels),
-                            prompt_tasks=np.array(tasks), prompt_correct=np.array(correct), rows=rows)
+                            prompt_tasks=np.array(tasks), prompt_correct=np.array(correct),
+                            prompt_effects=np.array(effects), rows=rows)
+
+
+def test_the_effect_matrices_of_the_helper_have_the_scores_they_stand_for():
+    from depthutils.depth_score_result import score
+    r = _depth_scores({"t": [(1, [0.2, 0.5, 0.3], 1.0)]})
+    assert [score(D) / 7 for D in r.prompt_effects] == pytest.approx([0.2, 0.5, 0.3])
+    assert score(np.fmax.reduce(r.prompt_effects)) / 7 == pytest.approx(0.5)
+
+
+def test_the_verdict_grades_p1s_level_max_not_the_mean_of_the_prompts_scores():
+    """Spec §6: a level has one score, that of ``D`` maxed over its prompts. Here 10 of every level's 100
+    prompts sit at 0.6 and the others rise by 0.1 per level: P1's score is flat (shown), while the mean of
+    the prompts' scores rises past one layer over the levels (1/28 per level), which would read "not shown"."""
+    flat_max = [(lv, [0.6] * 10 + [0.1 * (i + 1) - 0.0001 * k for k in range(90)], 1.0)
+                for i, lv in enumerate((2, 3, 4, 5, 6))]
+    r = _depth_scores({"addition": flat_max})
+    f = r.facts()
+    assert f["addition_slope"] == pytest.approx(0.0, abs=1e-9) and f["addition_slope_hi"] == pytest.approx(0.0, abs=1e-9)
+    assert f["addition_mean_slope_lo"] > 1 / 28  # graded on the mean of the prompts' scores, "not shown"
+    v = claims.depth_score(r)
+    assert v.outcome == "shown", v.numbers
+    assert v.value.startswith("addition: +0.000") and "ours and not graded" in v.numbers
+    assert "maxed over its prompts and positions" in v.criterion
+    # the other way round: the level max rises by 0.1 per level while the mean of the scores stays flat
+    rising_max = [(lv, [0.3 + 0.1 * i] * 25 + [0.3 - 0.1 * i / 3] * 75, 1.0) for i, lv in enumerate((2, 3, 4, 5, 6))]
+    r = _depth_scores({"addition": rising_max})
+    f = r.facts()
+    assert f["addition_mean_slope"] == pytest.approx(0.0, abs=1e-9) and f["addition_slope_lo"] > 1 / 28
+    assert claims.depth_score(r).outcome == "not shown"
 
 
 def test_a_group_the_model_never_solves_is_not_counted_for_the_claim():
@@ -91,7 +138,7 @@ def test_a_rise_inside_one_layer_supports_the_claim_and_a_larger_one_counts_agai
     flat = [(lv, 0.30, 0.9) for lv in (1, 2, 3)]
     assert claims.depth_score(_depth_scores({"multihop": flat})).outcome == "shown"
     both = claims.depth_score(_depth_scores({"addition": rising, "multihop": flat, "math": [(1, .3, 0.), (2, .3, 0.)]}))
-    assert both.outcome == "mixed" and "math: " in both.numbers and "(not counted)" in both.numbers
+    assert both.outcome == "mixed" and "math: " in both.numbers and "(not counted)" in both.value and "(not counted; beside it" in both.numbers
 
 
 @pytest.mark.parametrize("lo, hi, outcome", [

@@ -1,6 +1,9 @@
 """P1 §6's depth score (hand-made D), its positions, and the whole measurement on a tiny model."""
 from __future__ import annotations
 
+import dataclasses
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -9,8 +12,9 @@ import depthutils
 from depthutils import claims
 from depthutils.claims import OUTCOMES
 from depthutils._run import encode_all
-from depthutils.depth_score import (ANSWER_MARGIN, TASKS, DepthScoreResult, _decoding, _decoding_batches, _solved,
-                                    positions, score, starts_with_answer)
+from depthutils.depth_score import (ANSWER_MARGIN, TASKS, _decoding, _decoding_batches, _solved, positions,
+                                    starts_with_answer)
+from depthutils.depth_score_result import DepthScoreResult, score
 from depthutils.future_effects import fold, run, work
 from depthutils.prompts import Encoded, Prompt, encode
 
@@ -36,6 +40,81 @@ def test_score_is_the_centre_of_mass_of_r():
     assert score(D) == pytest.approx((0 * r0 + 3 * r3) / (r0 + r3))
 
 
+# ------------------------------------------------------------------ P1's statistic: one score per level
+
+def _plain_level_slope(Ds, levels, order, L):
+    """Plain numpy: per level (in ``order``, rank 0, 1, …) the max of its prompts' ``D``, its depth score
+    over L − 1, and the least-squares slope of those scores against the rank."""
+    ys = []
+    for lv in order:
+        with warnings.catch_warnings():  # j ≤ s is NaN in every prompt
+            warnings.simplefilter("ignore", RuntimeWarning)
+            M = np.nanmax(Ds[levels == lv], axis=0)
+        r = np.array([np.nansum(M[s, s + 1:]) / (L - 1 - s) for s in range(L - 1)])
+        ys.append((np.arange(L - 1) * r).sum() / r.sum() / (L - 1))
+    return np.polyfit(np.arange(len(order)), ys, 1)[0]
+
+
+def _random_result(L=6, sizes={1: 5, 2: 7, 4: 6}, seed=0):
+    """A depth-score result of random per-prompt ``D`` (levels interleaved), with a second family beside it."""
+    rng = np.random.default_rng(seed)
+    levels = np.array([lv for lv, n in sizes.items() for _ in range(n)] + [1, 1, 2, 2])
+    tasks = np.array(["t"] * sum(sizes.values()) + ["u"] * 4)
+    perm = rng.permutation(len(levels))
+    levels, tasks = levels[perm], tasks[perm]
+    Ds = rng.uniform(0, 1, (len(levels), L, L)) ** 3
+    Ds[:, np.tril_indices(L)[0], np.tril_indices(L)[1]] = np.nan
+    rows = []
+    for t, lvs in (("t", list(sizes)), ("u", [1, 2])):
+        for lv in lvs:
+            s = score(np.fmax.reduce(Ds[(tasks == t) & (levels == lv)]))
+            rows.append(dict(task=t, level=lv, n=int(((tasks == t) & (levels == lv)).sum()), score=s,
+                             norm_score=s / (L - 1), accuracy=1.0))
+    return DepthScoreResult(meta={"n_layers": L}, prompt_scores=np.array([score(D) for D in Ds]),
+                            prompt_levels=levels, prompt_tasks=tasks, prompt_correct=np.ones(len(levels)),
+                            prompt_effects=Ds, rows=rows), Ds, levels, tasks
+
+
+def test_p1s_slope_and_interval_equal_a_plain_implementation():
+    """Spec §6: the slope over the levels of the score of ``D`` maxed over each level's prompts, and its
+    interval from resampling the prompts within each level and recomputing each level's max and score."""
+    r, Ds, levels, tasks = _random_result()
+    L, order = 6, [1, 2, 4]
+    mine = tasks == "t"
+    want = _plain_level_slope(Ds[mine], levels[mine], order, L)
+    assert r.slope("t") == pytest.approx(want, abs=1e-12)
+    rng = np.random.default_rng(3)
+    draws = []
+    for _ in range(300):
+        idx = np.concatenate([rng.choice(np.flatnonzero(mine & (levels == lv)), (mine & (levels == lv)).sum())
+                              for lv in order])
+        draws.append(_plain_level_slope(Ds[idx], levels[idx], order, L))
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    assert r.slope_interval("t", n_boot=300, seed=3) == pytest.approx((lo, hi), abs=1e-12)
+    assert lo <= want <= hi
+    # not the slope of the mean of the prompts' scores, which the result keeps beside it (ours)
+    means = [np.mean([score(D) for D in Ds[mine & (levels == lv)]]) / (L - 1) for lv in order]
+    assert r.mean_slope("t") == pytest.approx(np.polyfit(np.arange(3), means, 1)[0], abs=1e-12)
+    assert abs(r.mean_slope("t") - want) > 1e-3
+    f = r.facts()
+    assert f["t_slope"] == round(want, 3)
+    assert (f["t_slope_lo"], f["t_slope_hi"]) == tuple(round(v, 3) for v in r.slope_interval("t"))
+    assert f["u_slope"] == pytest.approx(_plain_level_slope(Ds[~mine], levels[~mine], [1, 2], L), abs=1e-3)
+
+
+def test_a_result_saved_without_the_prompts_matrices_still_loads(tmp_path):
+    """A result saved before it kept each prompt's ``D`` loads: P1's slope from its rows, no interval."""
+    r, *_ = _random_result()
+    old = dataclasses.replace(r, prompt_effects=None)
+    old.save(tmp_path / "old")
+    back = DepthScoreResult.load(tmp_path / "old")
+    assert back.prompt_effects is None and back.slope("t") == pytest.approx(r.slope("t"), abs=1e-12)
+    f = back.facts()
+    assert f["t_slope"] == r.facts()["t_slope"] and f["t_slope_lo"] is None and f["t_mean_slope_lo"] is not None
+    r.save(tmp_path / "new")
+    np.testing.assert_array_equal(DepthScoreResult.load(tmp_path / "new").prompt_effects, r.prompt_effects)
+
+
 def test_positions_follow_p1():
     enc = Encoded(input_ids=None, tokens=[], answer_positions=list(range(10, 40)), predict_positions=[], answer_ids=[])
     assert positions(enc, "first") == [10]
@@ -59,6 +138,9 @@ def test_depth_score_on_a_tiny_model(tiny):
         handle.tokenizer, q).answer_positions[0]]).layer_effect for q in p]
     assert r.rows[1]["score"] == pytest.approx(score(np.fmax(*Ds)))
     assert r.prompt_scores.shape == (4,) and list(r.prompt_levels) == [2, 2, 3, 3]
+    assert r.prompt_effects.shape == (4, L, L)  # each prompt's D, so a resample recomputes the level's max
+    np.testing.assert_allclose(r.prompt_effects[2:], np.stack(Ds), rtol=0, atol=ATOL)
+    assert r.slope("sums") == pytest.approx(r.rows[1]["norm_score"] - r.rows[0]["norm_score"], abs=1e-12)
     assert claims.depth_score(r).outcome in OUTCOMES
 
 

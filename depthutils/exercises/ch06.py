@@ -1,5 +1,6 @@
 """Chapter 6, the depth score: the depth score of a future-effect matrix (6.2, core) and the bootstrap
-interval of its slope over the difficulty levels (6.3, stretch).
+interval of the slope of its level means over the difficulty levels (6.3, stretch; ours, the smooth
+companion of P1's slope of each level's max, which the chapter grades).
 
 The chapter's prediction exercise is 6.1 (prose only, on the page); 6.2 and 6.3 are checked by
 :func:`depthutils.exercises.check`.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..depth_score import DepthScoreResult, score
+from ..depth_score_result import DepthScoreResult, score
 from .core import Exercise, register
 
 
@@ -116,7 +117,8 @@ EXERCISE_SLOPE = Exercise(
     "slope_interval", "06_depth_score", "The bootstrap interval of the depth score's slope over levels",
     "slope_interval(scores, levels, n_layers, n_boot, seed) -> np.ndarray",
     "[lo, hi], the 95% bootstrap interval (percentiles 2.5 and 97.5 of `n_boot` draws) of the slope of the "
-    "level means of score / (L − 1) against the level's rank, resampling the prompts within each level with "
+    "level means of score / (L − 1) against the level's rank (ours: the smooth companion of P1's slope of each "
+    "level's max), resampling the prompts within each level with "
     "`rng = np.random.default_rng(seed)` (per draw, for each level in increasing order, `rng.choice(idx, "
     "idx.size)` of its prompt indices); NaN scores are undefined and left out",
     difficulty=3, importance=4,

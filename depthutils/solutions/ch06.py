@@ -28,7 +28,8 @@ def _level_slope(scores, levels, order, n_layers):
 
 
 def slope_interval(scores, levels, n_layers, n_boot, seed):
-    """P1's "does harder mean deeper?" as chapter 6 grades it: the 95% bootstrap interval ``[lo, hi]`` of
+    """The companion of P1's "does harder mean deeper?" statistic (ours; chapter 6 grades the slope of each
+    level's max instead): the 95% bootstrap interval ``[lo, hi]`` of
     the slope of the level means of the normalised depth scores ``score / (L − 1)`` against the level's rank
     (0, 1, … in increasing level), resampling prompts *within* each level (stratified) with
     ``rng = np.random.default_rng(seed)``: per draw, for each level in increasing order,
