@@ -127,9 +127,8 @@ def _p2_lens() -> str:
         if f"{nxt:.2f}" != f"{lo:.2f}":
             text += f" ({nxt:.2f}–{hi:.2f} without its lowest cell, {cells[0][0]} on {cells[0][1]})"
         parts.append(text)
-    return (f"{'; '.join(parts)} (P2's Table 1: P2's measurement of this statistic, its ED_KL and ED_overlap ratio "
-            f"(ED + 1) / L, on {len(models)} Qwen2.5 and DeepSeek-R1-Distill-Qwen models, 1.5B–32B, × HellaSwag, "
-            "GSM8K, AIME24; P1 gives no number)")
+    return (f"{'; '.join(parts)} (P2's measurement of this statistic, its ED ratio, in P2's Table 1: "
+            f"{len(models)} Qwen2.5 and R1-Distill models × 3 tasks; P1 gives no number)")
 
 
 _MODELS_P1 = ("models", "Llama 3.1 8B/70B/405B and Qwen 3 8B/14B/32B; OLMo 2 7B/13B/32B in the rebuttal (the "
