@@ -211,7 +211,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           Threshold(None, "ours: a rise of less than one layer from the easiest to the hardest level, "
                           "1 / ((L−1)·(levels−1)), is below the resolution of a layer index"),
           Threshold(0.0, "a slope whose interval lies wholly above 0 is a rise outside the noise"),
-          fact="{task}_slope", short="slope per level of the normalised depth score of the level's max D",
+          fact="{task}_slope", short="slope per level of the normalised depth score of the level max of D",
           paper_value="no number given; no rise found (“unable to find evidence”); ours: a slope within one layer "
                       "over the levels",
           paper_facts=(("models", "Llama 3.1 70B, Qwen 3"), ("prompts", "20 problems per level: MATH levels 1–5, "

@@ -46,11 +46,20 @@ def test_the_same_call_twice_is_bitwise_identical(tiny, prompts, method):
 
 
 @pytest.mark.parametrize("family", ["llama", "gpt_neox", "gpt2"])
-def test_logit_lens_last_layer_is_the_output(tiny, prompts, family):
+def test_the_lens_after_the_last_layer_is_the_output(tiny, prompts, family):
+    """The lens reads h_0 … h_{L-1} (L rows, the output is the reference, not a row); one step further, the lens
+    on h_L, the last layer's output, is the model's own output distribution: KL 0 and overlap 1."""
+    import importlib
+
+    ll = importlib.import_module("depthutils.logit_lens")  # the module; the package exports the function by this name
     handle, _ = tiny(family)
     got = depthutils.logit_lens(handle, prompts)
-    assert abs(got.kl[-1]) < zero_tol(handle.n_layers)
-    assert got.overlap[-1] == 1.0
+    assert got.kl.shape == got.overlap.shape == (handle.n_layers,)
+    enc = encode(handle.tokenizer, prompts[0])
+    with torch.no_grad(), handle.trace(enc.input_ids):
+        last = torch.stack(list(ll.read_lens(handle, [handle.layers_output(handle.n_layers - 1)], 5))).save()
+    assert last.shape == (1, 2, enc.n_tokens)
+    assert float(last[0, 0].abs().max()) < zero_tol(handle.n_layers) and float(last[0, 1].min()) == 1.0
 
 
 def test_erasing_with_the_original_residual_does_nothing(tiny, prompts):
@@ -112,6 +121,7 @@ def test_shape_guard_catches_output_zero(tiny, prompts, monkeypatch):
         depthutils.contributions(handle, prompts[:1])
     with pytest.raises(ShapeError):
         depthutils.future_effects(handle, prompts[:1], positions=[2], method="batched")
+    monkeypatch.setattr(type(handle), "layers_input", lambda self, l: self.layer(l).input[0])  # the lens reads inputs
     with pytest.raises(ShapeError):
         depthutils.logit_lens(handle, prompts[:1])
 
