@@ -3,7 +3,6 @@ a two-hop prompt counts only when the model knows both single hops, the ladder k
 each check against a plain-transformers oracle (greedy decoding and teacher-forced argmax, one prompt at a time)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,11 +11,12 @@ import depthutils as du
 from depthutils import claims, known_facts as kf
 from depthutils.errors import DepthError
 from depthutils.prompts import Prompt, encode
+from depthutils.realmodels import cache_root
 
 from conftest import SHARED_DATA
 
 needs_data = pytest.mark.skipif(not SHARED_DATA.exists(), reason="../shared/data is not beside the project")
-SMOL_CACHE = Path.home() / ".cache" / "depthutils" / "models" / "smollm2-135m" / "depthutils-manifest.json"
+SMOL_CACHE = cache_root() / "smollm2-135m" / "depthutils-manifest.json"  # $XDG_CACHE_HOME, as the fetch uses
 
 CONTEXTS = ["The spouse of the performer of Imagine is", "5 + 7 + 5 + 3 + 1 + 7 =", "She eats three for",
             "Janet's ducks lay", "The performer of", "Yoko Ono is", "per day. She", "every morning and",
