@@ -1,16 +1,37 @@
 """depthutils: the measurements of the depth-efficiency book.
 
-One module per measurement, named as in the spec (``shared/spec/measurements.md``):
+The package root is the public API: the measurements, one per paper measurement and named as in the spec
+(``shared/spec/measurements.md``):
 
 * :func:`residual_stream` (the decomposition every measurement rests on);
-* :func:`contributions` (P1 Fig. 2), :func:`future_effects` (Fig. 3),
-  :func:`logit_lens` (Fig. 4), :func:`residual_erasure` (Fig. 6b),
-  :func:`integrated_gradients` (Fig. 6a), :func:`effective_depth` (P2);
-* :func:`load_model` loads an embedded alias, a local folder or a hub id;
+* :func:`contributions` (P1 Fig. 2), :func:`future_effects` (Fig. 3), :func:`logit_lens` (Fig. 4),
+  :func:`residual_erasure` (Fig. 6b), :func:`integrated_gradients` (Fig. 6a), :func:`depth_score` (§6),
+  :func:`cross_model_mapping` (§7), :func:`effective_depth` (P2);
+* :func:`load_model` loads an embedded alias, a local folder, a named real model or a hub id;
 * :mod:`depthutils.data` loads the papers' data sets.
+
+Subpackages by role, each importing only from the layers before it (``tests/test_layers.py`` checks it)::
+
+    core ← ladder ← data ← models ← cost ← measures ← analysis ← perf, teaching ← book ← __main__
+
+* :mod:`~depthutils.core`: errors, results and statistics, prompts and encoding, progress bars, the cache;
+* :mod:`~depthutils.ladder`: the embedded models' registry, tasks, tokenizer and trainer;
+* :mod:`~depthutils.data`: the papers' data sets and the few-shot task families;
+* :mod:`~depthutils.models`: the model handle, architectures, devices, sources, start token, remote (NDIF),
+  the decoder stack, the named real models and random models;
+* :mod:`~depthutils.cost`: what a pass costs, a model's shape, the chunks and the memory budget;
+* :mod:`~depthutils.measures`: one module per measurement, each stating its own cost;
+* :mod:`~depthutils.analysis`: P2's study, the facts a model knows, the shared-layer outlook;
+* :mod:`~depthutils.perf`: the plan, its check and the benchmark;
+* :mod:`~depthutils.teaching`: exercises, checkers and solutions;
+* :mod:`~depthutils.book`: the runner, the glued prose, claims and grading, figures, the real-model sections.
+
+Importing :mod:`depthutils` loads the first six layers; ``depthutils.claims``, ``depthutils.study`` and
+``depthutils.exercises`` load theirs when first used.
 """
 from __future__ import annotations
 
+import importlib as _importlib
 import os as _os
 
 __version__ = "0.1.0"
@@ -18,27 +39,36 @@ __version__ = "0.1.0"
 # No weight-loading progress bars: they go to stderr, clutter executed chapters and break nbval.
 _os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-# Functions share their module's name (one module per measurement), so they are imported
-# eagerly here: the function, not the submodule, is what `depthutils.<name>` means.
-# First: _run imports tqdm.auto with its "IProgress not found" warning silenced, before nnsight and
-# transformers import it (a kernel without ipywidgets would print that warning into every chapter).
-from . import _run  # noqa: E402, F401
-from . import data  # noqa: E402
-from .contributions import contributions  # noqa: E402
-from .cross_model_mapping import cross_model_mapping  # noqa: E402
-from .depth_score import depth_score  # noqa: E402
-from .effective_depth import effective_depth  # noqa: E402
-from .errors import DepthError  # noqa: E402
-from .future_effects import future_effects  # noqa: E402
-from .integrated_gradients import integrated_gradients  # noqa: E402
-from .logit_lens import logit_lens  # noqa: E402
-from .models import ModelHandle, load_model  # noqa: E402
-from .prompts import Prompt  # noqa: E402
-from .residual_erasure import residual_erasure, residual_means  # noqa: E402
-from .residual_stream import residual_stream  # noqa: E402
-from .results import Result  # noqa: E402
-from . import claims, exercises, study  # noqa: E402  every verdict (claims.py) and P2's study over models × tasks
+# First: the progress module imports tqdm.auto with its "IProgress not found" warning silenced, before nnsight
+# and transformers import it (a kernel without ipywidgets would print that warning into every chapter).
+from depthutils.core import progress as _progress  # noqa: E402, F401
+from depthutils import data  # noqa: E402
+from depthutils.core.errors import DepthError  # noqa: E402
+from depthutils.core.prompts import Prompt  # noqa: E402
+from depthutils.core.results import Result  # noqa: E402
+from depthutils.measures.contributions import contributions  # noqa: E402
+from depthutils.measures.cross_model_mapping import cross_model_mapping  # noqa: E402
+from depthutils.measures.depth_score import depth_score  # noqa: E402
+from depthutils.measures.effective_depth import effective_depth  # noqa: E402
+from depthutils.measures.future_effects import future_effects  # noqa: E402
+from depthutils.measures.integrated_gradients import integrated_gradients  # noqa: E402
+from depthutils.measures.logit_lens import logit_lens  # noqa: E402
+from depthutils.measures.residual_erasure import residual_erasure, residual_means  # noqa: E402
+from depthutils.measures.residual_stream import residual_stream  # noqa: E402
+from depthutils.models import ModelHandle, load_model  # noqa: E402
+
+#: the later layers' modules that ``depthutils.<name>`` reaches, imported on first use
+_LAZY = {"claims": "depthutils.book.claims", "study": "depthutils.analysis.study",
+         "exercises": "depthutils.teaching.exercises"}
 
 __all__ = ["residual_stream", "contributions", "future_effects", "logit_lens", "residual_erasure", "residual_means",
-           "integrated_gradients", "effective_depth", "depth_score", "cross_model_mapping", "load_model", "ModelHandle", "Prompt", "Result",
-           "DepthError", "data", "claims", "exercises", "study"]
+           "integrated_gradients", "effective_depth", "depth_score", "cross_model_mapping", "load_model",
+           "ModelHandle", "Prompt", "Result", "DepthError", "data", "claims", "exercises", "study"]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        module = _importlib.import_module(_LAZY[name])
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'depthutils' has no attribute {name!r}")

@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import DepthError
-from .realmodels import ACCEPT_WORDS, REAL_MODELS, accept_terms, card, spec
+from depthutils.core.errors import DepthError
+from depthutils.models.real.catalog import ACCEPT_WORDS, REAL_MODELS, accept_terms, card, spec
 
 
 def cmd_models(args) -> int:
-    from .ladder.registry import list_models
+    from depthutils.ladder.registry import list_models
 
     rows = list_models()
     if not rows:
@@ -36,7 +36,7 @@ def cmd_models(args) -> int:
 
 
 def cmd_fetch(args) -> int:
-    from .fetch import ensure, fetch, verify
+    from depthutils.models.real.fetch import ensure, fetch, verify
 
     m = spec(args.name)
     if args.accept_terms and m.terms_url:
@@ -53,7 +53,7 @@ def cmd_fetch(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .book import parse_value, run_chapter
+    from depthutils.book.runner import parse_value, run_chapter
 
     params = {name: parse_value(value) for name, value in args.param}
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
@@ -62,7 +62,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_book(args) -> int:
-    from .book import build_book
+    from depthutils.book.runner import build_book
 
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
     build_book(model=args.model, models=models, real=not args.no_real)
@@ -70,14 +70,14 @@ def cmd_book(args) -> int:
 
 
 def cmd_refresh(args) -> int:
-    from .book import refresh_sources
+    from depthutils.book.runner import refresh_sources
 
     refresh_sources(args.chapter)
     return 0
 
 
 def cmd_student(args) -> int:
-    from .student import student_copy
+    from depthutils.book.student import student_copy
 
     paths = student_copy(args.out)
     print(f"{len(paths)} chapters without solutions in {paths[0].parent}" if paths else "No chapters found.")
@@ -85,7 +85,7 @@ def cmd_student(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench import bench
+    from depthutils.perf.bench import bench
 
     bench(models=args.models.split(","), repeats=args.repeats, steps=args.steps, json_path=args.json,
           threads=args.threads, device=args.device, dtype=args.dtype, ig_models=args.ig_models.split(","),
@@ -94,11 +94,11 @@ def cmd_bench(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from .book import find_chapter, parameters, parse_value
-    from .plan import chapter_parameters, format_plan, make_plan
+    from depthutils.book.runner import find_chapter, parameters, parse_value
+    from depthutils.perf.plan import chapter_parameters, format_plan, make_plan
 
     if args.check:
-        from .plan_check import check
+        from depthutils.perf.check import check
 
         check(json_path=args.json_path, quick=args.quick)
         return 0

@@ -16,7 +16,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-from depthutils.book import KERNEL_ENV  # noqa: E402  the same kernel settings as the runner and the book
+from depthutils.book.runner import KERNEL_ENV  # noqa: E402  the same kernel settings as the runner and the book
 
 os.environ.update(KERNEL_ENV)  # nbval's kernels inherit these: no progress bars in chapter outputs
 
@@ -45,7 +45,7 @@ ATOL = 1e-5
 GGUF_ATOL = 1e-4
 #: a real effect: an intervention or comparison that must visibly move something
 REAL_EFFECT = 1e-3
-#: the cost model's peak-memory prediction (depthutils.cost) against a measured peak RSS, relative: the
+#: the cost model's peak-memory prediction (depthutils.cost.accounting) against a measured peak RSS, relative: the
 #: issue's goal (±25%); glibc's allocator and the torch kernels' scratch space make the real peak differ
 PLAN_MEMORY_TOL = 0.25
 #: its layer-passes against bench's counter where the algorithm's count has no closed form (erasure's
@@ -176,7 +176,7 @@ def tiny(tiny_root):
 
 @pytest.fixture(scope="session")
 def prompts():
-    from depthutils.prompts import Prompt
+    from depthutils.core.prompts import Prompt
 
     return [Prompt.from_parts("5 + 7 + 5 + 3 + 1 + 7 = ", "28", "test"),
             Prompt.from_parts("The spouse of the performer of Imagine is", " Yoko Ono", "test"),

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from conftest import build_tiny
-from depthutils.book import chapters, run_chapter
+from depthutils.book.runner import chapters, run_chapter
 
 #: (family, context): two families, both with a tokenizer that adds no BOS
 OUTSIDERS = [("llama", 128), ("gpt2", 96)]

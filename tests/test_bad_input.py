@@ -18,9 +18,9 @@ import torch
 import depthutils
 from conftest import build_tiny
 from depthutils import data
-from depthutils.book import run_chapter
-from depthutils.errors import DepthError
-from depthutils.prompts import Prompt
+from depthutils.book.runner import run_chapter
+from depthutils.core.errors import DepthError
+from depthutils.core.prompts import Prompt
 
 
 def one_sentence(err: BaseException) -> str:
@@ -39,7 +39,7 @@ def test_unsupported_family_lists_the_supported_ones(tmp_path):
                                      num_attention_heads=2, intermediate_size=32)).save_pretrained(tmp_path)
     with pytest.raises(DepthError) as e:
         depthutils.load_model(str(tmp_path))
-    from depthutils.models import supported_families
+    from depthutils.models.handle import supported_families
 
     msg = one_sentence(e.value)
     assert "'bert'" in msg and supported_families() in msg and "gemma2" in msg and "falcon" in msg
@@ -59,7 +59,7 @@ def test_remote_without_key_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("NDIF_API_KEY", raising=False)
     monkeypatch.setattr("transformers.AutoConfig.from_pretrained",
                         lambda *a, **k: type("C", (), {"model_type": "llama"})())
-    monkeypatch.setattr("depthutils.models._tokenizer", lambda *a, **k: None)
+    monkeypatch.setattr("depthutils.models.handle._tokenizer", lambda *a, **k: None)
     with pytest.raises(DepthError, match="NDIF_API_KEY"):
         depthutils.load_model("meta-llama/Llama-3.1-70B", remote=True)
 
@@ -130,7 +130,7 @@ def test_answer_not_found_in_the_text(tiny):
 
 
 def test_half_precision_on_a_cpu_that_cannot_run_it(tiny_root, monkeypatch):
-    monkeypatch.setattr("depthutils.devices.half_precision_works", lambda dtype: False)
+    monkeypatch.setattr("depthutils.models.devices.half_precision_works", lambda dtype: False)
     with pytest.raises(DepthError) as e:
         depthutils.load_model(str(build_tiny("llama", tiny_root)), device="cpu", dtype="bfloat16")
     assert "cannot run on this CPU" in one_sentence(e.value) and "float32" in str(e.value)

@@ -1,4 +1,4 @@
-"""bench's real-model rows (``depthutils.bench_real``): a model missing from the cache is skipped with one
+"""bench's real-model rows (``depthutils.perf.real_table``): a model missing from the cache is skipped with one
 sentence, and on a tiny model each headline call's layer-passes sit at (chapter 3) or just above (chapters 2
 and 5: the suffix check, and IG's stopped last layer) the floor they are reported against."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import build_tiny
-from depthutils import bench_real
+from depthutils.perf import real_table as bench_real
 
 
 def test_a_model_not_in_the_cache_is_skipped_in_one_sentence(tmp_path, monkeypatch, capsys):

@@ -19,9 +19,9 @@ import threading
 import nbformat
 import pytest
 
-from depthutils import plan_page
-from depthutils.book import PAGES, ROOT, chapters, find_chapter, parameters
-from depthutils.errors import DepthError
+from depthutils.book import plan_page
+from depthutils.book.runner import PAGES, ROOT, chapters, find_chapter, parameters
+from depthutils.core.errors import DepthError
 
 HTML = ROOT / "_build" / "html"
 
@@ -309,7 +309,7 @@ def test_bigger_models_page_shows_the_plans_in_a_browser(book_url, browser):
 def _claims_of(stem: str) -> list:
     """The claims a chapter's "paper vs this run" table covers: its own, chapter 5 the context claim it shares
     with chapter 4; chapter 9's one table covers its three verdicts (size, chain of thought, difficulty)."""
-    from depthutils.claim_table import CLAIMS
+    from depthutils.book.claim_table import CLAIMS
 
     return [c for c in CLAIMS.values() if c.chapter == stem[:2] or (stem[:2] == "05" and c.key == "context")]
 

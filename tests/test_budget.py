@@ -1,4 +1,4 @@
-"""Batch sizes from the cost model and a memory budget (depthutils.budget, issue 36 point 4): the batched
+"""Batch sizes from the cost model and a memory budget (depthutils.cost.budget, issue 36 point 4): the batched
 paths of future effects and residual erasure pick the largest batch the plan fits, say so in one line,
 give the same values at any batch, and stop with one sentence when even the smallest batch cannot fit."""
 from __future__ import annotations
@@ -10,10 +10,11 @@ import torch
 from conftest import ATOL
 
 import depthutils as du
-from depthutils import cost_measures as cm
-from depthutils.budget import candidates, pick_batch, shape_of
-from depthutils.prompts import encode
-from depthutils.errors import DepthError
+from depthutils.cost import passes
+from depthutils.measures import cost_of
+from depthutils.cost.budget import candidates, pick_batch, shape_of
+from depthutils.core.prompts import encode
+from depthutils.core.errors import DepthError
 
 PROMPT = du.Prompt.from_parts("5 + 7 + 5 + 3 + 1 + 7 + 2 + 4 + 6 + 1 + 9 + 3 + 8 + 1 = ", "62")
 
@@ -52,7 +53,7 @@ def test_future_effects_batch_follows_the_budget(tiny, capsys):
     b_full = _batch_line(capsys.readouterr().err, "future effects")
     T = encode(handle.tokenizer, PROMPT).n_tokens
     want = candidates(3 * handle.n_layers + 1, 2)[-2]
-    budget = cm.future_effects(shape_of(handle), [T], "float32", False, False, positions=[[4, 8, 12]], batch=want).peak
+    budget = cost_of("future_effects")(shape_of(handle), [T], "float32", False, False, positions=[[4, 8, 12]], batch=want).peak
     small = du.future_effects(handle, [PROMPT], max_memory=budget, **kw)
     b_small = _batch_line(capsys.readouterr().err, "future effects")
     assert b_full == 3 * handle.n_layers + 1 and b_small == want
@@ -71,7 +72,7 @@ def test_residual_erasure_batch_follows_the_budget(tiny, capsys):
     enc = encode(handle.tokenizer, PROMPT, need_answer=True)
     T = max(enc.predict_positions) + 1
     want = candidates(T, 2)[-2]
-    budget = cm.residual_erasure(shape_of(handle), T, len(enc.predict_positions), "float32", False, False,
+    budget = cost_of("residual_erasure")(shape_of(handle), T, len(enc.predict_positions), "float32", False, False,
                                  batch=want, suffix=False).peak
     small = du.residual_erasure(handle, PROMPT, max_memory=budget, **kw)
     b_small = _batch_line(capsys.readouterr().err, "residual erasure")
@@ -94,7 +95,7 @@ def test_depth_score_decoding_batch_follows_the_budget(tiny, capsys):
     full = du.depth_score(handle, groups=groups, max_new_tokens=4, progress_bar=True)
     b_full = _batch_line(capsys.readouterr().err, "greedy decoding")
     T = max(len(handle.tokenizer(p.context)["input_ids"]) + 1 for p in groups["addition"][3])
-    peak = lambda b: cm.generate(shape_of(handle), [T] * b, [4] * b, "float32", False, batch=b).peak  # noqa: E731
+    peak = lambda b: passes.generate(shape_of(handle), [T] * b, [4] * b, "float32", False, batch=b).peak  # noqa: E731
     small = du.depth_score(handle, groups=groups, max_new_tokens=4, max_memory=(peak(2) + peak(4)) / 2,
                            progress_bar=True)
     b_small = _batch_line(capsys.readouterr().err, "greedy decoding")
@@ -111,7 +112,7 @@ def test_integrated_gradients_layers_per_pass_follows_the_budget(tiny, capsys):
     full = du.integrated_gradients(handle, PROMPT, **kw)
     g_full = _batch_line(capsys.readouterr().err, "integrated gradients (layers per pass)")
     T = encode(handle.tokenizer, PROMPT, need_answer=True)
-    peak = lambda g: cm.integrated_gradients(shape_of(handle), T.n_tokens, len(T.predict_positions), "float32",  # noqa: E731
+    peak = lambda g: cost_of("integrated_gradients")(shape_of(handle), T.n_tokens, len(T.predict_positions), "float32",  # noqa: E731
                                              False, False, steps=8, batch=16, layers_per_pass=g).peak
     small = du.integrated_gradients(handle, PROMPT, max_memory=(peak(1) + peak(2)) / 2, **kw)
     g_small = _batch_line(capsys.readouterr().err, "integrated gradients (layers per pass)")
@@ -122,8 +123,8 @@ def test_integrated_gradients_layers_per_pass_follows_the_budget(tiny, capsys):
 def test_fact_check_batches_follow_the_budget(tiny, capsys):
     """The fact check's greedy decodings and teacher-forced forwards shrink under a smaller budget; what
     each candidate's check finds does not change."""
-    from depthutils import known_facts as kf
-    from depthutils._run import encode_all
+    from depthutils.analysis import known_facts as kf
+    from depthutils.core.encoding import encode_all
 
     handle, _ = tiny("llama")
     contexts = [f"{a} + {b} = " for a, b in ((5, 7), (1, 2), (3, 4), (8, 9), (6, 6), (2, 7))]
@@ -142,8 +143,8 @@ def test_fact_check_batches_follow_the_budget(tiny, capsys):
     tokens = lambda ps, **kw: max(e.n_tokens for e in encode_all(handle, ps, max_tokens=None, **kw)[1])  # noqa: E731
     T_gen = tokens([du.Prompt(c, len(c)) for c in contexts])
     T_fwd = tokens([du.Prompt.from_parts(c.context, c.answer) for c in full[2]], need_answer=True)
-    gen = lambda b: cm.generate(shape_of(handle), [T_gen] * b, [3] * b, "float32", False, batch=b).peak  # noqa: E731
-    fwd = lambda b: cm.forward_batch(shape_of(handle), b, T_fwd, "float32").peak  # noqa: E731
+    gen = lambda b: passes.generate(shape_of(handle), [T_gen] * b, [3] * b, "float32", False, batch=b).peak  # noqa: E731
+    fwd = lambda b: passes.forward_batch(shape_of(handle), b, T_fwd, "float32").peak  # noqa: E731
     limit = max(gen(3), fwd(1))  # room for 3 decodings and 1 forward, not for 6 of either
     assert limit < min(gen(6), fwd(6))
     small = run(limit)
@@ -164,7 +165,7 @@ def test_the_stack_paths_chunks_follow_the_budget(tiny, capsys):
     """The stack path of future effects and the logit lens cut their work into chunks of at most the tuned
     size, smaller where the budget leaves less above what they keep; the values do not change; a budget
     below what they keep stops them with one sentence."""
-    from depthutils import chunks
+    from depthutils.cost import chunks
 
     handle, _ = tiny("llama")
     s, T = shape_of(handle), encode(handle.tokenizer, PROMPT).n_tokens
@@ -172,7 +173,7 @@ def test_the_stack_paths_chunks_follow_the_budget(tiny, capsys):
     full = du.future_effects(handle, [PROMPT], **kw)
     assert _chunk_line(capsys.readouterr().err, "future effects (stack path)") == pytest.approx(
         chunks.GROUP_BYTES, rel=0.01)
-    kept = cm.stack_bytes(s, T, "float32")
+    kept = passes.stack_bytes(s, T, "float32")
     small = du.future_effects(handle, [PROMPT], max_memory=kept + 20_000, **kw)  # one skipped layer per group
     assert _chunk_line(capsys.readouterr().err, "future effects (stack path)") == pytest.approx(20_000, rel=0.03)
     np.testing.assert_allclose(small.layer_effect, full.layer_effect, atol=ATOL)
@@ -182,7 +183,7 @@ def test_the_stack_paths_chunks_follow_the_budget(tiny, capsys):
 
     lens_full = du.logit_lens(handle, [PROMPT], progress_bar=True)
     capsys.readouterr()
-    lens_small = du.logit_lens(handle, [PROMPT], max_memory=cm.lens_bytes(s, T, "float32") + 5_000, progress_bar=True)
+    lens_small = du.logit_lens(handle, [PROMPT], max_memory=passes.lens_bytes(s, T, "float32") + 5_000, progress_bar=True)
     assert _chunk_line(capsys.readouterr().err, "logit lens") == pytest.approx(5_000, rel=0.1)
     np.testing.assert_allclose(lens_small.kl, lens_full.kl, atol=ATOL)
     np.testing.assert_allclose(lens_small.overlap, lens_full.overlap, atol=ATOL)
@@ -191,7 +192,7 @@ def test_the_stack_paths_chunks_follow_the_budget(tiny, capsys):
 def test_residual_erasure_suffix_block_follows_the_budget(tiny, capsys):
     """The suffix path erases SUFFIX_BLOCK positions per pass, one where the budget holds only one; the map
     does not change."""
-    from depthutils.residual_erasure import SUFFIX_BLOCK
+    from depthutils.measures.residual_erasure import SUFFIX_BLOCK
 
     handle, _ = tiny("llama")
     base = np.zeros((handle.n_layers + 1, handle.config.hidden_size))
@@ -200,7 +201,7 @@ def test_residual_erasure_suffix_block_follows_the_budget(tiny, capsys):
     assert _batch_line(capsys.readouterr().err, "residual erasure (positions per pass)") == SUFFIX_BLOCK == 2
     enc = encode(handle.tokenizer, PROMPT, need_answer=True)
     T = max(enc.predict_positions) + 1
-    peak = lambda b: cm.residual_erasure(shape_of(handle), T, len(enc.predict_positions), "float32", True,  # noqa: E731
+    peak = lambda b: cost_of("residual_erasure")(shape_of(handle), T, len(enc.predict_positions), "float32", True,  # noqa: E731
                                          False, suffix=True, block=b).peak
     small = du.residual_erasure(handle, PROMPT, max_memory=(peak(1) + peak(2)) / 2, **kw)
     assert _batch_line(capsys.readouterr().err, "residual erasure (positions per pass)") == 1

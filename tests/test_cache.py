@@ -11,8 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from depthutils import cache
-from depthutils.effective_depth import EffectiveDepthResult
+from depthutils.core import cache
+from depthutils.measures.effective_depth import EffectiveDepthResult
 
 
 def make(v: float) -> EffectiveDepthResult:
@@ -75,8 +75,8 @@ def test_killed_mid_write_leaves_the_previous_entry_intact(tmp_path):
     script = textwrap.dedent(f"""
         import time, numpy as np
         from pathlib import Path
-        from depthutils import cache
-        from depthutils.effective_depth import EffectiveDepthResult
+        from depthutils.core import cache
+        from depthutils.measures.effective_depth import EffectiveDepthResult
         def slow_savez(f, **arrays):
             f.write(b"PK" + b"x" * 100000)   # half an archive
             f.flush()

@@ -1,7 +1,7 @@
 """The claims table and its criteria, on synthetic results that the earlier rules graded wrongly.
 
 Each test builds the result a measurement would return (through its public class) and grades it
-through :mod:`depthutils.claims`, the one place a verdict is built.
+through :mod:`depthutils.book.claims`, the one place a verdict is built.
 """
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from depthutils import claims
-from depthutils.claims import CLAIMS, OUTCOMES, combine, grade
-from depthutils.contributions import KEYS, ContributionsResult
-from depthutils.cross_model_mapping import MappingResult, spearman
-from depthutils.depth_score_result import DepthScoreResult
-from depthutils.effective_depth import EffectiveDepthResult
-from depthutils.future_effects import FutureEffectsResult
-from depthutils.logit_lens import LogitLensResult
-from depthutils.study import Study, reference_spread
+from depthutils.book import claims
+from depthutils.book.claims import CLAIMS, OUTCOMES, combine, grade
+from depthutils.measures.contributions import KEYS, ContributionsResult
+from depthutils.measures.cross_model_mapping import MappingResult, spearman
+from depthutils.measures.depth_score_result import DepthScoreResult
+from depthutils.measures.effective_depth import EffectiveDepthResult
+from depthutils.measures.future_effects import FutureEffectsResult
+from depthutils.measures.logit_lens import LogitLensResult
+from depthutils.analysis.study import Study, reference_spread
 
 RNG = np.random.default_rng(0)
 
@@ -91,7 +91,7 @@ def _depth_scores(groups: dict, L: int = 8, n: int = 20) -> DepthScoreResult:
 
 
 def test_the_effect_matrices_of_the_helper_have_the_scores_they_stand_for():
-    from depthutils.depth_score_result import score
+    from depthutils.measures.depth_score_result import score
     r = _depth_scores({"t": [(1, [0.2, 0.5, 0.3], 1.0)]})
     assert [score(D) / 7 for D in r.prompt_effects] == pytest.approx([0.2, 0.5, 0.3])
     assert score(np.fmax.reduce(r.prompt_effects)) / 7 == pytest.approx(0.5)
@@ -305,10 +305,10 @@ def test_every_claim_names_its_statistic_and_the_papers_value_of_it():
 
 
 def test_p2s_values_are_computed_from_its_table():
-    """Independently of :mod:`depthutils.study`: P2's Table 1 read with the csv module."""
+    """Independently of :mod:`depthutils.analysis.study`: P2's Table 1 read with the csv module."""
     import csv
 
-    from depthutils.study import REFERENCE_CSV, reference_gains
+    from depthutils.analysis.study import REFERENCE_CSV, reference_gains
     rows = {r["model"]: r for r in csv.DictReader(REFERENCE_CSV.open())}
     tasks = ("hellaswag", "gsm8k", "aime24")
     mean = lambda name, m, ts=tasks: sum(float(rows[name][f"{m}_{t}_ratio"]) for t in ts) / len(ts)  # noqa: E731
@@ -328,7 +328,7 @@ def test_an_integrated_gradients_prompt_whose_sums_miss_completeness_is_not_coun
     the baseline): its layer sums miss f(x) − f(b) by more than the limit, so that prompt reads "not tested" with
     the number, while P1's rule on the same prompt is graded."""
     import depthutils
-    from depthutils.claim_table import COMPLETENESS_LIMIT
+    from depthutils.book.claim_table import COMPLETENESS_LIMIT
 
     handle = depthutils.load_model("ladder-4")
     coarse = depthutils.integrated_gradients(handle, "5 + 7 + 5 = ", "17", steps=1, progress_bar=False)
@@ -344,13 +344,13 @@ SHARED_REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" 
 
 
 def _shared_table() -> dict:
-    """P2's Table 1 as ``../shared/reference`` holds it, read with the csv module (not with depthutils.study)."""
+    """P2's Table 1 as ``../shared/reference`` holds it, read with the csv module (not with depthutils.analysis.study)."""
     with SHARED_REFERENCE.open(newline="") as f:
         return {r["model"]: r for r in csv.DictReader(f)}
 
 
 def test_the_carried_table_is_the_shared_reference():
-    from depthutils.study import REFERENCE_CSV
+    from depthutils.analysis.study import REFERENCE_CSV
     if not SHARED_REFERENCE.exists():
         pytest.skip("no ../shared/reference beside the repository")
     with REFERENCE_CSV.open(newline="") as f:

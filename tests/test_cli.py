@@ -6,7 +6,7 @@ import re
 import nbformat
 
 from depthutils.__main__ import build_parser
-from depthutils.book import chapters
+from depthutils.book.runner import chapters
 
 
 def _takes_models(path) -> bool:
@@ -30,7 +30,7 @@ def test_help_names_the_chapters_that_compare_several_models():
 def test_no_page_promises_a_run_time():
     """A run time is glued from the run ("This chapter ran in … s"), never promised in prose or a parameter
     comment: a 135M model takes minutes where the embedded ladder takes seconds."""
-    from depthutils.book import ROOT
+    from depthutils.book.runner import ROOT
 
     promise = re.compile(r"\b(under|within|in less than) (a|one|\d+) (minute|second|hour)s?\b", re.I)
     pages = [*chapters().values(), ROOT / "intro.md", ROOT / "instructors.md"]
@@ -45,7 +45,7 @@ def test_no_page_promises_a_run_time():
 def test_the_intro_says_what_the_small_models_cannot_show():
     """Issue 34, point 3: the intro promised that the embedded models make every measurement meaningful, while
     several of their verdicts read "not tested"; it must say what they cannot show, beside the verdicts."""
-    from depthutils.book import ROOT
+    from depthutils.book.runner import ROOT
 
     text = (ROOT / "intro.md").read_text()
     assert "every measurement meaningful" not in text

@@ -5,7 +5,7 @@ import pytest
 
 from conftest import SHARED_DATA
 from depthutils import data
-from depthutils.prompts import encode
+from depthutils.core.prompts import encode
 
 needs_data = pytest.mark.skipif(not SHARED_DATA.exists(), reason="../shared/data is not beside the project")
 

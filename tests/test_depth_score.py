@@ -9,14 +9,13 @@ import pytest
 import torch
 
 import depthutils
-from depthutils import claims
-from depthutils.claims import OUTCOMES
-from depthutils._run import encode_all
-from depthutils.depth_score import (ANSWER_MARGIN, TASKS, _decoding, _decoding_batches, _solved, positions,
-                                    starts_with_answer)
-from depthutils.depth_score_result import DepthScoreResult, score
-from depthutils.future_effects import fold, run, work
-from depthutils.prompts import Encoded, Prompt, encode
+from depthutils.book import claims
+from depthutils.book.claims import OUTCOMES
+from depthutils.core.encoding import encode_all
+from depthutils.measures.depth_score import ANSWER_MARGIN, TASKS, _decoding, _decoding_batches, _solved, positions, starts_with_answer
+from depthutils.measures.depth_score_result import DepthScoreResult, score
+from depthutils.measures.future_effects import fold, run, work
+from depthutils.core.prompts import Encoded, Prompt, encode
 
 from conftest import ATOL
 
@@ -134,7 +133,7 @@ def test_depth_score_on_a_tiny_model(tiny):
         assert row["accuracy"] in (0.0, 0.5, 1.0)
     # the level's score is that of D maxed over its prompts, recomputed here from the prompts' own D
     p = groups["sums"][3]
-    Ds = [depthutils.future_effects(handle, [q], positions=[depthutils.prompts.encode(
+    Ds = [depthutils.future_effects(handle, [q], positions=[depthutils.core.prompts.encode(
         handle.tokenizer, q).answer_positions[0]]).layer_effect for q in p]
     assert r.rows[1]["score"] == pytest.approx(score(np.fmax(*Ds)))
     assert r.prompt_scores.shape == (4,) and list(r.prompt_levels) == [2, 2, 3, 3]
@@ -205,7 +204,7 @@ def _smollm2_tokenizer():
     """SmolLM2's tokenizer (numbers in single digits) from the shared cache; skipped when not fetched."""
     from transformers import PreTrainedTokenizerFast
 
-    from depthutils.realmodels import cache_root
+    from depthutils.models.real.catalog import cache_root
     folder = cache_root() / "smollm2-135m"
     if not (folder / "tokenizer.json").exists():
         pytest.skip("smollm2-135m is not in the cache (python -m depthutils fetch smollm2-135m)")

@@ -6,9 +6,10 @@ import re
 import pytest
 
 import depthutils
-from depthutils import data, depth_tasks
-from depthutils.claim_table import ACCURACY_FLOOR
-from depthutils.depth_score import TASKS
+from depthutils import data
+from depthutils.data import depth_tasks
+from depthutils.book.claim_table import ACCURACY_FLOOR
+from depthutils.measures.depth_score import TASKS
 
 
 @pytest.mark.parametrize("level", sorted(depth_tasks.SUM_LEVELS))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 import depthutils
-from depthutils.effective_depth import EffectiveDepthResult, ed_cos, ed_kl, ed_overlap, ratio
+from depthutils.measures.effective_depth import EffectiveDepthResult, ed_cos, ed_kl, ed_overlap, ratio
 
 
 def test_ed_cos_is_the_last_sign_change_to_non_negative():
@@ -87,7 +87,7 @@ def test_effective_depth_on_a_model_equals_p2s_functions_on_the_oracle_curves(ti
     """The plain-PyTorch oracle's curves (lens on layer inputs, token means pooled over all prompts' tokens),
     through P2's functions: the same effective depths as the book's."""
     import oracle
-    from depthutils.prompts import encode
+    from depthutils.core.prompts import encode
 
     handle, hf = tiny("llama")
     r = depthutils.effective_depth(handle, prompts, progress_bar=False)

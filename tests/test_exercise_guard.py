@@ -13,9 +13,9 @@ import pytest
 import torch
 from torch.nn.modules import module as torch_module
 
-from depthutils import exercises
-from depthutils.book import chapters
-from depthutils.errors import DepthError
+from depthutils.teaching import exercises
+from depthutils.book.runner import chapters
+from depthutils.core.errors import DepthError
 
 
 

@@ -1,7 +1,7 @@
 """The mutation table of the exercises (issue 34, point 8): for every implement-it exercise, the wrong
 answers students write, each as a function, and the sentence the checker must answer it with.
 
-Each mutation is the reference solution (:mod:`depthutils.solutions`) with one thing changed, written the way a
+Each mutation is the reference solution (:mod:`depthutils.teaching.solutions`) with one thing changed, written the way a
 student would write it (not by calling the checker's own mistake functions), so a test fails when the checker
 passes that wrong answer or stops naming it. ``python tests/test_exercise_mutations.py`` prints the table
 (exercise, mutation, the checker's message) as Markdown.
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from depthutils import exercises, solutions
-from depthutils.errors import DepthError
+from depthutils.teaching import exercises, solutions
+from depthutils.core.errors import DepthError
 
 
 # --------------------------------------------------------------------------- 0.2 layer_output

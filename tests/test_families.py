@@ -9,7 +9,7 @@ import torch
 
 import depthutils
 from conftest import ATOL, FAMILIES, REAL_EFFECT, build_tiny
-from depthutils.prompts import Prompt, encode
+from depthutils.core.prompts import Prompt, encode
 
 TEXT = "The spouse of the performer of Imagine is Yoko Ono. 5 + 7 + 5 = 17"
 
@@ -97,6 +97,6 @@ def test_the_lens_needs_the_models_logit_transform(loaded, family):
 
 
 def test_every_adapter_is_tested_here():
-    from depthutils.models import ARCHITECTURES
+    from depthutils.models.handle import ARCHITECTURES
 
     assert set(FAMILIES) == set(ARCHITECTURES)  # the unsupported-family message lists exactly these

@@ -7,7 +7,7 @@ import pytest
 import depthutils
 import oracle
 from conftest import ATOL, build_tiny
-from depthutils.prompts import Prompt, encode
+from depthutils.core.prompts import Prompt, encode
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Chapter 2's shared-prefix fast path (``depthutils.future_shared``) against the per-layer fast path and
+"""Chapter 2's shared-prefix fast path (``depthutils.measures.future_shared``) against the per-layer fast path and
 the plain-PyTorch oracle, on every family, with groups and output chunks forced small; and the work it
 saves, counted with bench's hooks (not timed)."""
 from __future__ import annotations
@@ -8,10 +8,12 @@ import pytest
 
 import oracle
 from conftest import ATOL, FAMILIES
-from depthutils.future_effects import fold, run, work
-from depthutils import chunks, future_shared, stack
-from depthutils.bench import Counter
-from depthutils.prompts import encode
+from depthutils.measures.future_effects import fold, run, work
+from depthutils.cost import chunks
+from depthutils.measures import future_shared
+from depthutils.models import stack
+from depthutils.perf.bench import Counter
+from depthutils.core.prompts import encode
 
 
 def _both(handle, prompt, ts, part, mode):

@@ -14,8 +14,8 @@ import pytest
 from conftest import ATOL, ROOT
 import depthutils as du
 from depthutils import data
-from depthutils.effective_depth import effective_depth
-from depthutils.results import aggregate, bootstrap, paired_interval
+from depthutils.measures.effective_depth import effective_depth
+from depthutils.core.results import aggregate, bootstrap, paired_interval
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import torch
 
 import depthutils
 from conftest import REAL_EFFECT, zero_tol
-from depthutils.models import ShapeError, check_residual, unwrap
-from depthutils.prompts import encode
+from depthutils.models.handle import ShapeError, check_residual, unwrap
+from depthutils.core.prompts import encode
 
 
 @pytest.mark.parametrize("part", ["layer", "attn", "mlp"])
@@ -51,7 +51,7 @@ def test_the_lens_after_the_last_layer_is_the_output(tiny, prompts, family):
     on h_L, the last layer's output, is the model's own output distribution: KL 0 and overlap 1."""
     import importlib
 
-    ll = importlib.import_module("depthutils.logit_lens")  # the module; the package exports the function by this name
+    ll = importlib.import_module("depthutils.measures.logit_lens")
     handle, _ = tiny(family)
     got = depthutils.logit_lens(handle, prompts)
     assert got.kl.shape == got.overlap.shape == (handle.n_layers,)
@@ -127,10 +127,10 @@ def test_shape_guard_catches_output_zero(tiny, prompts, monkeypatch):
 
 
 def test_shape_guard_catches_output_zero_on_the_fast_path(tiny, prompts, monkeypatch):
-    import depthutils.stack
+    import depthutils.models.stack
 
     handle, _ = tiny("llama")
-    monkeypatch.setattr(depthutils.stack, "unwrap", lambda value: value[0])
+    monkeypatch.setattr(depthutils.models.stack, "unwrap", lambda value: value[0])
     for call in (lambda: depthutils.future_effects(handle, prompts[:1], positions=[2], method="stack"),
                  lambda: depthutils.residual_erasure(handle, prompts[0], baseline=np.zeros((4, 32)), method="stack"),
                  lambda: depthutils.integrated_gradients(handle, prompts[0], steps=2, method="stack")):

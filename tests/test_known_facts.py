@@ -1,4 +1,4 @@
-"""The prompts chapters 4 and 5 grade (depthutils.known_facts): a prompt the model does not answer is dropped,
+"""The prompts chapters 4 and 5 grade (depthutils.analysis.known_facts): a prompt the model does not answer is dropped,
 a two-hop prompt counts only when the model knows both single hops, the ladder keeps its synthetic prompts;
 each check against a plain-transformers oracle (greedy decoding and teacher-forced argmax, one prompt at a time)."""
 from __future__ import annotations
@@ -8,10 +8,11 @@ import pytest
 import torch
 
 import depthutils as du
-from depthutils import claims, known_facts as kf
-from depthutils.errors import DepthError
-from depthutils.prompts import Prompt, encode
-from depthutils.realmodels import cache_root
+from depthutils.book import claims
+from depthutils.analysis import known_facts as kf
+from depthutils.core.errors import DepthError
+from depthutils.core.prompts import Prompt, encode
+from depthutils.models.real.catalog import cache_root
 
 from conftest import SHARED_DATA
 

@@ -20,8 +20,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from depthutils.book import kernel_config
-from depthutils.student import student_copy
+from depthutils.book.runner import kernel_config
+from depthutils.book.student import student_copy
 
 from conftest import ROOT
 
@@ -50,7 +50,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _get(url: str) -> bytes:
+def get_path(url: str) -> bytes:
     with urllib.request.urlopen(url, timeout=10) as r:
         return r.read()
 
@@ -68,18 +68,18 @@ def test_the_students_copy_opens_in_jupyterlab_with_myst(tmp_path):
     try:
         for _ in range(120):
             try:
-                _get(base + "/api/status")
+                get_path(base + "/api/status")
                 break
             except (urllib.error.URLError, ConnectionError):
                 assert lab.poll() is None, lab.stderr.read().decode()[-2000:]
                 time.sleep(0.5)
         for path in written:
-            model = json.loads(_get(f"{base}/api/contents/{path.relative_to(tmp_path).as_posix()}?content=1"))
+            model = json.loads(get_path(f"{base}/api/contents/{path.relative_to(tmp_path).as_posix()}?content=1"))
             assert model["type"] == "notebook" and model["format"] == "json", path.name
             nb = nbformat.from_dict(model["content"])
             nbformat.validate(nb)
             assert any("exercises.check(" in c.source for c in nb.cells), path.name
-        page = _get(base + "/lab").decode()
+        page = get_path(base + "/lab").decode()
         config = json.loads(re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>',
                                       page, re.S).group(1))
         assert "jupyterlab-myst" in {e["name"] for e in config["federated_extensions"]}

@@ -38,7 +38,7 @@ def loaded():
     def get(name):
         if name not in cache:
             torch.set_num_threads(1)  # tiny models; robust when other processes hold a core
-            cache[name] = ev.load_model(name)
+            cache[name] = ev.load_checkpoint(name)
         return cache[name]
     return get
 

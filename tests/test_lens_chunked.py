@@ -11,8 +11,8 @@ import oracle
 from conftest import ATOL, FAMILIES
 import importlib
 
-ll = importlib.import_module("depthutils.logit_lens")  # the module; the package exports the function by this name
-from depthutils.prompts import encode
+ll = importlib.import_module("depthutils.measures.logit_lens")
+from depthutils.core.prompts import encode
 
 
 @pytest.mark.parametrize("family", FAMILIES)

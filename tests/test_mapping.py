@@ -8,16 +8,16 @@ import torch
 
 import depthutils
 from conftest import TEXT, build_tiny
-from depthutils.claims import mapping as verdict
-from depthutils.cross_model_mapping import _with_bias, fit_maps
-from depthutils.prompts import Prompt
+from depthutils.book.claims import mapping as verdict
+from depthutils.measures.cross_model_mapping import with_bias, fit_maps
+from depthutils.core.prompts import Prompt
 
 
 def test_fit_matches_lstsq_on_a_small_case():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 50, 6, generator=g, dtype=torch.float64)  # 2 source layers, 50 tokens, width 6
     y = torch.randn(50, 8, generator=g, dtype=torch.float64)     # targets (2 layers × width 4, flattened)
-    xb = _with_bias(x)
+    xb = with_bias(x)
     W = fit_maps(xb.transpose(1, 2) @ xb, xb.transpose(1, 2) @ y, ridge=0.0)
     for s in range(2):
         want = torch.linalg.lstsq(xb[s], y).solution
@@ -75,7 +75,7 @@ def test_fit_maps_solves_a_wide_right_hand_side():
     """SmolLM2 mapped onto itself gives systems of 577 unknowns against 30·576 targets each, on which torch's
     batched solve failed (an MKL pivot error on the real normal equations; random ones do not reproduce it).
     fit_maps solves layer by layer: three such systems, whose maps must satisfy their equations."""
-    from depthutils.cross_model_mapping import fit_maps
+    from depthutils.measures.cross_model_mapping import fit_maps
 
     g = torch.Generator().manual_seed(0)
     a = torch.randn(3, 577, 100, dtype=torch.float64, generator=g)

@@ -10,7 +10,7 @@ import oracle
 from conftest import ATOL, KINDS, ORACLE_FAMILIES
 
 NEW_KINDS = list(KINDS.values())  # sandwich norms, MoE, parallel, multipliers
-from depthutils.prompts import encode
+from depthutils.core.prompts import encode
 
 
 def ids_of(handle, prompts):
@@ -78,7 +78,7 @@ def test_future_effects_all_tokens_match_oracle(tiny, prompts, family, method):
 
 
 def test_future_effects_default_sampling_is_p1s(tiny, prompts):
-    from depthutils.future_effects import sample_positions
+    from depthutils.measures.future_effects import sample_positions
 
     assert sample_positions(40, seed=123) == sorted(sample_positions(40, seed=123))
     assert set(sample_positions(40, seed=123)) <= set(range(8, 36, 8))

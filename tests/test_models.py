@@ -10,7 +10,7 @@ import torch
 
 import depthutils
 from conftest import FAMILIES, build_tiny
-from depthutils.results import Result
+from depthutils.core.results import Result
 
 
 @pytest.mark.parametrize("family", FAMILIES)

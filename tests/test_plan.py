@@ -1,4 +1,4 @@
-"""The cost model (depthutils.cost) and ``python -m depthutils plan``: layer-passes against bench's counter,
+"""The cost model (depthutils.cost.accounting) and ``python -m depthutils plan``: layer-passes against bench's counter,
 peak memory against a measured peak RSS, and the command offline."""
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import torch
 
 from conftest import PLAN_MEMORY_TOL, PLAN_PASSES_TOL, ROOT, build_tiny, make_tokenizer
 
-from depthutils import cost_measures as cm
-from depthutils.bench import Counter, _isolated, floors
-from depthutils.cost import Shape
-from depthutils.plan import parse_bytes
-from depthutils.plan_models import PAPER_CONFIGS
+from depthutils.cost import passes
+from depthutils.measures import cost_of
+from depthutils.perf.bench import Counter, _isolated, floors
+from depthutils.cost.accounting import Shape
+from depthutils.perf.plan import parse_bytes
+from depthutils.cost.model_info import PAPER_CONFIGS
 
 
 def test_shape_counts_llama_8b_parameters():
@@ -51,7 +52,7 @@ def test_shape_matches_a_built_model(tiny, tiny_root):
 def test_layer_passes_match_the_counter(tiny, tiny_root):
     """Predicted layer-passes of the fast paths against the layer calls bench's counter sees."""
     import depthutils as du
-    from depthutils.prompts import encode
+    from depthutils.core.prompts import encode
 
     handle, _ = tiny("llama")
     path = build_tiny("llama", tiny_root)
@@ -63,27 +64,27 @@ def test_layer_passes_match_the_counter(tiny, tiny_root):
     ts = [8, 16]
     du.future_effects(handle, [p], positions=ts, progress_bar=False)
     fe = counter.layer_passes
-    assert cm.future_effects(s, [T], "float32", True, False, positions=[ts]).layer_passes == pytest.approx(
+    assert cost_of("future_effects")(s, [T], "float32", True, False, positions=[ts]).layer_passes == pytest.approx(
         fe, rel=1e-9)
     check = 2 * (T + T - T // 2) / T  # the suffix check: two layers' clean keys and values, then a half prompt
     assert fe == pytest.approx(floors(s.layers, [T], [ts], T, 1)["future_effects"] + check, rel=1e-9)
     counter.reset()
     du.residual_erasure(handle, p, baseline=torch.zeros(s.layers + 1, s.hidden).numpy(), progress_bar=False)
     er = counter.layer_passes * counter.longest / (T - 1)  # the counter's unit is the longest sequence seen
-    assert cm.residual_erasure(s, T - 1, n_pred, "float32", True, False).layer_passes == pytest.approx(
+    assert cost_of("residual_erasure")(s, T - 1, n_pred, "float32", True, False).layer_passes == pytest.approx(
         er, rel=PLAN_PASSES_TOL)
     counter.reset()
     du.integrated_gradients(handle, p, steps=16, progress_bar=False)
     ig = counter.layer_passes
     counter.close()
-    assert cm.integrated_gradients(s, T, n_pred, "float32", True, False, steps=16).layer_passes == pytest.approx(
+    assert cost_of("integrated_gradients")(s, T, n_pred, "float32", True, False, steps=16).layer_passes == pytest.approx(
         ig, rel=PLAN_PASSES_TOL)
 
 
 def _memory_worker(args, queue):
     try:
         import depthutils as du
-        from depthutils.plan_time import peak_rss_now
+        from depthutils.perf.timing import peak_rss_now
 
         path, tokens = args
         before = peak_rss_now()
@@ -109,7 +110,7 @@ def test_memory_prediction_on_a_small_model(tmp_path):
     tokens = 400
     got = _isolated(_memory_worker, str(path), tokens)
     s = Shape.from_config(json.loads((path / "config.json").read_text()))
-    c = cm.future_effects(s, [tokens], "float32", True, False)
+    c = cost_of("future_effects")(s, [tokens], "float32", True, False)
     predicted = got["before"] + s.resident_bytes("float32") + c.peak
     assert len(tok) < 32768
     assert c.peak > 0.5 * (got["peak"] - got["before"])  # the run's own memory is a real part of the peak
@@ -145,7 +146,7 @@ def test_plan_unknown_hub_id_offline_fails_in_one_sentence():
 
 def test_parse_bytes():
     assert parse_bytes("80GB") == 80e9 and parse_bytes("1GiB") == 2 ** 30
-    from depthutils.errors import DepthError
+    from depthutils.core.errors import DepthError
     with pytest.raises(DepthError):
         parse_bytes("eighty")
 
@@ -154,9 +155,9 @@ def test_plan_decodes_as_many_tokens_as_the_depth_score(monkeypatch):
     """The plan's greedy decodings (context length, tokens generated) are the ones ``depth_score`` asks
     ``greedy_batch`` for, prompt by prompt: the answer's tokens plus the margin, not the answer alone."""
     import depthutils as du
-    from depthutils.models import ModelHandle
-    from depthutils.plan import _score_prompts
-    from depthutils.plan_models import model_info
+    from depthutils.models.handle import ModelHandle
+    from depthutils.perf.plan import _score_prompts
+    from depthutils.cost.model_info import model_info
 
     asked = []
     real = ModelHandle.greedy_batch

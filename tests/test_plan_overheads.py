@@ -1,4 +1,4 @@
-"""The cost model's python and float64 terms (depthutils.plan_overheads): what each measurement's plan counts
+"""The cost model's python and float64 terms (depthutils.perf.overheads): what each measurement's plan counts
 against the calls its module makes, and how ``cpu_seconds`` prices each count."""
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import pytest
 import torch
 
 import depthutils as du
-from depthutils import cost_measures as cm
-from depthutils import plan_overheads as po
-from depthutils.cost import Shape
-from depthutils.plan_time import cpu_seconds
+from depthutils.cost import passes
+from depthutils.measures import cost_of
+from depthutils.perf import overheads as po
+from depthutils.cost.accounting import Shape
+from depthutils.perf.timing import cpu_seconds
 
 LLAMA = dict(model_type="llama", hidden_size=64, intermediate_size=128, num_attention_heads=4,
              num_key_value_heads=2, num_hidden_layers=3, vocab_size=300, tie_word_embeddings=False)
@@ -31,29 +32,29 @@ def test_forward_terms_count_one_result_per_call():
     """Contributions on three prompts: three traces (each a forward), the statistics of every layer of each,
     and one result; the logit lens computes no statistics."""
     s = Shape.from_config(LLAMA)
-    c = cm.forward_only(s, [10, 12, 14], "float32", False, "contributions")
+    c = cost_of("contributions")(s, [10, 12, 14], "float32", False)
     assert (c.traces, c.forwards, c.stat_layers, c.results) == (3, 3, 3 * s.layers, 1)
     cal = _calibration(stats_layer_seconds=1.0, result_seconds=10.0, forward_seconds=100.0,
                        trace_layer_seconds=1000.0)
     assert cpu_seconds(c, s, "float32", cal) == pytest.approx(3 * 3 + 10 + 3 * 100 + 3 * 3 * 1000)
-    assert cm.forward_only(s, [10], "float32", False, "logit_lens", lens=True).stat_layers == 0
+    assert cost_of("logit_lens")(s, [10], "float32", False).stat_layers == 0
 
 
 def test_lens_statistics_per_position_and_layer():
     """Effective depth reads every layer's lens inside its trace: the statistics of ``T`` positions per layer,
     priced per position at the calibrated vocabulary and scaled to the model's."""
     s = Shape.from_config(LLAMA)
-    c = cm.forward_only(s, [10, 12], "float32", False, "effective_depth", lens=True)
+    c = cost_of("effective_depth")(s, [10, 12], "float32", False)
     assert c.lens_rows == s.layers * 22 and c.stat_layers == 2 * s.layers
     cal = _calibration(lens_row_seconds=1.0, vocab=3 * s.vocab)
     assert cpu_seconds(c, s, "float32", cal) == pytest.approx(s.layers * 22 / 3)
-    assert cm.forward_only(s, [10], "float32", False, "logit_lens", lens=True).lens_rows == 0  # chunked_lens
+    assert cost_of("logit_lens")(s, [10], "float32", False).lens_rows == 0  # chunked_lens
 
 
 def test_decoding_counts_a_forward_per_token():
     """A greedy decoding of n tokens: the prompt's forward and n-1 more, as ``generate`` runs them."""
     s = Shape.from_config(LLAMA)
-    c = cm.generate(s, [7, 9], [4, 4], "float32", False, batch=2)
+    c = passes.generate(s, [7, 9], [4, 4], "float32", False, batch=2)
     assert (c.forwards, c.gen_steps, c.traces) == (4, 4, 1)
 
 
@@ -62,7 +63,7 @@ def test_mapping_float64_work_closed_form():
     ``XᵀY`` of every fitting text, the fit's buffers, and the held-out predictions, in closed form."""
     s = Shape.from_config(LLAMA)
     L, H1, K, Ts = s.layers, s.hidden + 1, s.layers * s.hidden, [11, 13, 17, 19]
-    c = cm.cross_model_mapping(s, s, Ts, "float32", False, same=True)
+    c = cost_of("cross_model_mapping")(s, s, Ts, "float32", False, same=True)
     O, P = L * H1 * K * 8, [L * (T - 1) * K * 8 for T in Ts[2:]]
     assert c.product_rows == {H1: sum(2 * L * (T - 1) * H1 * (H1 + K) for T in Ts[:2]),
                               **{T - 1: 2 * L * (T - 1) * H1 * K for T in Ts[2:]}}
@@ -79,7 +80,7 @@ def test_products_priced_at_the_rate_of_their_rows():
     assert po.rate_at(rates, 20) == pytest.approx(2.5e9)
     assert po.rate_at(rates, 4) == 1e9 and po.rate_at(rates, 4096) == 8e9
     s = Shape.from_config(LLAMA)
-    c = cm.cross_model_mapping(s, s, [11, 13], "float32", False, same=True)
+    c = cost_of("cross_model_mapping")(s, s, [11, 13], "float32", False, same=True)
     cal = _calibration(product_flops_per_second=rates, linalg_flops_per_second=8e9)
     want = sum(f / po.rate_at(rates, m) for m, f in c.product_rows.items())
     assert cpu_seconds(c, s, "float32", cal) == pytest.approx(want)
@@ -108,9 +109,9 @@ def test_suffix_calls_counted_as_the_erasure_makes_them(monkeypatch):
     """The erasure's suffix path cuts a layer's arguments once per layer and block of positions: the plan's
     ``windows`` equals the calls of ``Stack._window_kwargs`` the measurement makes (its clean keys and values
     and the suffix check aside)."""
-    from depthutils.plan_models import model_info
-    from depthutils.prompts import encode
-    from depthutils.stack import Stack
+    from depthutils.cost.model_info import model_info
+    from depthutils.core.prompts import encode
+    from depthutils.models.stack import Stack
 
     model = du.load_model("default")
     p = du.Prompt.from_parts("12 + 7 = ", "19")
@@ -126,6 +127,6 @@ def test_suffix_calls_counted_as_the_erasure_makes_them(monkeypatch):
     monkeypatch.setattr(Stack, "_window_kwargs", spy)
     du.residual_erasure(model, p, baseline=[[0.0] * model.config.hidden_size] * (model.n_layers + 1),
                         progress_bar=False)
-    plan = cm.residual_erasure(model_info("default").shape, T, len(enc.predict_positions), "float32", True, False)
+    plan = cost_of("residual_erasure")(model_info("default").shape, T, len(enc.predict_positions), "float32", True, False)
     check = 2  # Stack.suffix_ok: the first layer and the last, at T // 2
     assert plan.windows == len(calls) - check > 0

@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from depthutils.plotstyle import BAND, lineplot  # noqa: E402
+from depthutils.book.plotstyle import BAND, lineplot  # noqa: E402
 
 
 def _frame(seed: int = 0) -> pd.DataFrame:

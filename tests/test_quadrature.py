@@ -1,4 +1,4 @@
-"""The quadrature rules of integrated gradients (depthutils.quadrature) on integrals with closed forms, and
+"""The quadrature rules of integrated gradients (depthutils.measures.quadrature) on integrals with closed forms, and
 the adaptive rule inside integrated gradients against the plain-PyTorch oracle."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import depthutils
-from depthutils import quadrature as quad
-from depthutils.errors import DepthError
-from depthutils.prompts import encode
+from depthutils.measures import quadrature as quad
+from depthutils.core.errors import DepthError
+from depthutils.core.prompts import encode
 
 import oracle
 from conftest import ATOL

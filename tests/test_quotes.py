@@ -2,7 +2,7 @@
 
 The papers' words are ``../shared/reference/paper_quotes.md`` beside the repository (the only source of
 quotations); a statement may also rest on the project's specification or on P2's Table 1 there. The texts
-checked: every field of every claim (:mod:`depthutils.claim_table`, its paper values computed), every string
+checked: every field of every claim (:mod:`depthutils.book.claim_table`, its paper values computed), every string
 literal of the package (verdict texts, captions, tables), every cell of the chapters and of
 ``bigger_models.ipynb``, and ``intro.md``, ``instructors.md`` and ``README.md``.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from depthutils.claim_table import CLAIMS
+from depthutils.book.claim_table import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -166,7 +166,7 @@ def test_a_claim_without_a_papers_number_says_so_and_gives_our_reading():
 
 
 def test_chapter_4_says_where_it_departs_from_p1s_notebook_on_position_0():
-    from depthutils.realruns import RUNS
+    from depthutils.book.realruns import RUNS
 
     captions = [s for s in _cells(ROOT / "chapters" / "04_residual_erasure.ipynb") if "{glue:figure} fig_fig6b" in s]
     for text in [*captions, RUNS["04"].caption]:
@@ -177,7 +177,7 @@ def test_chapter_4_says_where_it_departs_from_p1s_notebook_on_position_0():
 
 def test_chapter_9_suggests_p2s_own_base_and_long_cot_pairs():
     """P2's appendix B pairs R1-Distill-Qwen-1.5B and -7B with Qwen2.5-Math, and -14B and -32B with Qwen2.5."""
-    from depthutils.study import cot_pairs
+    from depthutils.analysis.study import cot_pairs
 
     p2 = [("Qwen/Qwen2.5-Math-1.5B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"),
           ("Qwen/Qwen2.5-Math-7B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"),

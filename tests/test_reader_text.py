@@ -7,9 +7,9 @@ import json
 import re
 from pathlib import Path
 
-from depthutils import claims
-from depthutils.book import chapters
-from depthutils.models import load_model
+from depthutils.book import claims
+from depthutils.book.runner import chapters
+from depthutils.models.handle import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,7 +40,7 @@ def test_chapters_3_and_9_read_the_lens_on_layer_inputs():
     and in the lens's own docstring: no page keeps the old reading of layer outputs."""
     import importlib
 
-    ll = importlib.import_module("depthutils.logit_lens")  # the module; the package exports the function by this name
+    ll = importlib.import_module("depthutils.measures.logit_lens")
     for ch in ("03", "09"):
         text = markdown(ch)
         assert "the output of the first layer" not in text and "is the output of layer" not in text, ch
@@ -84,8 +84,8 @@ def test_chapter_6_states_the_grading_order_in_its_prose():
 
 def test_several_verdicts_on_one_page_have_different_headings():
     """Chapter 9 shows three verdicts; main headed each "Verdict: mixed." alike."""
-    from depthutils import report
-    from depthutils.grading import not_tested
+    from depthutils.book import report
+    from depthutils.book.grading import not_tested
     vs = {k: not_tested(k, "this run has one model.") for k in ("scale", "cot", "difficulty")}
     heads = [line for line in report.verdict(vs).data.splitlines() if line.startswith("**Verdict")]
     assert len(heads) == 3 and len(set(heads)) == 3, heads

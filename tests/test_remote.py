@@ -26,10 +26,11 @@ import torch
 from nnsight.intervention.backends.remote import RemoteBackend
 
 import depthutils as du
-from depthutils import data, remote as du_remote
-from depthutils._run import encode_all
-from depthutils.study import study
-from depthutils.remote import RemoteFault
+from depthutils import data
+from depthutils.models import remote as du_remote
+from depthutils.core.encoding import encode_all
+from depthutils.analysis.study import study
+from depthutils.models.remote import RemoteFault
 
 from conftest import ATOL, ROOT
 

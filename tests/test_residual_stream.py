@@ -9,8 +9,8 @@ import pytest
 import depthutils
 import oracle
 from conftest import ATOL, REAL_EFFECT, zero_tol
-from depthutils import claims
-from depthutils.prompts import encode
+from depthutils.book import claims
+from depthutils.core.prompts import encode
 
 
 @pytest.mark.parametrize("family", ["llama", "olmo2", "gemma2"])

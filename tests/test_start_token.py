@@ -7,10 +7,10 @@ import pytest
 import torch
 
 import depthutils
-from depthutils import start_token
-from depthutils.errors import DepthError
-from depthutils.prompts import bos_mode, encode
-from depthutils.realmodels import cache_root
+from depthutils.models import start_token
+from depthutils.core.errors import DepthError
+from depthutils.core.prompts import bos_mode, encode
+from depthutils.models.real.catalog import cache_root
 
 
 def test_a_named_token_takes_position_0_and_replaces_the_tokenizers_own_bos(tiny, prompts):

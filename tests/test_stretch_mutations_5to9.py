@@ -1,7 +1,7 @@
 """The mutation table of chapters 5–9's stretch exercises (5.4, 6.3, 7.3, 8.3, 9.3; issue 34, points 8 and 12).
 
 As in ``tests/test_exercise_mutations.py``: each mutation is the reference solution
-(:mod:`depthutils.solutions`) with one thing changed, written the way a student would write it (not by calling
+(:mod:`depthutils.teaching.solutions`) with one thing changed, written the way a student would write it (not by calling
 the checker's own mistake functions), and the checker must fail it with a sentence that names the mistake
 (never the generic "values differ" fallback). ``python tests/test_stretch_mutations_5to9.py`` prints the table
 (exercise, mutation, the checker's message) as Markdown, with the seconds of each exercise's solution check.
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from depthutils import exercises, solutions
+from depthutils.teaching import exercises, solutions
 from test_exercise_mutations import assert_named, message  # the core table's checks, shared
 
 STRETCH = ("ig_gauss", "slope_interval", "diagonal_distance", "later_ratio", "mean_cosine")

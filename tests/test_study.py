@@ -3,9 +3,9 @@ from __future__ import annotations
 
 
 from conftest import build_tiny
-from depthutils import cache
-from depthutils.curves import ed_cos, ed_kl, ed_overlap, ratio
-from depthutils.study import METRICS, _markdown, reference_facts, reference_table, study, tokens_note
+from depthutils.core import cache
+from depthutils.measures.curves import ed_cos, ed_kl, ed_overlap, ratio
+from depthutils.analysis.study import METRICS, _markdown, reference_facts, reference_table, study, tokens_note
 
 
 def test_study_caches_per_model_and_task_and_the_table_recomputes(tiny_root, tmp_path):
@@ -66,7 +66,7 @@ def test_reference_facts_are_the_band_of_p2s_table():
     """Chapter 9 glues P2's band from the table instead of typing it: per-model medians over the tasks."""
     import pandas as pd
 
-    from depthutils.study import P2_TASKS, REFERENCE_CSV
+    from depthutils.analysis.study import P2_TASKS, REFERENCE_CSV
 
     table = pd.read_csv(REFERENCE_CSV)
     for m in METRICS:
@@ -78,7 +78,7 @@ def test_reference_facts_are_the_band_of_p2s_table():
 
 def test_uncontrolled_points_are_drawn_apart_and_never_joined(tiny_root, tmp_path):
     """Chapter 9's real models: hollow diamonds, one per defined cell, beside the ladder's lines; none without them."""
-    from depthutils import plotting
+    from depthutils.book import plotting
 
     a, b = (str(build_tiny(f, tiny_root)) for f in ("llama", "qwen2"))
     tasks = ["arithmetic", "addition"]

@@ -1,4 +1,4 @@
-"""The positional shortcuts of the fast path (``depthutils.stack``): an intervention at position ``t``
+"""The positional shortcuts of the fast path (``depthutils.models.stack``): an intervention at position ``t``
 changes nothing before ``t``, and a later position cannot change an earlier answer. They must give the
 whole-sequence result (within the oracle tolerance) on every family, fall back where a family's attention
 cannot reuse keys and values, and really do less work (layer-tokens counted with hooks, not timed)."""
@@ -12,9 +12,10 @@ import torch
 
 import depthutils
 from conftest import ATOL, FAMILIES
-from depthutils import bench, stack
-from depthutils.models import _get
-from depthutils.prompts import encode
+from depthutils.perf import bench
+from depthutils.models import stack
+from depthutils.models.handle import get_path
+from depthutils.core.prompts import encode
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -59,7 +60,7 @@ def test_a_broken_key_reuse_is_caught_by_the_check(tiny, prompts, monkeypatch):
     stand-in), the check sees the difference and the path is not used."""
     handle, _ = tiny("llama")
     ids = encode(handle.tokenizer, prompts[0]).input_ids
-    monkeypatch.setattr(stack._Prefix, "update", lambda self, k, v, *a, **kw: (k, v))
+    monkeypatch.setattr(stack.Prefix, "update", lambda self, k, v, *a, **kw: (k, v))
     assert not stack.Stack(handle, ids).suffix_ok()
 
 
@@ -82,7 +83,7 @@ class _LayerTokens:
 
     def __init__(self, handle):
         self.n = 0
-        layers = _get(handle.nn._module, handle.arch.layers)
+        layers = get_path(handle.nn._module, handle.arch.layers)
         self.hooks = [layer.register_forward_pre_hook(self.count, with_kwargs=True) for layer in layers]
 
     def count(self, mod, args, kwargs):
@@ -111,7 +112,7 @@ def test_erasure_work_is_at_the_floor(tiny, prompts):
         finally:
             counter.close()
         work[method] = counter.n
-    block = importlib.import_module("depthutils.residual_erasure").SUFFIX_BLOCK
+    block = importlib.import_module("depthutils.measures.residual_erasure").SUFFIX_BLOCK
     shared = L * (L + 1) // 2 * block * (block - 1) // 2 * -(-(T - 1) // block)  # row (l, t0+i) redoes i positions
     extra = 2 * L * T + shared  # + the clean keys and values of every layer, + the check at t = T // 2
     assert floor <= work["stack"] <= floor + extra, (work, floor)

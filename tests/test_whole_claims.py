@@ -2,7 +2,7 @@
 
 P1's future-effects claim has two halves (later layers and output), P2's scale claim two parts (ED grows
 with L, the ratio is stable); each part is graded. The chain-of-thought and scale tolerances are recomputed
-here from P2's Table 1 with the csv module, not with :mod:`depthutils.study`.
+here from P2's Table 1 with the csv module, not with :mod:`depthutils.analysis.study`.
 """
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from depthutils import claims
-from depthutils.claims import CLAIMS
-from depthutils.effective_depth import EffectiveDepthResult
-from depthutils.future_effects import FutureEffectsResult
-from depthutils.study import Study
+from depthutils.book import claims
+from depthutils.book.claims import CLAIMS
+from depthutils.measures.effective_depth import EffectiveDepthResult
+from depthutils.measures.future_effects import FutureEffectsResult
+from depthutils.analysis.study import Study
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE1 = ROOT / "data" / "reference" / "p2_effective_depth_table1.csv"

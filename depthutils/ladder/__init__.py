@@ -22,6 +22,6 @@ This subpackage only imports the standard library at import time; torch and
 transformers are imported by the modules that need them.
 """
 
-from .registry import ALIASES, MODELS_DIR, PROMPTS_DIR, list_models, resolve_alias
+from depthutils.ladder.registry import ALIASES, MODELS_DIR, PROMPTS_DIR, list_models, resolve_alias
 
 __all__ = ["ALIASES", "MODELS_DIR", "PROMPTS_DIR", "list_models", "resolve_alias"]

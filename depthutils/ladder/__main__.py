@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import registry
+from depthutils.ladder import registry
 
 
 def main(argv=None) -> None:
@@ -47,29 +47,29 @@ def main(argv=None) -> None:
                   f"{row['description']}")
         return
     if args.cmd == "tokenizer":
-        from .tokenizer import train_tokenizer
+        from depthutils.ladder.tokenizer import train_tokenizer
         train_tokenizer(args.corpus, registry.TOKENIZER_DIR)
         return
     if args.cmd == "prompts":
-        from .evaluate import write_eval_sets
+        from depthutils.ladder.evaluate import write_eval_sets
         write_eval_sets()
         return
     if args.cmd == "train":
-        from .train import train
+        from depthutils.ladder.train import train
         train(args.name, args.corpus, args.ckpt, steps=args.steps, threads=args.threads,
               out_dir=args.out, device=args.device)
         return
     if args.cmd == "evaluate":
-        from .evaluate import write_card
+        from depthutils.ladder.evaluate import write_card
         write_card(args.name, args.corpus)
         return
     if args.cmd == "book-prompts":
-        from .evaluate import choose_book_prompts
+        from depthutils.ladder.evaluate import choose_book_prompts
         choose_book_prompts()
         return
     if args.cmd == "all":
-        from .evaluate import choose_book_prompts, write_card, write_eval_sets
-        from .train import train
+        from depthutils.ladder.evaluate import choose_book_prompts, write_card, write_eval_sets
+        from depthutils.ladder.train import train
         write_eval_sets()
         for name in registry.ORDER:
             train(name, args.corpus, args.ckpt, threads=args.threads, device=args.device)

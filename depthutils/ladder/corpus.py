@@ -62,7 +62,7 @@ class BatchMaker:
         """The ``(batch_size, seq_len + 1)`` LongTensor for training step ``step``."""
         import torch
 
-        from . import tasks
+        from depthutils.ladder import tasks
 
         rng = random.Random(f"{self.seed}:{self.style}:{step}")
         need = self.batch_size * (self.seq_len + 1)

@@ -22,7 +22,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from . import registry, tasks
+from depthutils.ladder import registry, tasks
 
 EVAL_FILES = {"addition": "eval_addition.jsonl", "word_problems": "eval_word_problems.jsonl",
               "multihop": "eval_multihop.jsonl"}
@@ -66,7 +66,7 @@ def addition_test_sample(rows: list[dict] | None = None, k: int = TEST_SAMPLE_SI
 
 # ---------------------------------------------------------------- generation
 
-def load_model(name_or_path):
+def load_checkpoint(name_or_path):
     """Load ``(model, tokenizer, style)`` from an alias, folder name or path."""
     import torch
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
@@ -142,7 +142,7 @@ def text_loss(model, tok, corpus_dir: Path, windows: int = TEXT_WINDOWS,
     import torch
     import torch.nn.functional as F
 
-    from .corpus import load_texts
+    from depthutils.ladder.corpus import load_texts
 
     train_ids = np.concatenate([tok(t, add_special_tokens=False)["input_ids"]
                                 for t, _ in load_texts(corpus_dir, "train")])
@@ -177,7 +177,7 @@ def evaluate_model(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     import torch
 
     torch.set_num_threads(threads)
-    model, tok, style = load_model(name)
+    model, tok, style = load_checkpoint(name)
     res: dict = dict(style=style)
 
     add = load_eval_set("addition")
@@ -210,7 +210,7 @@ def evaluate_model(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
             by_chain[" of ".join(r["chain"])].append(h)
     res["multihop_heldout_by_chain"] = {k: _acc(v) for k, v in sorted(by_chain.items())}
     res["text_loss"] = text_loss(model, tok, Path(corpus_dir))
-    from .train import count_params
+    from depthutils.ladder.train import count_params
 
     res["params_unique"], res["params_total"] = count_params(model)
     res["params"] = res["params_total"]  # kept for older readers (registry.list_models)
@@ -330,7 +330,7 @@ def choose_book_prompts(model_name: str = "default") -> dict:
     4 and 3 operands.  Multi-hop: the first held-out ``spouse of the performer
     of`` question answered (P1's shape), else any held-out 2-hop question.
     """
-    model, tok, style = load_model(model_name)
+    model, tok, style = load_checkpoint(model_name)
     add = [r for r in load_eval_set("addition") if r["heldout"]]
     p1 = tasks.addition_example(P1_ARITHMETIC)
     cands = ([dict(task="addition", prompt=p1.prompt, answer=p1.answer, n=6)]

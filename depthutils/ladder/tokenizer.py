@@ -27,7 +27,7 @@ def train_tokenizer(corpus_dir: Path, out_dir: Path, vocab_size: int = VOCAB_SIZ
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from . import corpus, tasks
+    from depthutils.ladder import corpus, tasks
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([

@@ -33,7 +33,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import registry
+from depthutils.ladder import registry
 
 LOG_EVERY = 10
 
@@ -48,7 +48,7 @@ def lr_lambda(step: int, warmup: int, total: int, floor: float = 0.1) -> float:
 
 def ensure_tokenizer(corpus_dir: Path):
     """Load the project tokenizer, training it first if it is not on disk."""
-    from .tokenizer import load_tokenizer, train_tokenizer
+    from depthutils.ladder.tokenizer import load_tokenizer, train_tokenizer
 
     if not (registry.TOKENIZER_DIR / "tokenizer.json").is_file():
         return train_tokenizer(corpus_dir, registry.TOKENIZER_DIR)
@@ -161,8 +161,8 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     import transformers
     from tqdm import tqdm
 
-    from .corpus import BatchMaker
-    from .tokenizer import save_tokenizer
+    from depthutils.ladder.corpus import BatchMaker
+    from depthutils.ladder.tokenizer import save_tokenizer
 
     torch.set_num_threads(threads)
     spec = registry.SPECS[name]

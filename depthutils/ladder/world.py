@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .examples import HELDOUT_MOD, Example, stable_hash
+from depthutils.ladder.examples import HELDOUT_MOD, Example, stable_hash
 
 # --------------------------------------------------------------------------
 # Multi-hop world

@@ -1,0 +1,329 @@
+"""Prompts a model can answer, for chapters 4 and 5 (issue 33, "Real-world prompts").
+
+P1 measures erasure (Fig. 6b) and integrated gradients (Fig. 6a) on one arithmetic chain and one two-hop
+question that its models answer. A measurement of *how* a model computes an answer says nothing when the
+model does not compute it, so on a real model the prompts are checked first:
+
+* **two-hop**: two consecutive hops of MQuAKE's chains (``../shared/data/MQuAKE-hard.json``; each case has
+  four single hops, each with its cloze, answer and aliases), composed in P1's style ("The spouse of the
+  performer of Imagine is"), with P1's own example first. One is graded only when the model answers it
+  *and* both of its single hops (their MQuAKE clozes);
+* **arithmetic**: P1's "5 + 7 + 5 + 3 + 1 + 7 = " → "28" first, then generated chains of the same shape.
+
+"Answers" is decided in two steps. (1) Greedy continuation: the prompt's context is decoded greedily
+(:meth:`ModelHandle.greedy_batch`, batched) for ``max_new`` tokens, and the continuation must begin with the
+answer or one of its MQuAKE aliases (case aside, an optional leading article, ending at a word boundary). The
+matched text, as the model wrote it, becomes the answer. (2) Teacher-forced: the prompt is then tokenised
+as the measurement tokenises it (context and answer together, with the model's start token), and every
+answer token must be the model's top-1 prediction at the position before it. Both must hold; answers may
+be several tokens.
+
+An embedded (ladder) model keeps the chapter's synthetic prompts, unchanged and graded: its facts are its
+own world's, held out of its training (the model's card gives its accuracy on them).
+"""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+
+from depthutils.cost import budget
+from depthutils import data
+from depthutils.core.encoding import encode_all
+from depthutils.core.progress import progress
+from depthutils.core.errors import DepthError
+from depthutils.ladder.registry import is_embedded
+from depthutils.core.prompts import Prompt
+
+#: P1's two prompts (Fig. 6), with the single hops of the two-hop one written as MQuAKE's clozes
+P1_ARITHMETIC = ("5 + 7 + 5 + 3 + 1 + 7 = ", "28")
+P1_MULTIHOP = {"prompt": "The spouse of the performer of Imagine is", "answer": "Yoko Ono", "aliases": ["Ono"],
+               "hops": [("Imagine was performed by", "John Lennon", ["Lennon", "John Winston Ono Lennon"]),
+                        ("John Lennon is married to", "Yoko Ono", ["Ono"])]}
+
+#: the inner hop of a composition as a noun phrase, by Wikidata relation (every relation of MQuAKE-hard)
+NOUN_PHRASES = {
+    "P36": "the capital of {}", "P27": "the country of citizenship of {}", "P495": "the country of origin of {}",
+    "P641": "the sport of {}", "P30": "the continent of {}", "P413": "the position played by {}",
+    "P1037": "the director of {}", "P175": "the performer of {}", "P178": "the developer of {}",
+    "P26": "the spouse of {}", "P169": "the chief executive officer of {}", "P112": "the founder of {}",
+    "P37": "the official language of {}", "P170": "the creator of {}", "P19": "the city where {} was born",
+    "P176": "the manufacturer of {}", "P286": "the head coach of {}", "P449": "the original broadcaster of {}",
+    "P50": "the author of {}", "P40": "the child of {}", "P108": "the employer of {}",
+    "P800": "the notable work of {}", "P20": "the city where {} died", "P488": "the chairperson of {}",
+    "P69": "the university where {} was educated", "P159": "the headquarters of {}", "P136": "the genre of {}",
+    "P6": "the head of government of {}", "P106": "the occupation of {}", "P140": "the religion of {}",
+}
+#: MQuAKE's clozes as written, with their two typos fixed
+TYPOS = {"origianl": "original", "univeristy": "university"}
+#: the kinds of prompt graded, as the verdict names them
+KINDS = {"arithmetic": "arithmetic", "multihop": "two-hop"}
+
+
+@dataclass
+class Candidate:
+    """One prompt tried: its kind, context, answer forms, and (two-hop) its single hops as candidates."""
+
+    kind: str                      # "arithmetic" or "multihop"
+    context: str
+    forms: list                    # the answer, then its aliases
+    source: str                    # "P1", "MQuAKE case N, hops i-j", "generated"
+    hops: list = field(default_factory=list)
+    answer: str | None = None      # the matched answer text, as the model wrote it
+    continuation: str = ""         # the greedy continuation
+    greedy: bool = False
+    forced: bool | None = None
+    graded: bool = False
+    checked: bool = False          # its greedy continuation was decoded
+
+    @property
+    def answered(self) -> bool:
+        return self.greedy and bool(self.forced)
+
+    @property
+    def knows_hops(self) -> bool | None:
+        """True if the model answers both single hops; None where they were not checked (no hops, or the
+        prompt itself is not answered: its hops cannot make it gradable)."""
+        if not self.hops or not all(h.checked for h in self.hops):
+            return None
+        return all(h.answered for h in self.hops)
+
+    @property
+    def gradable(self) -> bool:
+        return self.answered and self.knows_hops is not False
+
+
+@dataclass
+class FactPrompts:
+    """What :func:`prompts_for` returns: the ``prompts`` to grade (name → :class:`Prompt`: ``"arithmetic"``,
+    ``"multihop"``, then ``"multihop_2"`` …), every candidate tried (``candidates``, for :meth:`table`), and
+    for a kind with nothing to grade, why (``untested``, one sentence each, with the accuracy)."""
+
+    prompts: dict
+    candidates: list
+    synthetic: bool
+    untested: dict = field(default_factory=dict)
+
+    def accuracy(self, kind: str) -> dict:
+        """``tried``, ``answered``, ``both`` (answers it and both of its single hops; arithmetic: = answered)
+        and ``graded``, over the candidates of ``kind``."""
+        cs = [c for c in self.candidates if c.kind == kind]
+        return {"tried": len(cs), "answered": sum(c.answered for c in cs),
+                "both": sum(c.answered and c.knows_hops is not False for c in cs),
+                "graded": sum(1 for k in self.prompts if k.split("_")[0] == kind)}
+
+    def facts(self) -> dict:
+        """The accuracies as flat numbers, for a chapter's glued prose (``multihop_tried`` …)."""
+        return {f"{kind}_{k}": v for kind in KINDS for k, v in self.accuracy(kind).items()}
+
+    def sentence(self, kind: str) -> str:
+        """The accuracy of ``kind`` in words."""
+        if self.synthetic:
+            return f"{kind}: the embedded model's synthetic prompt (its own world's facts), graded unchecked."
+        a = self.accuracy(kind)
+        if kind == "multihop":
+            return (f"two-hop: the model answers {a['answered']} of {a['tried']} prompts tried (P1's and MQuAKE's) "
+                    f"and knows both single hops of {a['both']} of those; {a['graded']} graded.")
+        return (f"arithmetic: the model answers {a['answered']} of {a['tried']} addition chains tried (P1's first); "
+                f"{a['graded']} graded.")
+
+    def summary(self) -> str:
+        kinds = dict.fromkeys(c.kind for c in self.candidates)
+        how = ("" if self.synthetic else " An answer counts when the greedy continuation begins with it (or an "
+               "alias) and, teacher-forced, each of its tokens is the model's top prediction.")
+        return "\n".join(self.sentence(k) for k in kinds) + how
+
+    def table(self):
+        """Every candidate tried, one row each: prompt, answer, whether the model answers it, its hops."""
+        rows = []
+        for c in self.candidates:
+            row = {"kind": c.kind, "source": c.source, "prompt": c.context, "gold": c.forms[0],
+                   "continuation": c.continuation.strip()[:40], "answers": c.answered}
+            for i, h in enumerate(c.hops[:2], start=1):
+                row[f"hop {i}"] = f"{h.context} → {h.forms[0]}"
+                row[f"knows hop {i}"] = h.answered if h.checked else None
+            row["graded"] = c.graded
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------ candidates
+
+def _fix(text: str) -> str:
+    for bad, good in TYPOS.items():
+        text = text.replace(bad, good)
+    return text
+
+
+def _forms(answer: str, aliases) -> list:
+    return list(dict.fromkeys([answer] + [a for a in aliases if a and a.strip()]))
+
+
+def mquake_pairs(rows=None) -> list[Candidate]:
+    """Every distinct two-hop composition of consecutive MQuAKE hops, in file order."""
+    rows = data.load_rows("MQuAKE-hard.json") if rows is None else rows
+    seen, out = set(), []
+    for r in rows:
+        triples, labels, hops = r["orig"]["triples"], r["orig"]["triples_labeled"], r["single_hops"]
+        for i in range(len(hops) - 1):
+            subject, rel1 = labels[i][0], triples[i][1]
+            outer = _fix(hops[i + 1]["cloze"]).replace(labels[i + 1][0], "{}", 1)
+            if rel1 not in NOUN_PHRASES or "{}" not in outer:
+                continue
+            text = outer.format(NOUN_PHRASES[rel1].format(subject))
+            text = text[0].upper() + text[1:]
+            if text in seen:
+                continue
+            seen.add(text)
+            single = [Candidate("hop", _fix(h["cloze"]), _forms(h["answer"], h["answer_alias"]), f"case {r['case_id']}")
+                      for h in hops[i:i + 2]]
+            out.append(Candidate("multihop", text, _forms(hops[i + 1]["answer"], hops[i + 1]["answer_alias"]),
+                                 f"MQuAKE case {r['case_id']}, hops {i + 1}–{i + 2}", single))
+    return out
+
+
+def candidates(*, tried: int, seed: int, n_arithmetic: int = 20) -> list[Candidate]:
+    """P1's two prompts first, then ``n_arithmetic - 1`` generated six-operand chains and ``tried - 1``
+    MQuAKE compositions drawn with ``seed``."""
+    p1 = P1_MULTIHOP
+    out = [Candidate("arithmetic", P1_ARITHMETIC[0], [P1_ARITHMETIC[1]], "P1")]
+    out += [Candidate("arithmetic", p.context, [p.answer], "generated")
+            for p in data.arithmetic(n_arithmetic - 1, operands=6, seed=seed)] if n_arithmetic > 1 else []
+    out.append(Candidate("multihop", p1["prompt"], _forms(p1["answer"], p1["aliases"]), "P1",
+                         [Candidate("hop", c, _forms(a, al), "P1") for c, a, al in p1["hops"]]))
+    pool = mquake_pairs()
+    random.Random(seed).shuffle(pool)
+    return out + pool[:max(tried - 1, 0)]
+
+
+# ------------------------------------------------------------------------------------ the checks
+
+def match(continuation: str, forms) -> str | None:
+    """The start of ``continuation`` that gives one of ``forms`` (case aside, an optional leading article,
+    ending at a word boundary), as written; None if none does."""
+    for form in forms:
+        m = re.match(r"\s*(?:(?:the|an?)\s+)?" + re.escape(form.strip()) + r"(?!\w)", continuation,
+                     flags=re.IGNORECASE)
+        if m:
+            return continuation[:m.end()]
+    return None
+
+
+def _greedy(lm, contexts: list, max_new: int, batch_size: int | None, max_memory, progress_bar: bool) -> dict:
+    """Step 1: the greedy continuation (text) of each distinct context, batched by length (``batch_size``
+    contexts, or the most the plan fits in ``max_memory``: :func:`depthutils.cost.budget.decode_batch`)."""
+    contexts = list(dict.fromkeys(contexts))
+    _, encs, _ = encode_all(lm, [Prompt(c, len(c)) for c in contexts], max_tokens=None)
+    if batch_size is None:
+        batch_size = budget.decode_batch(lm, [e.n_tokens for e in encs], max_new, max_memory, progress_bar,
+                                         "greedy answers", FACT_BATCH)
+    order = sorted(range(len(contexts)), key=lambda i: encs[i].n_tokens)  # similar lengths share a batch
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    out = {}
+    for batch in progress(batches, "greedy answers", enabled=progress_bar):
+        for i, ids in zip(batch, lm.greedy_batch([encs[i].input_ids for i in batch], max_new)):
+            out[contexts[i]] = lm.tokenizer.decode(ids[0, encs[i].n_tokens:].tolist(), skip_special_tokens=True)
+    return out
+
+
+def _forced(lm, cands, batch_size: int | None, max_memory, say: bool) -> None:
+    """Step 2: teacher-forced, each answer token is the top prediction at the position before it
+    (``batch_size`` prompts per forward, or the most the plan fits: :func:`depthutils.cost.budget.forward_batch`)."""
+    prompts = [Prompt.from_parts(c.context, c.answer) for c in cands]
+    _, encs, _ = encode_all(lm, prompts, need_answer=True, max_tokens=None)
+    if batch_size is None:
+        batch_size = budget.forward_batch(lm, [e.n_tokens for e in encs], FACT_BATCH, max_memory, say)
+    for start in range(0, len(cands), batch_size):
+        chunk = list(range(start, min(start + batch_size, len(cands))))
+        T = max(encs[i].n_tokens for i in chunk)
+        ids = torch.zeros(len(chunk), T, dtype=encs[0].input_ids.dtype)  # right padding: causal, never read
+        for r, i in enumerate(chunk):
+            ids[r, :encs[i].n_tokens] = encs[i].input_ids[0]
+        with lm.no_grad(), lm.trace(ids):
+            top = lm.logits().argmax(-1).save()
+        for r, i in enumerate(chunk):
+            e = encs[i]
+            cands[i].forced = bool((top[r, e.predict_positions].cpu() == torch.tensor(e.answer_ids)).all())
+
+
+def _decode(lm, group, max_new: int, batch_size: int | None, max_memory, progress_bar: bool) -> None:
+    """Step 1 on ``group``: decode, then read the answer each continuation begins with."""
+    continuations = _greedy(lm, [c.context for c in group], max_new, batch_size, max_memory, progress_bar)
+    for c in group:
+        c.checked, c.continuation = True, continuations[c.context]
+        c.answer = match(c.continuation, c.forms)
+        c.greedy = c.answer is not None
+
+
+#: contexts per greedy decoding and prompts per teacher-forced forward at most (fewer where the plan does not
+#: fit them)
+FACT_BATCH = 16
+
+
+def check(lm, cands, *, max_new: int = 8, batch_size: int | None = None, max_memory=None,
+          progress_bar: bool = True) -> None:
+    """Run both checks on ``cands``, then on the single hops of the two-hop prompts whose greedy continuation
+    gives the answer (the others cannot be graded, so their hops are not decoded), in batches of
+    ``batch_size`` (default: the most the cost model fits in ``max_memory``, bytes or a size such as
+    ``"8GB"``, default what the device has free); fills each candidate's fields."""
+    for c in list(cands) + [h for c in cands for h in c.hops]:
+        c.graded, c.forced, c.checked, c.greedy, c.answer, c.continuation = False, None, False, False, None, ""
+    _decode(lm, list(cands), max_new, batch_size, max_memory, progress_bar)
+    hops = [h for c in cands if c.greedy for h in c.hops]
+    if hops:
+        _decode(lm, hops, max_new, batch_size, max_memory, progress_bar)
+    matched = [c for c in list(cands) + hops if c.greedy]
+    if matched:
+        _forced(lm, matched, batch_size, max_memory, progress_bar)
+
+
+# ------------------------------------------------------------------------------------ the entry point
+
+def prompts_for(lm, *, synthetic: dict | None = None, n: int = 3, n_arithmetic: int = 1, tried: int = 120,
+                tried_arithmetic: int = 20, seed: int = 0, max_new: int = 6, batch_size: int | None = None,
+                max_memory=None, progress_bar: bool = True) -> FactPrompts:
+    """The arithmetic and two-hop prompts to grade on ``lm``, and the check that chose them.
+
+    Args:
+        synthetic: ``{"arithmetic": (context, answer), "multihop": (context, answer)}``, the chapter's own
+            prompts, returned unchanged for an embedded model (required for one).
+        n, n_arithmetic: at most this many two-hop / arithmetic prompts are graded (the first that pass, P1's
+            own first).
+        tried, tried_arithmetic: how many candidates of each kind are checked (P1's included).
+        seed: which MQuAKE compositions and generated chains are tried.
+        max_new: tokens of greedy continuation (an answer must be complete within them).
+        batch_size: contexts per batched decoding and per teacher-forced forward (default: the most the cost
+            model fits in ``max_memory``, at most :data:`FACT_BATCH`; :mod:`depthutils.cost.budget`, which says so
+            in a terminal).
+        max_memory: the budget of that choice, bytes or a size such as ``"8GB"`` (default: what the device
+            has free).
+    """
+    for name, v in (("n", n), ("n_arithmetic", n_arithmetic), ("tried", tried), ("tried_arithmetic", tried_arithmetic),
+                    ("max_new", max_new), ("batch_size", 1 if batch_size is None else batch_size)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name.startswith("n") else 1):
+            raise DepthError(f"{name} must be a whole number (≥ 1, or ≥ 0 for a count to grade), got {v!r}.")
+    if is_embedded(lm):
+        if not synthetic:
+            raise DepthError("An embedded model keeps the chapter's synthetic prompts: pass them as synthetic="
+                             "{'arithmetic': (context, answer), 'multihop': (context, answer)}.")
+        prompts, cands = {}, []
+        for kind, (context, answer) in synthetic.items():
+            cands.append(Candidate(kind, context, [answer], "synthetic", answer=answer, greedy=True, forced=True,
+                                   graded=True))
+            prompts[kind] = Prompt.from_parts(context, answer, "synthetic")
+        return FactPrompts(prompts, cands, synthetic=True)
+    cands = candidates(tried=tried, seed=seed, n_arithmetic=tried_arithmetic)
+    check(lm, cands, max_new=max_new, batch_size=batch_size, max_memory=max_memory, progress_bar=progress_bar)
+    prompts, out = {}, FactPrompts({}, cands, synthetic=False)
+    for kind, limit in (("arithmetic", n_arithmetic), ("multihop", n)):
+        chosen = [c for c in cands if c.kind == kind and c.gradable][:limit]
+        for k, c in enumerate(chosen):
+            c.graded = True
+            prompts[kind if k == 0 else f"{kind}_{k + 1}"] = Prompt.from_parts(c.context, c.answer, c.source)
+        out.prompts = prompts
+        if not chosen:
+            out.untested[kind] = out.sentence(kind)
+    return out

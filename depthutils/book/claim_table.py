@@ -1,0 +1,281 @@
+"""Every claim the book tests, in one table: the paper's sentence and where it stands, the statistic that
+tests it (a key of a result's ``facts()``), which way favours the claim, its two thresholds, each with its
+source (a number the paper gives, or our stated rationale), and the paper's own value of that statistic,
+which the chapter's "paper vs this run" table puts beside this run's (:func:`depthutils.book.grading.paper_vs_run`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from depthutils.analysis.study import METRICS, reference_cells, reference_cot_tolerance, reference_gains
+
+#: the outcomes a verdict can have, from best to worst for the claim, then the one that says nothing
+OUTCOMES = ("shown", "mixed", "not shown", "not tested")
+#: the bootstrap's level
+LEVEL = 0.95
+#: the fewest layers a "half" may hold: a mean over one layer is that layer, not a half of the network
+MIN_HALF = 2
+#: chapter 6: a group counts only if the model solves at least this share of every level compared
+ACCURACY_FLOOR = 0.25
+#: chapter 5: an attribution whose layer sums miss f(x) − f(b) by more than this share of the largest |f(x) − f(b_l)|
+#: is not the integral it stands for (ours: completeness is P1's own sanity check for integrated gradients; a tenth
+#: is far above the gap of a converged rule, ~1e-3 on the embedded models, and far below a broken one's, 0.5)
+COMPLETENESS_LIMIT = 0.1
+#: chapter 7: permutations of the target layers that give the distance's chance distribution
+N_PERMUTATIONS = 2000
+#: chapter 7: "most source layers share one target" above this share
+SHARED_TARGET = 0.5
+#: the sentence that explains a bootstrap interval on a whole-layer statistic
+WHOLE_LAYER = ("An effective depth, a crossing or a best target is a whole layer, so a relative depth or ratio built "
+               "from it moves in steps of 1/L: its bootstrap interval can be a single value (every resample gives the "
+               "same layer) or jump by a whole step.")
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A threshold and where its number comes from (``value`` None: computed from the run, as ``source`` says)."""
+
+    value: float | None
+    source: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of a paper, the statistic that tests it and the thresholds that grade it."""
+
+    key: str
+    chapter: str
+    paper: str
+    where: str
+    sentence: str   # the paper's words in quotes, or "in our words:" where the paper gives none to quote
+    statistic: str  # what is computed, in words
+    shown: Threshold
+    against: Threshold
+    fact: str = ""             # the statistic's key in the result's facts() ("{task}": one per task family)
+    below: bool = True         # smaller favours the claim
+    whole_layer: bool = False  # a statistic in whole-layer steps (see WHOLE_LAYER)
+    paper_facts: tuple = ()    # (row, what the paper gives) for the chapter's "paper vs this run" table
+    short: str = ""            # the statistic in a few words: the label of its row in that table
+    #: the paper's value of the same statistic, with where it is read ("read off Fig. N" from a plot, or P2's
+    #: Table 1); where no paper gives a number it says so and gives our reading, labelled "ours"; a callable
+    #: computes it from P2's published table
+    paper_value: str | Callable[[], str] = "—"
+    #: what the claim is about, in a few words, where a chapter grades several claims (chapter 9's three
+    #: questions): it names the claim's row in the chapter's "paper vs this run" table
+    question: str = ""
+
+    def paper_says(self) -> str:
+        """:attr:`paper_value`, computed if it is computed from the paper's table."""
+        return self.paper_value() if callable(self.paper_value) else self.paper_value
+
+    def criterion(self, shown: float | None = None, against: float | None = None, fmt: str = ".2f") -> str:
+        """The grading rule in words, with this run's threshold values."""
+        s = self.shown.value if shown is None else shown
+        a = self.against.value if against is None else against
+        side, past = ("at or below", "wholly above") if self.below else ("at or above", "wholly below")
+        return (f"{self.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval over prompts: shown if the interval "
+                f"lies {side} {s:{fmt}} ({self.shown.source}); not shown if it lies {past} {a:{fmt}} "
+                f"({self.against.source}); mixed otherwise.")
+
+
+def _p2(fact: str | dict, models: str) -> str:
+    """P2's value of a chapter-9 statistic, per metric, computed from its Table 1 (:func:`reference_gains`);
+    ``fact`` a key of it, or ``{label: key}`` for a claim graded on several statistics (each labelled)."""
+    groups = []
+    for label, key in (fact.items() if isinstance(fact, dict) else [("", fact)]):
+        parts = []
+        for m in METRICS:
+            v = reference_gains(m)[key]
+            parts.append(f"{m} " + (", ".join(f"{size} {x:+.2f}" for size, x in v.items()) if isinstance(v, dict)
+                                    else f"{v:+.2f}"))
+        groups.append(f"{label}: {', '.join(parts)}" if label else "; ".join(parts))
+    return f"{'; '.join(groups)} (P2's Table 1, {models})"
+
+
+#: chapter 2: the output half of P1's future-effects claim, graded against its own thresholds
+OUTPUT_SHOWN = Threshold(0.5, "ours: the same reading of “much smaller”, at most half; P1 gives no number for the "
+                              "output either")
+OUTPUT_AGAINST = Threshold(1.0, "ours: above 1 second-half layers move the output more than first-half ones")
+#: chapter 9: “the number of effective layers grows with model size”, graded on the slope of ED against L
+GROWS = Threshold(0.0, "ours: a slope whose interval lies wholly above 0 is a rise outside the noise; one wholly at "
+                       "or below 0 is no rise")
+#: chapter 9: what P2 says of each metric's ratio across scale, beside that metric's tolerance (P2's own spread)
+SCALE_WORDS = {
+    "cos": "P2 writes of the cosine ratio “The results show that the effective depth ratio remains remarkably "
+           "stable.” (§4.1)",
+    **dict.fromkeys(("kl", "overlap"),
+                    "P2 calls the logit-lens ratios “slightly less consistent across scales than the cosine similarity "
+                    "metric, with a mild increasing trend in ratio for larger models” (§4.1), and its abstract still "
+                    "says the ratio “remains stable”, so we take P2's own spread as the most the claim allows (ours)"),
+}
+#: chapter 9: P2's largest base-to-long-CoT rise in Table 1 (rise, metric, size), the chain-of-thought tolerance
+COT_RISE = reference_cot_tolerance()
+
+
+def _p2_lens() -> str:
+    """P2's own measurement of the logit-lens claim's statistic: P2's ED_KL and ED_overlap ratios, (ED + 1) / L,
+    are the relative depths where the lens KL halves and where the top-5 overlap passes 0.3. Their range over
+    every model × task of its Table 1 (:func:`reference_cells`), and, where the lowest cell lies apart from the
+    next one, the range without it, naming that cell."""
+    parts, models = [], {}
+    for metric, name in (("kl", "KL"), ("overlap", "overlap")):
+        cells = sorted(reference_cells(metric), key=lambda c: c[2])
+        models.update(dict.fromkeys(c[0] for c in cells))
+        lo, nxt, hi = cells[0][2], cells[1][2], cells[-1][2]
+        text = f"{name} {lo:.2f}–{hi:.2f}"
+        if f"{nxt:.2f}" != f"{lo:.2f}":
+            text += f" ({nxt:.2f}–{hi:.2f} without its lowest cell, {cells[0][0]} on {cells[0][1]})"
+        parts.append(text)
+    return (f"{'; '.join(parts)} (P2's measurement of this statistic, its ED ratio, in P2's Table 1: "
+            f"{len(models)} Qwen2.5 and R1-Distill models × 3 tasks; P1 gives no number)")
+
+
+_MODELS_P1 = ("models", "Llama 3.1 8B/70B/405B and Qwen 3 8B/14B/32B; OLMo 2 7B/13B/32B in the rebuttal (the "
+                        "abstract: “we analyze the residual stream of the Llama 3.1, Qwen 3, and OLMo 2 family of "
+                        "models”)")
+_QWEN3_32B = ("Qwen 3 32B (the authors' OpenReview reply, on their Fig. 18e)",
+              "“Layers >50 have low influence on the future layers (the bottom right triangle tip), except for the "
+              "last 1-2, similarly to the late layers of other models.”")
+
+CLAIMS: dict[str, Claim] = {c.key: c for c in [
+    Claim("residual_stream", "00", "P1",
+          "§2, its notation (and the project's measurement specification, its check on every family)",
+          "in our words: every layer adds its attention output and its MLP output to the residual stream, "
+          "hₗ₊₁ = hₗ + aₗ + mₗ, so what a layer contributes can be read off its two sublayers",
+          "the largest relative error ‖hₗ₊₁ − (hₗ + aₗ + mₗ)‖ / ‖hₗ₊₁‖ over "
+          "layers, tokens and prompts, with aₗ and mₗ read as the family adapter reads what each sublayer adds",
+          Threshold(1e-4, "ours: float32 rounding through a few layers is ~1e-6 per layer (tests/conftest.py), "
+                          "so 1e-4 leaves a hundredfold margin; a bf16 model needs ~1e-2"),
+          Threshold(1e-2, "ours: a sublayer read wrongly (a raw output where a post-norm is added) leaves an "
+                          "error of order 1"),
+          fact="max_error", short="largest relative error of hₗ₊₁ = hₗ + aₗ + mₗ",
+          paper_value="— (P1 states the identity and reports no measured error; ours: 0 up to float rounding)",
+          paper_facts=(("models", "any pre-norm transformer (P1's Llama 3.1, Qwen 3, OLMo 2)"),)),
+    Claim("contributions", "01", "P1", "abstract; Fig. 2",
+          "“layers in the second half contribute much less than those in the first half, with a clear phase "
+          "transition between the two halves”",
+          "the mean whole-layer ‖Δₗ‖ / ‖hₗ‖ of the second half of the layers over "
+          "that of the first half (layer 0, which writes onto the bare embedding, apart)",
+          Threshold(0.5, "ours: “much less” read as at most half"),
+          Threshold(1.0, "ours: above 1 the second half contributes more than the first"),
+          fact="ratio", short="second-half over first-half mean ‖Δₗ‖ / ‖hₗ‖",
+          paper_value="no number in the text; below 1 read off Fig. 2, and “much less” read as at most 0.5 (ours)",
+          paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems"),
+                       ("last layers", "— (P1 gives no number or statement on the last layers' contribution; the "
+                                       "ratio without the last layer is ours)"))),
+    Claim("future_effects", "02", "P1", "abstract; Fig. 3",
+          "“skipping layers in the second half has a much smaller effect on future computations and output "
+          "predictions”",
+          "the mean effect of skipping a second-half layer over that of a first-half layer (P1's max over positions "
+          "and prompts), on later layers (future computations) and on the output distribution (output "
+          "predictions), each graded",
+          Threshold(0.5, "ours: “much smaller” read as at most half"),
+          Threshold(1.0, "ours: above 1 second-half layers matter more to later ones"),
+          fact="later_ratio, out_ratio", short="second-half over first-half effect on later layers; on the output",
+          paper_value="no number in the text; both below 1 read off Fig. 3, and “much smaller” read as at most 0.5 "
+                      "(ours)",
+          paper_facts=(_MODELS_P1, ("prompts", "N = 10 GSM8K test problems, 4 positions t each"), _QWEN3_32B)),
+    Claim("logit_lens", "03", "P1", "Fig. 4; abstract",
+          "in our words: the logit lens stays far from the output in the first half and converges in the second, "
+          "where layers make “more fine-grained adjustments to the residual”",
+          "the relative depth (l+1)/L at which the lens KL first falls below half its maximum, and at which the "
+          "top-5 overlap first exceeds 0.3 (P2's thresholds), each graded",
+          Threshold(0.5, "ours: P1 puts “a clear phase transition between the two halves” (said of the layers' "
+                         "contributions, chapter 1); we grade the lens against the same middle, 0.5"),
+          Threshold(0.5, "ours: the same middle: a crossing wholly in the first half converges early"),
+          fact="kl_rel, overlap_rel",
+          below=False, whole_layer=True, short="relative depth where the lens converges (KL halves; overlap > 0.3)",
+          paper_value=_p2_lens,
+          paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems"))),
+    Claim("context", "04", "P1", "Fig. 6",
+          "in our words: context positions (operands, entities) stop mattering by about the middle of the network; "
+          "after that the answer is computed at the last positions",
+          "per prompt, the relative depth of the deepest layer at which intervening at a context position still "
+          "moves the answer by more than 10% of the largest effect (ours: what counts as mattering)",
+          Threshold(0.6, "ours: the middle, 0.5, plus a tenth of slack"),
+          Threshold(0.8, "ours: context still matters in the last fifth of the layers"),
+          fact="deepest_rel", short="deepest relative depth at which a context position matters",
+          paper_value="≈ 0.5 (ours, from P1's notebook, which reads its erasure and attribution plots as “all tokens "
+                      "are important until halfway through the network”); no number in the paper's text",
+          paper_facts=(("models", "Llama 3.1 70B (Fig. 6)"),
+                       ("prompts", "`5 + 7 + 5 + 3 + 1 + 7 = ` → 28; `The spouse of the performer of Imagine is` "
+                                   "→ Yoko Ono"),
+                       ("integrated gradients", "K = 256 points, batches of 16")))] + [
+    Claim("depth_score", "06", "P1", "abstract; depth score against difficulty",
+          "“for multihop tasks, we are unable to find evidence that models are using increased depth to compose "
+          "subresults in examples involving many hops”",
+          "per task family, the least-squares slope against the level's rank (0, 1, …) of P1's level score: the "
+          "depth score of the level's effect matrix D, maxed over its prompts and positions, divided by L − 1 "
+          "(prompts resampled within levels, each level's max and score recomputed)",
+          Threshold(None, "ours: a rise of less than one layer from the easiest to the hardest level, "
+                          "1 / ((L−1)·(levels−1)), is below the resolution of a layer index"),
+          Threshold(0.0, "a slope whose interval lies wholly above 0 is a rise outside the noise"),
+          fact="{task}_slope", short="slope per level of the normalised depth score of the level max of D",
+          paper_value="no number given; no rise found (“unable to find evidence”); ours: a slope within one layer "
+                      "over the levels",
+          paper_facts=(("models", "Llama 3.1 70B, Qwen 3"), ("prompts", "20 problems per level: MATH levels 1–5, "
+                                                                        "2/3/4-hop questions"),
+                       ("accuracy", "— (ours: a family counts only where the model solves enough of every level)"))),
+    Claim("mapping", "07", "P1", "abstract; linear maps from a shallow to a deep model",
+          "“layers with the same relative depth map best to each other, suggesting that the larger model simply "
+          "spreads the same computations out over its many layers”",
+          "per mapping, the mean |relative depth of the best target − relative depth of the source| over source "
+          "layers, against its chance distribution when the target layers are permuted",
+          Threshold(None, f"the 5th percentile of the distance under {N_PERMUTATIONS} random permutations of the "
+                          "target layers: closer to the diagonal than 95% of chance maps (5%: the conventional level)"),
+          Threshold(None, "the same percentile: a distance chance reaches more than 5% of the time"),
+          fact="distance", short="distance of the best targets from the relative-depth diagonal",
+          paper_value="no number given; the best matches lie on the diagonal of P1's heatmap, a distance near 0 (ours)",
+          whole_layer=True,
+          paper_facts=(("models", "Qwen2.5-1.5B → Qwen2.5-14B"),
+                       ("result", "a diagonal in the source × target heatmap")))] + [
+    Claim("shared_layers", "08", "P1", "outlook: MoEUT",
+          "in our words: a shared-layer model (MoEUT) tends to use more of its depth than a standard transformer "
+          "trained on the same task; P1 calls this preliminary",
+          "the shared-layer model minus the stacked one on three numbers where larger means later layers matter "
+          "more (late/early future-effect ratio, KL effective-depth ratio, normalised depth score averaged over the "
+          "prompts: ours, not P1's per-level max)",
+          Threshold(0.0, "a difference whose interval lies wholly above 0 is outside the noise"),
+          Threshold(0.0, "the same 0 from below"),
+          fact="diff_{measure}", below=False, whole_layer=True, short="shared-layer minus stacked model",
+          paper_value="no number given; MoEUT “tends to utilize more depth in its computation” (the authors' "
+                      "OpenReview wording; preliminary), a difference above 0 (ours)",
+          paper_facts=(("models", "MoEUT against a standard transformer, same task and data"),
+                       ("status", "P1: preliminary; no large shared-layer model exists"))),
+    Claim("scale", "09", "P2", "abstract; Table 1",
+          "“while the number of effective layers grows with model size, the effective depth ratio remains stable”",
+          "the least-squares slope of the mean ED (over tasks, in layers) against L across the ladder (ED grows), "
+          "and the largest minus the smallest mean ratio (over tasks) across the ladder (the ratio is stable), each "
+          "graded",
+          Threshold(None, "per metric, P2's Table 1: the spread of the same statistic across Qwen2.5-Instruct "
+                          "1.5B → 32B"),
+          Threshold(None, "the same spread"),
+          fact="scale_ed_slope, scale_spread", short="slope of ED against L; largest − smallest mean ratio across sizes",
+          question="model size",
+          paper_value=lambda: _p2({"ED slope": "scale_ed_slope", "ratio spread": "scale_spread"},
+                                  "Qwen2.5-Instruct 1.5B–32B"),
+          whole_layer=True,
+          paper_facts=(("models", "Qwen2.5 1.5B–32B base, Instruct and Math; DeepSeek-R1-Distill-Qwen 1.5B–32B"),
+                       ("prompts", "10 HellaSwag, 10 GSM8K, 5 AIME24 problems of at most 400 tokens"))),
+    Claim("cot", "09", "P2", "abstract; Table 1",
+          "“comparisons between base and corresponding long-CoT models show no increase in effective depth”",
+          "the mean ratio of the chain-of-thought model minus that of its base",
+          Threshold(COT_RISE[0], f"P2's Table 1: its largest rise of the mean ratio from a base model to its long-CoT "
+                                 f"model over its four pairs (Appendix B) and three metrics, {COT_RISE[1]} at "
+                                 f"{COT_RISE[2]}; P2 finds “no significant difference in effective depth ratio "
+                                 "between long-CoT and base models” (§4.2)"),
+          Threshold(COT_RISE[0], "the same rise"),
+          fact="cot_gain", whole_layer=True, short="long-CoT minus base mean ratio",
+          question="long chain-of-thought training",
+          paper_value=lambda: _p2("cot_gain", "each DeepSeek-R1-Distill-Qwen model minus its same-size base")),
+    Claim("difficulty", "09", "P2", "abstract; Table 1",
+          "“models do not dynamically use more layers for harder problems”",
+          "the mean ratio over the ladder on AIME24 minus that on HellaSwag and GSM8K",
+          Threshold(None, "ours: one layer, the mean of 1/L over the ladder"),
+          Threshold(None, "the same step"),
+          fact="hard_gain", whole_layer=True, short="AIME24 minus HellaSwag and GSM8K mean ratio",
+          question="task difficulty",
+          paper_value=lambda: _p2("hard_gain", "Qwen2.5-Instruct 1.5B–32B")),
+]}
+

@@ -1,0 +1,360 @@
+"""Every :class:`Verdict` the book prints, one function per claim (see :mod:`depthutils.book.claim_table` for the
+claims and their thresholds, :mod:`depthutils.book.grading` for the one grading rule and the "paper vs this run"
+table; both are re-exported here, so ``claims.grade`` and ``claims.CLAIMS`` keep working).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from depthutils.book.claim_table import ACCURACY_FLOOR, CLAIMS, COMPLETENESS_LIMIT, GROWS, LEVEL, MIN_HALF, N_PERMUTATIONS, OUTCOMES, OUTPUT_AGAINST, OUTPUT_SHOWN, SCALE_WORDS, SHARED_TARGET, WHOLE_LAYER, Claim, Threshold
+from depthutils.measures.cross_model_mapping import MappingResult
+from depthutils.measures.depth_score_result import DepthScoreResult
+from depthutils.analysis.depth_use import MEASURES, DepthUse
+from depthutils.measures.future_effects import FutureEffectsResult
+from depthutils.book.grading import Verdict, _verdict, band, combine, grade, interval_text, judge, not_tested, paper_vs_run
+from depthutils.measures.integrated_gradients import IGResult
+from depthutils.analysis.known_facts import KINDS, FactPrompts
+from depthutils.measures.logit_lens import LogitLensResult
+from depthutils.measures.contributions import ContributionsResult
+from depthutils.measures.residual_stream import ResidualStreamResult
+from depthutils.analysis.study import METRICS, Study, reference_spread
+
+# ------------------------------------------------------------------------------------ P1's claims
+
+def residual_stream(result: ResidualStreamResult) -> Verdict:
+    """Chapter 0: the residual stream's decomposition into what each sublayer adds."""
+    c, f = CLAIMS["residual_stream"], result.facts()
+    outcome, value, lo, hi = judge(c, result, c.fact)
+    return _verdict(c, outcome, f"largest relative error {interval_text(value, lo, hi, '.1e')}; with the raw module "
+                                f"outputs instead: {f['max_raw_error']:.1e}.",
+                    criterion=c.criterion(fmt=".0e"), value=interval_text(value, lo, hi, '.1e'))
+
+
+
+def contributions(result: ContributionsResult) -> Verdict:
+    """Chapter 1: the second half's relative contribution against the first half's (layer 0 apart)."""
+    c, f = CLAIMS["contributions"], result.facts()
+    if f["half_size"] < MIN_HALF:
+        return not_tested("contributions", f"{f['L']} layers: layers 1–{f['L'] - 1} cannot form two halves of at "
+                                           f"least {MIN_HALF} layers each.")
+    outcome, value, lo, hi = judge(c, result, c.fact)
+    return _verdict(c, outcome,
+                    f"second half {f['second']:.3f}, first half {f['first']:.3f}, ratio {interval_text(value, lo, hi)}; "
+                    f"without the last layer (ours: how much one layer moves the ratio), the second half is "
+                    f"{f['second_wo_last']:.3f} and the ratio {interval_text(f['ratio_wo_last'])}.",
+                    rows={"last layers": f"ratio {f['ratio']:.2f} with the last layer, {f['ratio_wo_last']:.2f} "
+                                         "without (ours)"},
+                    value=interval_text(value, lo, hi))
+
+
+def future_effects(result: FutureEffectsResult) -> Verdict:
+    """Chapter 2: skipping a second-half layer against a first-half one, on later layers and on the output,
+    each graded against its own thresholds; shown only if both are, mixed if one is. An output ratio that is
+    undefined (a half left empty by structural zeros, or a first half that never moves the output) is
+    *not tested* for that part and not counted."""
+    c, f = CLAIMS["future_effects"], result.facts()
+    if f["half_size"] < MIN_HALF:  # the last layer has no later layers
+        return not_tested("future_effects", f"{f['L']} layers: the {f['L'] - 1} layers with later layers cannot "
+                                            f"form two halves of at least {MIN_HALF} layers each.")
+    outcome, value, lo, hi = judge(c, result, "later_ratio")
+    out, ovalue, olo, ohi = judge(c, result, "out_ratio", shown=OUTPUT_SHOWN.value, against=OUTPUT_AGAINST.value)
+    params = result.meta.get("params", {})
+    notes = []
+    if f["structural"]:
+        notes.append(f"Left out of the output halves: layer(s) {f['structural']}, whose output effect is 0 by "
+                     f"construction in this variant ({params.get('mode')} tokens{', direct only' if params.get('local') else ''}).")
+    if ovalue is None:
+        notes.append("The output half is not tested: " + (
+            "after the structural zeros are left out, a half has no layer left." if f["out_first"] is None
+            or f["out_second"] is None else "skipping a first-half layer never moves the output, so there is no "
+                                            "ratio to take."))
+    later_text, out_text = interval_text(value, lo, hi), interval_text(ovalue, olo, ohi)
+    criterion = (f"{c.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval over prompts. Later layers: shown if "
+                 f"the interval lies at or below {c.shown.value:.2f} ({c.shown.source}), not shown if wholly above "
+                 f"{c.against.value:.2f} ({c.against.source}), mixed otherwise. Output: shown if it lies at or below "
+                 f"{OUTPUT_SHOWN.value:.2f} ({OUTPUT_SHOWN.source}), not shown if wholly above "
+                 f"{OUTPUT_AGAINST.value:.2f} ({OUTPUT_AGAINST.source}), mixed otherwise. The claim is shown only if "
+                 "both are, not shown if both are not, mixed otherwise; an output ratio that is undefined is not "
+                 "tested and not counted.")
+    return _verdict(c, combine([outcome, out]),
+                    f"second half {f['later_second']:.3f}, first half {f['later_first']:.3f}, ratio {later_text} "
+                    f"({params.get('part', 'layer')}, {params.get('mode', 'future')} tokens; {outcome}); on the "
+                    f"output: ratio {out_text} ({out}).", notes, criterion=criterion,
+                    value=f"later layers {later_text}; output {out_text}" + (" (not tested)" if ovalue is None else ""))
+
+
+def logit_lens(result: LogitLensResult) -> Verdict:
+    """Chapter 3: where the lens KL halves and where the top-5 overlap passes 0.3, against the middle."""
+    c, f = CLAIMS["logit_lens"], result.facts()
+    outcomes, parts, values = [], [], []
+    for key, what in (("kl_rel", "KL halves"), ("overlap_rel", "overlap passes 0.3")):
+        if f[key] is None:  # never crosses: as late as it gets, which favours the claim only at the very end
+            outcomes.append("not tested")
+            parts.append(f"{what} at no layer (not counted)")
+            values.append(f"{what}: at no layer")
+            continue
+        outcome, value, lo, hi = judge(c, result, key)
+        outcomes.append(outcome)
+        parts.append(f"{what} at relative depth {interval_text(value, lo, hi)} ({outcome})")
+        values.append(f"{what}: {interval_text(value, lo, hi)}")
+    return _verdict(c, combine(outcomes), "; ".join(parts) + ".", value="; ".join(values))
+
+
+#: what chapters 4 and 5 measure at a context position, by the ``what`` they pass to :func:`context`
+CONTEXT_MEASURES = {"erasing the residual": "the effect on the answer of erasing the residual (replacing it by "
+                                            "its mean)",
+                    "the |attribution|": "the |integrated-gradients attribution| to the answer"}
+
+
+def context(results: dict[str, IGResult], what: str, facts: FactPrompts | None = None) -> Verdict:
+    """Chapters 4 and 5: per prompt, the deepest layer at which a context position still matters.
+
+    ``facts``: the :func:`depthutils.analysis.known_facts.prompts_for` that chose the prompts; a kind of prompt
+    (arithmetic, two-hop) the model answers none of is *not tested*, with the model's accuracy on it."""
+    c = CLAIMS["context"]
+    grades, parts = [], []
+    notes = []
+    untested = dict(facts.untested) if facts is not None else {}
+    rows = {"prompts the model answers": " ".join(facts.sentence(k) for k in KINDS)} if facts is not None else {}
+    for name, r in results.items():
+        facts = r.facts()
+        rel = facts["deepest_rel"]
+        share = facts.get("completeness") if isinstance(r, IGResult) else None
+        if share is not None and share > COMPLETENESS_LIMIT:
+            grades.append("not tested")
+            parts.append(f"{name}: {rel if rel is None else f'{rel:.2f}'} (not counted)")
+            notes.append(f"{name} is not informative: its layer sums miss f(x) − f(b) by {share:.2f} of it, above "
+                         f"{COMPLETENESS_LIMIT} (ours: past that the attribution is not the integral it stands for; "
+                         "more steps, or rule=\"adaptive\", close the gap).")
+            continue
+        grades.append(grade(rel, None, None, c.shown.value, c.against.value))
+        parts.append(f"{name}: {'no context position ever matters (not counted)' if rel is None else f'{rel:.2f}'}")
+    for kind, why in untested.items():
+        grades.append("not tested")
+        parts.append(f"{kind}: not tested")
+        notes.append(f"No {KINDS[kind]} prompt is graded: the model answers none it was given (with, for two-hop, "
+                     f"both single hops). {why}")
+    worst = [g for g in grades if g != "not tested"]
+    outcome = max(worst, key=OUTCOMES.index) if worst else "not tested"
+    measure = CONTEXT_MEASURES.get(what, what)
+    statistic = (f"per prompt, the relative depth of the deepest layer at which {measure} at a context position is "
+                 "still more than 10% of its largest value (ours: what counts as mattering)")
+    return _verdict(c, outcome, "; ".join(parts) + f" ({what}; one prompt each, so no interval).", notes,
+                    value="; ".join(parts) + " (one prompt each: no interval)", rows=rows,
+                    criterion=f"{statistic}: shown if it is at or below {c.shown.value} ({c.shown.source}) for "
+                              f"every prompt, not shown if it is above {c.against.value} ({c.against.source}) for "
+                              "one, mixed otherwise. Each prompt is one measurement, as in P1, so there is no "
+                              "interval over prompts.")
+
+
+def depth_score(result: DepthScoreResult, floor: float = ACCURACY_FLOOR) -> Verdict:
+    """Chapter 6: per family, does P1's level depth score (that of ``D`` maxed over the level's prompts) rise
+    with the level? The slope of the level means of the prompts' scores (ours) is reported beside it, not
+    graded. Families the model does not solve (accuracy below ``floor`` at a level compared) carry no
+    evidence and are not counted."""
+    c, f = CLAIMS["depth_score"], result.facts()
+    L = result.n_layers
+    grades, parts, notes, values = [], [], [], []
+    for t in dict.fromkeys(r["task"] for r in result.rows):
+        rows = [r for r in result.rows if r["task"] == t]
+        acc = [r["accuracy"] for r in rows]
+        key = c.fact.format(task=t)
+        slope, lo, hi = f[key], f[f"{key}_lo"], f[f"{key}_hi"]
+        text = f"{t}: {interval_text(slope, lo, hi, '+.3f')}"
+        values.append(text)
+        mean = f"{t}_mean_slope"
+        ours = (f"beside it, ours and not graded, the slope of the level means of the prompts' scores "
+                f"{interval_text(f[mean], f[f'{mean}_lo'], f[f'{mean}_hi'], '+.3f')}")
+        if any(a is not None and a < floor for a in acc):
+            notes.append(f"{t} is not informative: accuracy " + ", ".join(
+                f"{100 * a:.0f}%" for a in acc if a is not None) + f" by level, below the floor of {100 * floor:.0f}% "
+                "(ours: at a level the model rarely solves, the score measures failed attempts).")
+            parts.append(text + f" (not counted; {ours})")
+            values[-1] += " (not counted)"
+            continue
+        if len(rows) < 2:
+            parts.append(text + f" (one level: not counted; {ours})")
+            values[-1] += " (not counted)"
+            continue
+        delta = 1.0 / ((L - 1) * (len(rows) - 1))
+        g = grade(slope, lo, hi, delta, c.against.value, shown_first=True)
+        grades.append(g)
+        parts.append(text + f" against one layer over the levels, {delta:.3f} ({g}; {ours})")
+    outcome = combine(grades)
+    if outcome == "not tested":
+        notes.append("No task family is informative, so this run cannot test the claim.")
+    return _verdict(c, outcome, "; ".join(parts) + ".", notes, value="; ".join(values),
+                    criterion=f"{c.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval (a resampled max never "
+                              "exceeds the level's observed one, so the interval says how much the slope hangs on a "
+                              "few prompts): a family counts for the "
+                              f"claim if the interval lies at or below one layer over its levels ({c.shown.source}); "
+                              "this is decided first, so a rise inside one layer supports the claim even when its "
+                              "interval lies above 0, because P1's claim is that harder problems do not use more "
+                              f"depth. Otherwise the family counts against the claim if the interval lies wholly "
+                              f"above 0 ({c.against.source}), and is mixed otherwise (an interval that reaches both 0 "
+                              "and past one layer). Families are combined, "
+                              f"and a family below {100 * floor:.0f}% accuracy at any level is not counted.")
+
+
+def mapping(results: list[MappingResult], n_permutations: int = N_PERMUTATIONS, seed: int = 0) -> Verdict:
+    """Chapter 7: the best matches' distance from the relative-depth diagonal against permuted targets,
+    with the rank correlation beside it; a map where most source layers share one target is at best mixed."""
+    c = CLAIMS["mapping"]
+    results = [r for r in results if r.meta["params"]["source"] != r.meta["params"]["target"]]
+    if not results:
+        return not_tested("mapping", "one model only: a model mapped onto itself is the sanity check, not a test; "
+                                     "give two models that share a tokenizer.")
+    grades, parts, notes, values = [], [], [], []
+    for r in results:
+        p = r.meta["params"]
+        null = r.null_distances(n_permutations, seed)
+        q05 = float(np.percentile(null, 5))
+        outcome, value, lo, hi = judge(c, r, c.fact, shown=q05, against=q05)
+        f = r.facts()
+        rho_lo, rho_hi = band(r, "rank_corr")
+        if f["shared_frac"] > SHARED_TARGET:
+            notes.append(f"{p['source']} → {p['target']}: {100 * f['shared_frac']:.0f}% of the source layers share one "
+                         f"best target (layer {f['shared_layer']}), so the map cannot place them at distinct depths: "
+                         "graded at best mixed.")
+            outcome = "mixed" if outcome == "shown" else outcome
+        grades.append(outcome)
+        values.append(f"{p['source']} → {p['target']}: {interval_text(value, lo, hi, '.3f')} (chance's 5th "
+                      f"percentile {q05:.3f})")
+        parts.append(f"{p['source']} → {p['target']}: distance {interval_text(value, lo, hi, '.3f')} against chance's "
+                     f"5th percentile {q05:.3f} (median {np.median(null):.3f}; {100 * np.mean(null <= value):.0f}% of "
+                     f"permutations are as close); rank correlation of source and best-target depth "
+                     f"{interval_text(f['rank_corr'], rho_lo, rho_hi)} ({outcome})")
+    worst = max(grades, key=OUTCOMES.index)
+    return _verdict(c, worst, "; ".join(parts) + ".", notes, value="; ".join(values),
+                    criterion=f"{c.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval over held-out prompts: "
+                              f"shown if the interval lies at or below {c.shown.source}; not shown if it lies wholly "
+                              "above it; mixed otherwise. Every mapping must show it.")
+
+
+def shared_layers(result: DepthUse) -> Verdict:
+    """Chapter 8: the shared-layer model (the last) minus the stacked one (the first), three numbers."""
+    c = CLAIMS["shared_layers"]
+    stacked, shared = result.models[0], result.models[-1]
+    if stacked == shared:
+        return not_tested("shared_layers", "one model only: the claim compares a stacked and a shared-layer model.")
+    a, b, f = result.numbers(stacked), result.numbers(shared), result.facts()
+    grades, parts, values = [], [], []
+    for k in MEASURES:
+        key = c.fact.format(measure=k)
+        d, lo, hi = f[key], f[f"{key}_lo"], f[f"{key}_hi"]
+        g = grade(d, lo, hi, c.shown.value, c.against.value, below=False)
+        if g == "shown" and (lo if lo is not None else d) <= c.shown.value:  # touching 0 is not above it
+            g = "mixed"
+        grades.append(g)
+        fmt = lambda v: "—" if v is None else f"{v:.3f}"
+        parts.append(f"{k}: {fmt(b[k])} vs {fmt(a[k])}, difference {interval_text(d, lo, hi, '+.3f')} ({g})")
+        values.append(f"{k}: {interval_text(d, lo, hi, '+.3f')}")
+    return _verdict(c, combine(grades), "; ".join(parts) + ".", value="; ".join(values),
+                    criterion=f"{shared} minus {stacked}: " + c.criterion().replace("at or above", "wholly above")
+                    + " Each of the three is graded; shown if all are, not shown if all are not, mixed otherwise.")
+
+
+# ------------------------------------------------------------------------------------ P2's claims
+
+def degenerate(study: Study, models, tasks, metric: str) -> str | None:
+    """Why ``metric`` cannot inform a comparison of ``models`` × ``tasks`` (None: it can): an effective depth
+    that is undefined (no layer meets the condition) or at layer 0 (met already on ``h_0``, the embedding, for the
+    lens curves; at the first layer's update for the cosine) in a measured cell says nothing about how deep the
+    model computes."""
+    cells = [study.cell(m, t, metric)[0] for m in models for t in tasks if study.results.get((m, t)) is not None]
+    undefined, floor = sum(ed is None for ed in cells), sum(ed == 0 for ed in cells)
+    if not cells:
+        return "no cell measured"
+    if undefined or floor:
+        return (f"{undefined} of {len(cells)} cells undefined, {floor} at layer 0" if undefined and floor else
+                f"{undefined} of {len(cells)} cells undefined" if undefined else f"{floor} of {len(cells)} cells at layer 0")
+    return None
+
+
+def degenerate_note(study: Study, models, tasks) -> str:
+    """Which metrics are degenerate on ``models`` × ``tasks`` and why, as a phrase ("none" if all inform)."""
+    why = {m: degenerate(study, models, tasks, m) for m in METRICS}
+    bad = [f"{m} ({w})" for m, w in why.items() if w]
+    return "; ".join(bad) if bad else "none"
+
+
+def _grows(slope, lo, hi) -> str:
+    """The ED-against-L slope graded against :data:`GROWS`: shown if its interval lies wholly above 0, not
+    shown if wholly at or below it, mixed otherwise (:func:`grade` with the boundary on the other side: a
+    slope exactly 0, an ED that does not grow, is no rise)."""
+    if slope is None:
+        return "not tested"
+    lo, hi = (slope, slope) if lo is None or hi is None else (lo, hi)
+    return "shown" if lo > GROWS.value else "not shown" if hi <= GROWS.value else "mixed"
+
+
+def _scale_criterion(c: Claim) -> str:
+    """The scale claim's two-part rule in words, with each metric's tolerance and P2's words on that metric."""
+    groups = {}  # the metrics P2 speaks of in the same words share them
+    for m in METRICS:
+        groups.setdefault(SCALE_WORDS[m], []).append(f"{m} {reference_spread(m):.3f}")
+    tolerances = "; ".join(f"{', '.join(ms)} ({words})" for words, ms in groups.items())
+    return (f"{c.statistic}, per metric (cos, KL, overlap) that is informative for the models compared, with its "
+            f"{100 * LEVEL:.0f}% bootstrap interval over prompts. ED grows: shown if the slope's interval lies wholly "
+            f"above 0, not shown if wholly at or below 0, mixed otherwise ({GROWS.source}). The ratio is stable: "
+            f"shown if the spread's interval lies at or below the metric's tolerance, not shown if wholly above it, "
+            f"mixed otherwise; the tolerance is {c.shown.source}: {tolerances}. Metrics are combined within each "
+            "part, and the claim is shown only if both parts are, not shown if both are not, mixed otherwise.")
+
+
+def effective_depth(study: Study, ladder, base: str | None = None, cot: str | None = None) -> dict[str, Verdict]:
+    """Chapter 9: P2's three questions, each graded on every metric that is informative for the models compared.
+    Scale is graded in two parts, ED grows with L (:func:`_grows`) and the ratio is stable (within P2's own
+    spread of that metric), and is shown only if both are."""
+    step = lambda models: float(np.mean([1.0 / study.n_layers(m) for m in models]))
+    easy = [t for t in ("hellaswag", "gsm8k") if t in study.tasks]
+    questions = {
+        "scale": (ladder if len(ladder) >= 2 else None, study.tasks, reference_spread),
+        "cot": ([base, cot] if base and cot else None, study.tasks, lambda m: CLAIMS["cot"].shown.value),
+        "difficulty": (ladder if easy and "aime24" in study.tasks else None, easy + ["aime24"], lambda m: step(ladder)),
+    }
+    why_not = {"scale": "needs at least two ladder models", "cot": "needs a base and a chain-of-thought model",
+               "difficulty": "needs AIME24 and HellaSwag or GSM8K"}
+    out = {}
+    for name, (models, tasks, tol) in questions.items():
+        c = CLAIMS[name]
+        key = c.fact.split(", ")[-1]
+        if models is None:
+            out[name] = not_tested(name, f"this run {why_not[name]}.")
+            continue
+        grades, parts, notes, values = [], [], [], []
+        growth, grown, grown_values = [], [], []  # scale only: does ED grow with L
+        for metric in METRICS:
+            why = degenerate(study, models, tasks, metric)
+            if why:
+                notes.append(f"{metric} is degenerate on these models ({why}): not counted.")
+                continue
+            f = study.facts(ladder, base, cot, metric)
+            t = tol(metric)
+            g = grade(f[key], f[f"{key}_lo"], f[f"{key}_hi"], t, t)
+            grades.append(g)
+            parts.append(f"{metric}: {interval_text(f[key], f[f'{key}_lo'], f[f'{key}_hi'])} against {t:.2f} ({g})")
+            values.append(f"{metric} {interval_text(f[key], f[f'{key}_lo'], f[f'{key}_hi'], '+.2f')}")
+            if name == "scale":
+                slope = interval_text(f["scale_ed_slope"], f["scale_ed_slope_lo"], f["scale_ed_slope_hi"], "+.2f")
+                growth.append(_grows(f["scale_ed_slope"], f["scale_ed_slope_lo"], f["scale_ed_slope_hi"]))
+                grown.append(f"{metric}: {slope} layers per layer, mean ED {f['scale_ed']} ({growth[-1]})")
+                grown_values.append(f"{metric} {slope}")
+        numbers = "; ".join(parts) or "no metric is informative"
+        outcome = combine(grades)
+        value = "; ".join(values)
+        criterion = (f"{c.statistic}, per metric (cos, KL, overlap) that is informative for the models compared, "
+                     f"with its {100 * LEVEL:.0f}% bootstrap interval over prompts: shown if it lies at or below the "
+                     f"tolerance{'' if c.shown.value is None else f', {c.shown.value:.2f}'} ({c.shown.source}), "
+                     "not shown if wholly above it, mixed otherwise; metrics are combined.")
+        if name == "scale":
+            numbers = (f"ED against L: {'; '.join(grown) or 'no metric is informative'}; ED grows: "
+                       f"{combine(growth)}. Ratio spread: {numbers}; ratio stable: {outcome}")
+            value = f"ED slope: {', '.join(grown_values)}; ratio spread: {', '.join(values)}"
+            outcome = combine([combine(growth), outcome])
+            criterion = _scale_criterion(c)
+        if outcome == "not tested":
+            notes.append("No metric is informative for these models, so this run cannot test the claim.")
+        out[name] = _verdict(c, outcome, numbers + ".", notes, value=value, criterion=criterion)
+    out["scale"].also = [out["cot"], out["difficulty"]]  # the chapter's one paper-vs-run table shows all three
+    return out

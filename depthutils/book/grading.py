@@ -1,0 +1,166 @@
+"""The one rule that grades every claim, the verdict it produces, and the chapter's "paper vs this run" table.
+
+:func:`grade` is the one grading rule, applied to a statistic and its bootstrap interval over prompts
+(:func:`judge` draws that interval). Four outcomes:
+
+* **shown**: the whole interval lies on the claim's side of the *shown* threshold;
+* **not shown**: the whole interval lies past the *against* threshold;
+* **mixed**: the interval straddles a threshold, so at this many prompts the run cannot tell;
+* **not tested**: the run cannot speak to the claim (one model where two are needed, no group
+  the model solves, too few layers to form halves, an undefined statistic). It is never counted
+  for or against the claim.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from depthutils.book.claim_table import CLAIMS, LEVEL, OUTCOMES, WHOLE_LAYER, Claim
+from depthutils.core.results import Result
+
+
+@dataclass
+class Verdict:
+    """A computed verdict on a paper's claim: the claim, the criterion, the outcome, this run's numbers,
+    and what the run could not count (``notes``). Chapters end with one."""
+
+    claim: str
+    criterion: str
+    outcome: str
+    numbers: str
+    notes: list = field(default_factory=list)
+    key: str = ""
+    rows: dict = field(default_factory=dict)  # this run's side of paper rows that have a counterpart here
+    value: str = ""  # this run's value of the graded statistic, with its interval (every graded part)
+    #: the chapter's other verdicts, whose claim and statistic rows its "paper vs this run" table shows after
+    #: this one's (chapter 9: the chain-of-thought and difficulty verdicts beside the size verdict)
+    also: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}, got {self.outcome!r}")
+
+    def markdown(self, title: str = "") -> str:
+        """The verdict as Markdown; ``title`` names it where a chapter shows several (chapter 9's three
+        questions), so their headings differ."""
+        head = f"**Verdict: {self.outcome}** (on {title})." if title else f"**Verdict: {self.outcome}.**"
+        lines = [head, "", f"- *Claim:* {self.claim}", f"- *Criterion:* {self.criterion}",
+                 f"- *This run:* {self.numbers}"]
+        lines += [f"- *Note:* {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------ the rule
+
+def grade(value, lo, hi, shown: float, against: float, below: bool = True, shown_first: bool = False) -> str:
+    """The one grading rule, on a statistic and its interval ``[lo, hi]`` (None: the point decides).
+
+    ``below=True`` (smaller favours the claim): *not shown* if the interval lies wholly above ``against``,
+    *shown* if it lies at or below ``shown``, *mixed* otherwise; ``below=False`` mirrors it. An undefined
+    statistic (None or not finite) is *not tested*: the run cannot speak to the claim.
+
+    The two tests can both hold only when the *shown* threshold lies past the *against* one (a tolerance
+    above 0, as in chapter 6). Then ``shown_first`` decides: True, an interval inside the tolerance is
+    *shown* even when it also lies wholly past ``against``; False, it is *not shown*.
+    """
+    if value is None or not np.isfinite(value):
+        return "not tested"
+    if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
+        lo = hi = value
+    is_shown = hi <= shown if below else lo >= shown
+    is_against = lo > against if below else hi < against
+    if shown_first and is_shown:
+        return "shown"
+    return "not shown" if is_against else "shown" if is_shown else "mixed"
+
+
+def band(result: Result, key: str, level: float = LEVEL) -> tuple[float | None, float | None]:
+    """The percentile bootstrap interval over prompts of ``result.facts()[key]`` (None, None without one)."""
+    if not result.n_prompts or result.facts()[key] is None:
+        return None, None
+    lo, hi = result.interval(lambda r: r.facts()[key], level=level)
+    return (None, None) if np.isnan(lo) else (float(lo), float(hi))
+
+
+def judge(claim: Claim, result: Result, key: str, *, shown: float | None = None,
+          against: float | None = None) -> tuple[str, float | None, float | None, float | None]:
+    """Bootstrap ``result.facts()[key]`` over prompts and grade it against the claim's thresholds (or the
+    run's ``shown``/``against``). Returns ``(outcome, value, lo, hi)``."""
+    value = result.facts()[key]
+    lo, hi = band(result, key)
+    s = claim.shown.value if shown is None else shown
+    a = claim.against.value if against is None else against
+    return grade(value, lo, hi, s, a, claim.below), value, lo, hi
+
+
+def combine(outcomes) -> str:
+    """Several graded parts of one claim: the parts that are *not tested* are left out; shown if all the
+    rest are shown, not shown if all are not shown, mixed otherwise; *not tested* if nothing is left."""
+    tested = [o for o in outcomes if o != "not tested"]
+    if not tested:
+        return "not tested"
+    if all(o == "shown" for o in tested):
+        return "shown"
+    if all(o == "not shown" for o in tested):
+        return "not shown"
+    return "mixed"
+
+
+def interval_text(value, lo=None, hi=None, fmt: str = ".2f") -> str:
+    """``"0.66 [0.61, 0.77]"``, ``"0.66"`` without an interval, ``"undefined"`` for None."""
+    if value is None:
+        return "undefined"
+    return f"{value:{fmt}}" + ("" if lo is None else f" [{lo:{fmt}}, {hi:{fmt}}]")
+
+
+def _claim_text(c: Claim) -> str:
+    return f"{c.paper} ({c.where}): {c.sentence}"
+
+
+def _verdict(c: Claim, outcome: str, numbers: str, notes=(), criterion: str | None = None, rows=None,
+             value: str = "") -> Verdict:
+    """A verdict on claim ``c``; ``value``: this run's value of the claim's statistic, with its interval."""
+    notes = list(notes) + ([WHOLE_LAYER] if c.whole_layer else [])
+    return Verdict(_claim_text(c), criterion or c.criterion(), outcome, numbers, notes, c.key, rows or {}, value)
+
+
+def not_tested(key: str, why: str) -> Verdict:
+    """A verdict for a run that cannot test claim ``key``, saying why."""
+    c = CLAIMS[key]
+    return Verdict(_claim_text(c), c.criterion() if c.shown.value is not None else c.statistic, "not tested", why,
+                   [], c.key)
+
+
+def _prompt_text(meta: dict) -> str:
+    """How a result's prompts read in the table: a single-prompt result (chapters 4 and 5) by its text and
+    answer, as the paper's column gives P1's, so that each of a chapter's prompts has its own entry."""
+    p = meta.get("params", {})
+    if meta.get("n") == 1 and p.get("prompt") is not None and p.get("answer") is not None:
+        text = f"`{p['prompt']}` → {p['answer'].strip()} ({meta['dataset']})"
+        return text.replace("|", "\\|")
+    return f"N = {meta['n']} ({meta['dataset']})"
+
+
+def paper_vs_run(verdict: Verdict, metas) -> str:
+    """The "paper vs this run" table of a verdict's claim: the paper's facts (models, prompts, what its text
+    gives) beside this run's, from the results' ``meta`` (a list; "—" where the run has no counterpart); the
+    claim in the paper's words beside this run's outcome; and, in a row named by the graded statistic, the
+    paper's value of that statistic (:meth:`Claim.paper_says`) beside this run's value with its interval; then
+    the same two rows for each of the verdict's companions (:attr:`Verdict.also`), the claim rows then named by
+    what each claim is about (:attr:`Claim.question`)."""
+    c = CLAIMS[verdict.key]
+    models = ", ".join(dict.fromkeys(f"{m['model']} ({m['n_layers']} layers)" for m in metas if m.get("model")))
+    prompts = "; ".join(dict.fromkeys(_prompt_text(m) for m in metas if m.get("n")))
+    run = {"models": models or "—", "prompts": prompts or "—", **verdict.rows}
+    rows = {**dict(c.paper_facts), **{k: dict(c.paper_facts).get(k, "—") for k in run}}
+    out = [f"| | {c.paper} ({c.where}) | this run |", "|---|---|---|"]
+    out += [f"| {k} | {v} | {run.get(k, '—')} |" for k, v in rows.items()]
+    for v in [verdict, *verdict.also]:
+        c = CLAIMS[v.key]
+        label = f"claim on {c.question}" if verdict.also and c.question else "claim"
+        out.append(f"| {label} | {c.sentence} | **{v.outcome}** |")
+        run_value = v.value or (f"— (not tested: {v.numbers})" if v.outcome == "not tested" else "—")
+        out.append(f"| {c.short} | {c.paper_says()} | {run_value} |")
+    return "\n".join(out)
+

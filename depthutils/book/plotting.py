@@ -1,0 +1,369 @@
+"""One look for every chapter: each figure function takes a result and returns a Figure (the shared look,
+bands, heatmaps and saving are in :mod:`depthutils.book.plotstyle`).
+
+Drawn with seaborn on long-form data (one row per prompt × layer): lines carry
+95% bootstrap bands over prompts (``errorbar=("ci", 95)``, 1000 resamples, seed
+0; token-weighted where the measurement averages over tokens, so the line is the
+result's own aggregate), heatmaps come from ``sns.heatmap`` with a labelled
+colorbar. Titles name the model, the data set and n (from the result's metadata);
+:func:`save` writes PNG and PDF. A figure of a single prompt (erasure, integrated
+gradients) has no interval over prompts and says so.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from depthutils.book.plotstyle import BAND, BAND_NOTE, CMAPS, COLORS, LABELS, heatmap, lineplot, lines, long_form, title
+
+
+def contributions(result):
+    """P1 Fig. 2: relative contribution (a) and cosine with the residual (b) per layer, 95% bands."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
+    palette = {LABELS[p]: COLORS[p] for p in COLORS}
+    lines(a, long_form(result, {f"{p}_ratio": LABELS[p] for p in COLORS}), palette)
+    lines(b, long_form(result, {f"{p}_cos": LABELS[p] for p in COLORS}), palette, legend=False)
+    f = result.facts()
+    mid, L = f["mid"], f["L"]
+    a.hlines([f["first"], f["second"]], [1, mid], [mid - 1, L - 1], colors="k", lw=1.5,
+             label="whole layer: mean of each half")
+    a.hlines([0.5 * f["first"], f["first"]], mid, L - 1, colors="k", lw=1, linestyles=[":", "--"],
+             label="second half: shown at or below 0.5× the first half's mean, not shown above 1×")
+    a.set(xlabel="layer", ylabel="‖contribution‖ / ‖residual‖ (log scale)", title="(a) relative contribution",
+          yscale="log")
+    a.legend(title=None, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
+    b.axhline(0, color="k", lw=0.8)
+    b.set(xlabel="layer", ylabel="cos(contribution, residual)", title="(b) cosine similarity")
+    fig.suptitle(title(result, "How much does each layer write into the residual stream?") + f" · {BAND_NOTE}",
+                 y=1.06)
+    return fig
+
+
+def future_effects(result):
+    """P1 Fig. 3: effect of skipping layer s on later layer j (heatmap, max over prompts) and on the
+    output: P1's max over prompts (bars) and the mean over prompts with its 95% interval (points)."""
+    D, O = result.layer_effect, result.output_effect
+    L = len(O)
+    p = result.meta.get("params", {})
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [1.25, 1]})
+    heatmap(a, D, "max relative change of Δ_j", cmap=CMAPS["future_effect"], vmin=0)
+    a.axhline((L + 1) // 2, color="w", lw=1.2, ls="--")  # the verdict compares the rows above and below it
+    a.set(xlabel="later layer j", ylabel="skipped layer s (dashed: first | second half)",
+          title="(a) effect on later layers (max over prompts)")
+    b.bar(np.arange(L), O, color=COLORS.get(p.get("part", "layer"), "gray"), alpha=0.5, label="max over prompts (P1)")
+    df = long_form(result, {"output_effect": "mean over prompts"})
+    sns.pointplot(df, x="x", y="value", color="k", linestyle="none", markersize=4, native_scale=True, ax=b,
+                  label="mean over prompts (95% CI)", **BAND)
+    b.set(xlabel="skipped layer s", ylabel="max ‖p − p′‖₂", title="(b) effect on the output distribution",
+          xticks=range(L))
+    b.legend(fontsize=8)
+    variant = f"skip {LABELS.get(p.get('part'), p.get('part'))}, {p.get('mode', 'future')} tokens"
+    if p.get("local"):
+        variant += ", direct paths only"
+    fig.suptitle(title(result, f"What breaks downstream when a layer is skipped? ({variant})"), y=1.06)
+    return fig
+
+
+def logit_lens(result):
+    """P1 Fig. 4: KL(q_l ‖ q_L) and top-k overlap of the logit lens per layer, 95% bands."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
+    lines(a, long_form(result, {"kl": "KL"}), {"KL": "#9467bd"}, legend=False)
+    a.set(xlabel="layer l (lens on h_l, its input)", ylabel="KL(q_l ‖ q_L)  [nats]",
+          title="(a) KL to the final distribution")
+    lines(b, long_form(result, {"overlap": "overlap"}), {"overlap": "#8c564b"}, legend=False)
+    b.set(xlabel="layer l (lens on h_l, its input)", ylabel=f"top-{result.k} overlap", ylim=(-0.03, 1.03),
+          title=f"(b) overlap of the top-{result.k} tokens")
+    L = len(result.kl)
+    a.axhline(0.5 * result.kl.max(), color="k", lw=1, ls="--", label="half the maximum KL (P2)")
+    b.axhline(0.3, color="k", lw=1, ls="--", label="overlap 0.3 (P2)")
+    for ax in (a, b):  # the verdict: a crossing at or after the middle, (l + 1) / L ≥ 0.5, counts for P1
+        ax.axvline(L / 2 - 1, color="gray", lw=1, ls=":", label="middle: (l + 1) / L = 0.5")
+        ax.legend(fontsize=7)
+    fig.suptitle(title(result, "When does the residual stream already hold the final prediction?")
+                 + f" · {BAND_NOTE}", y=1.06)
+    return fig
+
+
+def _token_map(result, matrix, *, cmap, label, ylabel, what, vmin, vmax, center=None, rel_row=None):
+    """A layer × token heatmap with the prompt's tokens on the x axis (one prompt: no interval), layer 0 at
+    the bottom as in P1; ``rel_row(r)`` is the last row at relative depth ``r``, where the verdict's
+    thresholds (0.6 shown, 0.8 not shown) are drawn."""
+    fig, ax = plt.subplots(figsize=(max(6, 0.42 * matrix.shape[1] + 2), 4))
+    tokens = [t.replace("Ġ", "·").replace("Ċ", "\\n") for t in result.tokens]
+    heatmap(ax, matrix, label, cmap=cmap, vmin=vmin, vmax=vmax, center=center, xticklabels=tokens)
+    ax.invert_yaxis()
+    if rel_row is not None:
+        for r, ls in ((0.6, "--"), (0.8, ":")):
+            ax.axhline(rel_row(r) + 1, color="w", lw=1.2, ls=ls)
+        ax.text(1.0, 1.02, "white lines: relative depth 0.6 (- -) and 0.8 (···)", transform=ax.transAxes,
+                ha="right", fontsize=7)
+    ax.tick_params(axis="x", labelrotation=90, labelsize=8)
+    ax.set(ylabel=ylabel, xlabel="position")
+    m = result.meta.get("params", {})
+    fig.suptitle(f"{what}\n{m.get('prompt', '')!r} → {m.get('answer', '')!r} · {result.meta.get('model')} · "
+                 "one prompt (no interval over prompts)", y=1.02)
+    return fig
+
+
+def residual_erasure(result):
+    """P1 Fig. 6b: effect of erasing h_l[t] on the answer distribution, layer × token."""
+    return _token_map(result, result.effect, cmap=CMAPS["erasure"], label="max ‖p − p′‖₂ over answer positions",
+                      ylabel="residual h_l (layer l)", what="Where is the answer computed? Erasing one residual vector",
+                      vmin=0, vmax=None, rel_row=lambda r: int(np.floor(r * (result.effect.shape[0] - 1))))
+
+
+def integrated_gradients(result):
+    """P1 Fig. 6a: attribution per layer × token; diverging colours, BOS excluded from the scale."""
+    A = result.attribution
+    lim = float(np.abs(A[:, 1:]).max()) or 1.0
+    p = result.meta.get("params", {})
+    rule = (f"adaptive rule, {result.evaluations / A.shape[0]:.0f} evaluations per layer" if p.get("rule") == "adaptive"
+            else f"{p.get('steps')} steps" + (" (Gauss–Legendre)" if p.get("rule") == "gauss" else ""))
+    return _token_map(result, A, cmap=CMAPS["attribution"], label="attribution to the answer probability",
+                      ylabel="layer output (layer l)", vmin=-lim, vmax=lim, center=0.0,
+                      rel_row=lambda r: int(np.floor(r * A.shape[0])) - 1,
+                      what=f"Integrated gradients, {rule} (BOS column outside the colour scale)")
+
+
+# ------------------------------------------------------------------ chapter 9 (P2)
+METRICS = ("cos", "kl", "overlap")
+METRIC_LABELS = {"cos": "mean cosine c̄_l", "kl": "KL(q_l ‖ q_L) / max", "overlap": "top-5 overlap"}
+
+
+def effective_depth_curves(study, task: str):
+    """The per-layer curves behind one task's effective depths, one panel per metric: each model's
+    token-weighted mean curve with its 95% band over prompts (KL divided by its curve's max), the
+    metric's threshold (dashed) and each model's effective depth (dotted)."""
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), sharex=True)
+    colors = dict(zip(study.models, sns.color_palette("tab10", len(study.models))))
+    for model in study.models:
+        r = study.results[(model, task)]
+        if r is None:  # no prompt of this task fits the model's context
+            continue
+        x = (np.arange(r.n_layers) + 1) / r.n_layers
+        for ax, curve, metric in zip(axes, ("mean_cos", "kl", "overlap"), METRICS):
+            df = long_form(r, {curve: model}, x=x)
+            if curve == "kl" and r.kl.max() > 0:
+                df["value"] /= r.kl.max()
+            lines(ax, df, {model: colors[model]}, legend=metric == "cos")
+            ed = r.ed(metric)
+            if ed is not None:
+                ax.axvline((ed + 1) / r.n_layers, color=colors[model], ls=":", lw=1)
+    for ax, metric, thr in zip(axes, METRICS, (0.0, 0.5, 0.3)):
+        ax.axhline(thr, color="k", lw=0.8, ls="--")
+        ax.set(xlabel="relative depth (l + 1) / L", ylabel=METRIC_LABELS[metric], title=f"ED from {metric}")
+    axes[0].legend(fontsize=7, title=None)
+    fig.suptitle(f"{task}: per-layer curves of P2's three metrics (dashed: the metric's threshold; dotted: each "
+                 f"model's effective depth; {BAND_NOTE})", y=1.04, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _yerr(values, bands):
+    """Matplotlib ``yerr`` (distances below and above) from values and ``(lo, hi)`` bands (None: no bar)."""
+    lo = [0 if v is None or b is None else max(v - b[0], 0) for v, b in zip(values, bands)]
+    hi = [0 if v is None or b is None else max(b[1] - v, 0) for v, b in zip(values, bands)]
+    return np.array([lo, hi])
+
+
+def ratio_vs_depth(study, models, uncontrolled=None):
+    """P2's scale question: effective-depth ratio against the number of layers, per metric and task,
+    with each cell's 95% bootstrap interval over prompts. ``uncontrolled`` (a study of other models, e.g. the
+    real pretrained ones) adds their cells as hollow markers: other data, training and tokenizer, so they are
+    shown beside the controlled ladder, never joined to it."""
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), sharey=True)
+    depths = [study.n_layers(m) for m in models]
+    extra = list(uncontrolled.models) if uncontrolled is not None else []
+    ticks = sorted(set(depths) | {uncontrolled.n_layers(m) for m in extra} if extra else set(depths))
+    for ax, metric in zip(axes, METRICS):
+        for j, task in enumerate(study.tasks):
+            ratios = [study.cell(m, task, metric)[1] for m in models]
+            bands = [study.cell_interval(m, task, metric) for m in models]
+            shift = (j - (len(study.tasks) - 1) / 2) * 0.12  # keep the bars of different tasks apart
+            line = ax.errorbar(np.array(depths, float) + shift, [np.nan if r is None else r for r in ratios],
+                               yerr=_yerr(ratios, bands), marker="o", ms=4, capsize=2, label=task)
+            for m in (extra if extra and task in uncontrolled.tasks else []):
+                r = uncontrolled.cell(m, task, metric)[1]
+                if r is not None:
+                    ax.errorbar([uncontrolled.n_layers(m) + shift], [r], yerr=_yerr([r], [uncontrolled.cell_interval(m, task, metric)]),
+                                marker="D", ms=5, mfc="none", ls="none", capsize=2, color=line[0].get_color())
+        for m in extra:
+            ax.annotate(m, (uncontrolled.n_layers(m), 1.0), ha="center", fontsize=7, color="0.3")
+        ax.set(xlabel="number of layers L", title=f"ED from {metric}", xticks=ticks, ylim=(0, 1.05))
+    axes[0].set_ylabel("effective-depth ratio (ED + 1) / L")
+    axes[-1].legend(fontsize=8)
+    note = "; hollow diamonds: real models, uncontrolled" if extra else ""
+    fig.suptitle("Does effective depth keep up with total depth? (bars: 95% bootstrap CI over prompts; "
+                 f"missing points: undefined{note})", y=1.03)
+    return fig
+
+
+def base_vs_cot(study, base: str, cot: str):
+    """P2's training question: effective-depth ratio of a base model and its CoT fine-tune, with 95% CIs;
+    one panel per metric, and an undefined effective depth written as such, not drawn as a bar of 0."""
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), sharey=True)
+    x = np.arange(len(study.tasks))
+    for ax, metric in zip(axes, METRICS):
+        for off, name, color in ((-0.2, base, "C0"), (0.2, cot, "C1")):
+            vals = [study.cell(name, t, metric)[1] for t in study.tasks]
+            ax.bar(x + off, [np.nan if v is None else v for v in vals], width=0.4, label=name, color=color,
+                   yerr=_yerr(vals, [study.cell_interval(name, t, metric) for t in study.tasks]), capsize=2)
+            for xi, v in zip(x + off, vals):
+                if v is None:
+                    ax.text(xi, 0.02, "undefined", rotation=90, ha="center", va="bottom", fontsize=7, color=color)
+        ax.set_xticks(x, study.tasks, rotation=30, ha="right", fontsize=8)
+        ax.set(title=f"ED from {metric}", ylim=(0, 1.1))
+    axes[0].set_ylabel("effective-depth ratio (ED + 1) / L")
+    axes[-1].legend(fontsize=8)
+    fig.suptitle(f"Base vs chain-of-thought: {base} vs {cot} (bars: 95% bootstrap CI over prompts)", y=1.03)
+    return fig
+
+
+# ------------------------------------------------------------------ chapter 6 (P1; spec §6)
+def _scores(result) -> pd.DataFrame:
+    """Per-prompt normalised depth scores and correctness of a depth-score result, long form."""
+    return pd.DataFrame({"level": result.prompt_levels.astype(float), "task": result.prompt_tasks,
+                         "score": result.prompt_scores / (result.n_layers - 1),
+                         "correct": 100 * result.prompt_correct})
+
+
+def depth_score(result):
+    """Depth score against difficulty per task family: the mean over prompts with its 95% band (each
+    prompt a dot) and P1's max-over-prompts score (dashed); accuracy with its band beside it."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
+    df = _scores(result)
+    tasks = list(dict.fromkeys(r["task"] for r in result.rows))
+    palette = dict(zip(tasks, sns.color_palette("tab10", len(tasks))))
+    sns.lineplot(df, x="level", y="score", hue="task", palette=palette, marker="o", ax=a, **BAND)
+    sns.stripplot(df, x="level", y="score", hue="task", palette=palette, native_scale=True, size=3, alpha=0.35,
+                  jitter=0.12, legend=False, ax=a)
+    for task in tasks:
+        rows = [r for r in result.rows if r["task"] == task]
+        a.plot([r["level"] for r in rows], [np.nan if r["norm_score"] is None else r["norm_score"] for r in rows],
+               ls="--", marker="x", color=palette[task], label=f"{task}: P1's max over prompts")
+    if df["correct"].notna().any():
+        sns.lineplot(df.dropna(subset=["correct"]), x="level", y="correct", hue="task", palette=palette, marker="o",
+                     ax=b, **BAND)
+    a.set(xlabel="difficulty level (operands, hops or MATH level)", ylabel="depth score / (L − 1)",
+          title="(a) centre of mass of the future effects", ylim=(0, 1))
+    b.set(xlabel="difficulty level", ylabel="greedy accuracy (%)", title="(b) does the model solve them?",
+          ylim=(-5, 105))
+    a.legend(fontsize=7, title=None, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    if b.get_legend():
+        b.legend(fontsize=7, title=None, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    fig.suptitle(title(result, "Does a harder problem use more depth? (dots: single prompts)") + f" · {BAND_NOTE}",
+                 y=1.06)
+    return fig
+
+
+# ------------------------------------------------------------------ chapter 7 (P1; spec §7)
+def mapping(result):
+    """Held-out error of the affine map from each source layer to each target layer of one mapping, with
+    the relative-depth diagonal (dashed), the best match of each source layer (dots) and the target layers
+    within the noise of its minimum (squares, :meth:`~depthutils.measures.cross_model_mapping.MappingResult.best_band`);
+    source layer 0 at the bottom."""
+    r, p = result, result.meta["params"]
+    Ls, Lt = r.shape
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    heatmap(ax, r.error, "held-out ‖ŷ − y‖ / ‖y‖", cmap=CMAPS["mapping_error"])
+    ax.invert_yaxis()
+    # heatmap cells are centred at i + 0.5
+    ax.plot((np.arange(Ls) + 1) / Ls * Lt - 0.5, np.arange(Ls) + 0.5, "w--", lw=1.5, label="same relative depth")
+    band = [(s, j) for s, b in enumerate(r.best_band()) for j in b]
+    ax.plot([j + 0.5 for _, j in band], [s + 0.5 for s, _ in band], "s", mfc="none", mec="orange", ms=7, mew=1.2,
+            label="within the noise of the row's minimum")
+    ax.plot(r.best + 0.5, np.arange(Ls) + 0.5, "o", color="red", ms=5, label="best target layer")
+    ax.set_xticks(np.arange(0, Lt, max(1, Lt // 8)) + 0.5, np.arange(0, Lt, max(1, Lt // 8)))
+    ax.set(xlabel=f"target layer of {p['target']}", ylabel=f"source layer of {p['source']}",
+           title=f"{p['source']} → {p['target']}: which target layer does each source layer map to?")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=3)
+    return fig
+
+
+def mapping_curves(results):
+    """The best-match curve of every mapping against the relative-depth diagonal, each best match with its
+    95% bootstrap interval over held-out prompts."""
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    ax.plot([0, 1], [0, 1], "k--", lw=1, label="same relative depth")
+    for r in results:
+        src, tgt = r.relative()
+        Lt = r.shape[1]
+        band = r.interval(lambda x: (x.best + 1) / Lt) if r.n_prompts else None
+        ax.errorbar(src, tgt, yerr=None if band is None else _yerr(list(tgt), list(zip(*band))), marker="o",
+                    capsize=2, label=f"{r.meta['params']['source']} → {r.meta['params']['target']}")
+    ax.set(xlabel="relative depth of the source layer (s+1)/L", ylabel="relative depth of its best target",
+           title="Best-match curves (bars: 95% CI over held-out prompts)", xlim=(0, 1.05), ylim=(0, 1.05))
+    ax.legend(fontsize=8)
+    return fig
+
+
+# ------------------------------------------------------------------ chapter 8 (P1's outlook)
+def depth_use(result):
+    """Stacked against shared layers: each model's future-effect matrix (top), then the logit lens
+    and the depth score by level for all of them, with 95% bands over prompts (bottom)."""
+    models = result.models
+    fig = plt.figure(figsize=(5.2 * max(2, len(models)), 8))
+    grid = fig.add_gridspec(2, max(2, len(models)))
+    vmax = max(np.nanmax(result.future[m].layer_effect) for m in models)
+    for i, m in enumerate(models):
+        ax = fig.add_subplot(grid[0, i])
+        heatmap(ax, result.future[m].layer_effect, "max relative change of Δ_j", cmap=CMAPS["future_effect"],
+                vmin=0, vmax=vmax)
+        ax.set(xlabel="later layer j", ylabel="skipped layer s", title=f"future effects · {m}")
+    lens = fig.add_subplot(grid[1, 0])
+    score = fig.add_subplot(grid[1, 1])
+    colors = dict(zip(models, sns.color_palette("tab10", len(models))))
+    keys = {lens: [], score: []}  # legend entries drawn as they are plotted (seaborn's own ignore linestyle)
+
+    def draw(ax, df, label, color, ls, weighted):
+        lineplot(ax, df, weighted=weighted, color=color, linestyle=ls, marker="o", markersize=4, legend=False)
+        keys[ax].append(Line2D([], [], color=color, ls=ls, marker="o", ms=4, label=label))
+    for m in models:
+        r = result.lens[m]
+        x = (np.arange(len(r.kl)) + 1) / len(r.kl)
+        kl = long_form(r, {"kl": m}, x=x)
+        kl["value"] /= max(r.kl.max(), 1e-12)
+        draw(lens, kl, f"{m}: KL / max", colors[m], "-", True)
+        draw(lens, long_form(r, {"overlap": m}, x=x), f"{m}: top-5 overlap", colors[m], "--", True)
+        df = _scores(result.score[m]).rename(columns={"level": "x", "score": "value"})
+        for j, task in enumerate(dict.fromkeys(df["task"])):
+            draw(score, df[df["task"] == task], f"{m}: {task}", colors[m], ("-", ":", "--")[j % 3], False)
+    lens.set(xlabel="relative depth (l + 1) / L", ylabel="KL (normalised) · overlap", title="logit lens")
+    score.set(xlabel="difficulty level", ylabel="mean depth score / (L − 1)", title="depth score", ylim=(0, 1))
+    for ax, handles in keys.items():
+        ax.legend(handles=handles, fontsize=7)
+    fig.suptitle(f"Does a shared-layer model use more of its depth? ({BAND_NOTE})", y=1.0)
+    fig.tight_layout()
+    return fig
+
+
+def residual_stream(result) -> plt.Figure:
+    """Chapter 0: (a) the decomposition error per layer (added parts, raw module outputs; log scale),
+    (b) the attention share on position 0 against even attention, (c) ‖h_l‖ at position 0 and elsewhere."""
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    tiny = 1e-12  # a log axis cannot show an exact 0
+    df = long_form(result, {"error": "h_l + a_l + m_l (what is added)", "raw_error": "h_l + raw module outputs"})
+    df["value"] = df["value"].clip(lower=tiny)
+    sns.lineplot(df, x="x", y="value", hue="what", estimator="max", errorbar=None, marker="o", ax=axes[0])
+    axes[0].set(yscale="log", xlabel="layer l", ylabel=r"max $\Vert h_{l+1} - (\ldots)\Vert \,/\, \Vert h_{l+1}\Vert$",
+                title=r"(a) $h_{l+1} = h_l + a_l + m_l$? (max over prompts)")  # mathtext, not raw TeX
+    if np.isfinite(result.sink).any():
+        lines(axes[1], long_form(result, {"sink": "attention on position 0", "uniform": "even attention"}),
+              weighted=False)
+        axes[1].set(xlabel="layer l", ylabel="mean attention weight", title=f"(b) position 0's share ({BAND_NOTE})")
+    else:
+        axes[1].text(0.5, 0.5, "attention weights not measured\n(remote model)", ha="center", va="center")
+        axes[1].set(title="(b) position 0's share")
+    L1 = len(result.norm0)
+    axes[2].plot(np.arange(L1), result.norm0, "o-", label="position 0 (BOS)")
+    axes[2].plot(np.arange(L1), result.norm_rest, "o-", label="median of positions ≥ 1")
+    axes[2].set(yscale="log", xlabel="residual h_l (l = 0: embedding, L: last layer's output)", ylabel="‖h_l‖",
+                title="(c) residual norm, first prompt")
+    for ax in axes:
+        ax.legend(fontsize=8)
+    fig.suptitle(title(result, "The residual stream"), fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,216 @@
+"""Chapters 0–6 on the named real models: each chapter's headline measurement, figure and verdict on
+SmolLM2-135M and Gemma 3 270M, beside the embedded model's, on the same page.
+
+A chapter's ``real_models`` parameter lists the models to run (``[]``: none, the default of a chapter run on
+its own; ``python -m depthutils book`` passes the ones it could fetch, see :func:`available`). One call,
+:func:`section`, runs them, shows each one's figure (captioned), numbers and verdict, the model that can test
+the claim first, and glues each verdict as ``verdict_<slug>`` for the intro's table.
+"""
+from __future__ import annotations
+
+import base64
+import resource
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import matplotlib.pyplot as plt
+from IPython.display import HTML, Markdown, display
+
+from depthutils.book import claims, plotting
+from depthutils import data
+from depthutils.book.claim_table import CLAIMS, OUTCOMES
+from depthutils.measures.contributions import contributions
+from depthutils.measures.depth_score import depth_score
+from depthutils.core.errors import DepthError
+from depthutils.models.real.fetch import ensure
+from depthutils.measures.future_effects import future_effects
+from depthutils.measures.integrated_gradients import integrated_gradients
+from depthutils.analysis.known_facts import prompts_for
+from depthutils.measures.logit_lens import logit_lens
+from depthutils.models.handle import load_model
+from depthutils.book.plotstyle import save
+from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted
+from depthutils.measures.residual_erasure import residual_erasure, residual_means
+from depthutils.measures.residual_stream import residual_stream
+from depthutils.analysis.study import study
+
+try:
+    from myst_nb import glue as _glue
+except ImportError:
+    _glue = None
+
+__all__ = ["RUNS", "section", "uncontrolled", "available", "slug", "TITLES"]
+
+#: how the pages name the real models
+TITLES = {"smollm2-135m": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M"}
+
+
+def slug(name: str) -> str:
+    """``smollm2-135m`` -> ``smollm2``: the part of a glue name that names the model."""
+    return name.split("-")[0]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One chapter's headline run on a real model: what it measures, at which N, and how it is graded."""
+
+    what: str                                         # the N and data, in words, for the page
+    measure: Callable                                 # lm -> a result, {name: result}, or (results, facts)
+    claim: Callable                                   # (result(s), facts or None) -> Verdict
+    figure: Callable                                  # one result -> Figure
+    caption: str                                      # the figure's caption (what it shows, for any model)
+
+
+def _erasure(lm):
+    facts = prompts_for(lm, n=3, tried=80, seed=123)
+    base = residual_means(lm, data.load("gsm8k", 10))
+    return {k: residual_erasure(lm, p, baseline=base) for k, p in facts.prompts.items()}, facts
+
+
+def _ig(lm):
+    facts = prompts_for(lm, n=1, tried=80, seed=123)
+    return {k: integrated_gradients(lm, p, rule="adaptive") for k, p in facts.prompts.items()}, facts
+
+
+RUNS: dict[str, Run] = {
+    "00": Run("N = 20 GSM8K test problems", lambda lm: residual_stream(lm, data.load("gsm8k", 20)),
+              lambda r, f: claims.residual_stream(r), plotting.residual_stream,
+              "The residual stream's norm per layer, and the largest error of hₗ₊₁ = hₗ + aₗ + mₗ, on this model."),
+    "01": Run("N = 20 GSM8K test problems (P1's N)", lambda lm: contributions(lm, data.load("gsm8k", 20)),
+              lambda r, f: claims.contributions(r), plotting.contributions,
+              "Each layer's write into the residual stream (P1 Fig. 2) on this model: ‖part‖ / ‖residual‖ per layer "
+              "and its cosine with the residual, with 95% bootstrap bands over prompts."),
+    "02": Run("N = 10 GSM8K test problems, 4 positions each (P1's N); the headline variant: whole layers, "
+              "effect on future tokens",
+              lambda lm: future_effects(lm, data.load("gsm8k", 10), part="layer", mode="future"),
+              lambda r, f: claims.future_effects(r), plotting.future_effects,
+              "The effect of skipping each layer (rows) on each later layer (columns) and on the output (P1 Fig. 3), "
+              "on this model."),
+    "03": Run("N = 20 GSM8K test problems (P1's N)", lambda lm: logit_lens(lm, data.load("gsm8k", 20)),
+              lambda r, f: claims.logit_lens(r), plotting.logit_lens,
+              "The logit lens on each layer's input hₗ (P1 Fig. 4) on this model: KL to the output and top-5 "
+              "overlap, with 95% bootstrap bands over prompts."),
+    "04": Run("P1's two prompts where the model answers them, else the first of 80 MQuAKE two-hop compositions and "
+              "20 addition chains it answers (and, for two hops, knows both hops of); the baseline from 10 GSM8K "
+              "problems", _erasure,
+              lambda rs, f: claims.context(rs, "erasing the residual", facts=f), plotting.residual_erasure,
+              "The effect on the answer of erasing the residual at each layer (rows) and position (columns) "
+              "(P1 Fig. 6b), on this model. Position 0 (the BOS, an attention sink) is never erased here, while P1's "
+              "notebook erases every position, BOS included."),
+    "05": Run("one arithmetic and one two-hop prompt the model answers, chosen as in chapter 4; the adaptive rule "
+              "(tolerance 1e-4, at most 64 evaluations per layer)", _ig,
+              lambda rs, f: claims.context(rs, "the |attribution|", facts=f), plotting.integrated_gradients,
+              "Integrated-gradients attribution of the answer's probability to each layer (rows) and position "
+              "(columns) (P1 Fig. 6a), on this model, by the adaptive rule."),
+    "06": Run("N = 20 problems per difficulty level (P1's N): few-shot sums of one digit + one digit (level 1) and "
+              "two digits + one (level 2), the levels calibrated so that both real models solve enough of each "
+              "(depth_tasks.tasks_for)", lambda lm: depth_score(lm, "auto", n=20, seed=123),
+              lambda r, f: claims.depth_score(r), plotting.depth_score,
+              "The depth score per difficulty level on this model, with its 95% bootstrap interval where the model "
+              "solved enough problems."),
+}
+
+
+def available(names=None) -> tuple[list[str], dict[str, str]]:
+    """The real models a build can include (cached, or fetched now), and for each one left out, why."""
+    names = list(REAL_MODELS) if names is None else list(names)
+    ok, why = [], {}
+    for name in names:
+        try:
+            ensure(name)
+            ok.append(name)
+        except TermsNotAccepted:
+            why[name] = (f"{TITLES[name]} is left out: its Gemma Terms of Use are not accepted on this machine "
+                         f"(`python -m depthutils fetch {name} --accept-terms`).")
+        except DepthError as e:
+            why[name] = f"{TITLES.get(name, name)} is left out: {e}"
+    return ok, why
+
+
+def _figure_html(png, alt: str, caption: str) -> HTML:
+    """A captioned figure (the saved PNG, inlined) that opens full size on a click, as the book's own figures do."""
+    src = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
+    return HTML(f'<figure class="real-model-figure"><a href="{src}"><img src="{src}" alt="{alt}" '
+                f'style="max-width:100%"></a><figcaption>{caption}</figcaption></figure>')
+
+
+def _one(chapter: str, name: str):
+    run = RUNS[chapter]
+    t0 = time.perf_counter()
+    lm = load_model(name)
+    out = run.measure(lm)
+    results, facts = out if isinstance(out, tuple) else (out, None)
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # GiB (ru_maxrss is in KiB on Linux)
+    v = run.claim(results, facts)
+    return lm, results, v, seconds, peak, facts
+
+
+def _value(v) -> str:
+    return f"{v.outcome}: {v.value}" if v.value else v.outcome
+
+
+def section(chapter: str, real_models, out_dir: str = "figures", left_out: dict | None = None) -> dict:
+    """Run chapter ``chapter``'s headline on each model of ``real_models`` and show it; returns ``{name: Verdict}``.
+
+    Every named real model gets its glue ``verdict_<slug>`` (the intro's table): its outcome, or "not run" with
+    the reason (``left_out``, from :func:`available`, or not listed in ``real_models``)."""
+    if chapter not in RUNS:
+        raise DepthError(f"Chapter {chapter} has no real-model section; chapters {', '.join(RUNS)} have one.")
+    unknown = [m for m in real_models if m not in REAL_MODELS]
+    if unknown:
+        raise DepthError(f"real_models names {', '.join(unknown)}; the named real models are {', '.join(REAL_MODELS)}.")
+    run, left_out = RUNS[chapter], dict(left_out or {})
+    done = {}
+    for name in real_models:
+        done[name] = _one(chapter, name)
+    # the model that can test the claim first
+    order = sorted(done, key=lambda n: (done[n][2].outcome == "not tested", OUTCOMES.index(done[n][2].outcome)))
+    for name in order:
+        lm, results, v, seconds, peak, facts = done[name]
+        title = TITLES[name]
+        display(Markdown(f"**{title}.** {run.what}; {lm.n_layers} layers. {lm.start} "
+                         f"Measured in {seconds:.0f} s, with peak resident memory {peak:.1f} GiB "
+                         "(this chapter's process)."))
+        many = results if isinstance(results, dict) else {"": results}
+        for key, r in many.items():
+            fig = run.figure(r)
+            png, _ = save(fig, out_dir, f"real_{slug(name)}_{chapter}{'_' + key if key else ''}")  # PNG and PDF
+            plt.close(fig)
+            label = f" ({key} prompt)" if key else ""
+            display(_figure_html(png, f"{CLAIMS[v.key].short if v.key in CLAIMS else 'figure'} on {title}{label}",
+                                 f"{run.caption} Model: {title}{label}."))
+        if facts is not None:
+            print(f"{title} · prompts: {facts.summary()}")
+        for key, r in many.items():
+            print(f"{title}{' · ' + key if key else ''}: {r.summary()}")
+        display(Markdown(v.markdown()))
+        if _glue is not None:
+            _glue(f"verdict_{slug(name)}", _value(v), display=False)
+    for name in REAL_MODELS:
+        if name not in done:
+            why = left_out.get(name, f"{TITLES[name]} is not in this run's real_models (`python -m depthutils book` "
+                                     "runs every real model that is cached or can be fetched).")
+            display(Markdown(f"*{why}*"))
+            if _glue is not None:
+                _glue(f"verdict_{slug(name)}", "not run", display=False)
+    return {TITLES[n]: done[n][2] for n in order}
+
+
+def uncontrolled(real_models, left_out: dict | None = None, **study_args):
+    """Chapter 9: P2's effective depth on the real models, as *uncontrolled* points beside the ladder (other
+    data, training and tokenizer: never counted by the verdict). Shows their table (the KL metric) and, for
+    each real model not run, why; returns their :class:`~depthutils.analysis.study.Study`, or None without any."""
+    unknown = [m for m in real_models if m not in REAL_MODELS]
+    if unknown:
+        raise DepthError(f"real_models names {', '.join(unknown)}; the named real models are {', '.join(REAL_MODELS)}.")
+    for name in REAL_MODELS:
+        if name not in real_models:
+            display(Markdown("*" + dict(left_out or {}).get(name, f"{TITLES[name]} is not in this run's real_models.") + "*"))
+    if not real_models:
+        return None
+    result = study(list(real_models), **study_args)
+    display(Markdown("**The real models, uncontrolled** (not counted by the verdicts): effective depth from the "
+                     "KL, `ED (ratio) [95% interval of the ratio]`.\n\n" + result.markdown(metrics=["kl"])))
+    return result

@@ -1,0 +1,125 @@
+"""What a chapter's prose says about its own run: glued numbers and the closing verdict.
+
+Every number a reading guide states comes from the run through myst-nb's
+``glue`` (``{glue:text}`name``` in the Markdown), so the prose stays true when a
+reader re-runs the chapter on another model. myst-nb comes with the book's
+dependencies (``pip install -e .[book]``); outside the book these functions only
+display.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+import matplotlib.pyplot as plt
+import torch
+from IPython.display import Markdown
+
+from depthutils.book.claim_table import CLAIMS
+from depthutils.book.claims import Verdict, paper_vs_run
+from depthutils.book.plotstyle import save
+
+try:
+    from myst_nb import glue as _glue
+except ImportError:  # the package without the book's extras: nothing to glue into
+    _glue = None
+
+
+def glue_facts(facts, prefix: str) -> None:
+    """Glue every ``facts[name]`` as ``{prefix}_{name}`` (not displayed).
+
+    ``facts`` is a dict, or a result: then its ``facts()`` and, where it has them, its
+    bootstrap ``intervals()`` over prompts (``{name}_lo``, ``{name}_hi``).
+
+    Returns nothing, so the cell shows nothing either: nbval runs cells without history,
+    where a trailing ``;`` does not silence a returned value.
+
+    ``None`` (a quantity that is undefined on this run) is glued as the word "never".
+    """
+    if not isinstance(facts, dict):
+        facts = {**facts.facts(), **(facts.intervals() if hasattr(facts, "intervals") else {})}
+    for name, value in facts.items():
+        if _glue is not None:
+            _glue(f"{prefix}_{name}", "never" if value is None else value, display=False)
+
+
+def paper(v: Verdict, *results) -> Markdown:
+    """The "paper vs this run" table of a verdict's claim (see :func:`depthutils.book.claims.paper_vs_run`), this
+    run's side read from the ``results`` (results, or dicts/lists of them)."""
+    metas = []
+    for r in results:
+        for one in (r.values() if isinstance(r, dict) else r if isinstance(r, (list, tuple)) else [r]):
+            if one is not None:
+                metas.append(one.meta)
+    return Markdown(paper_vs_run(v, metas))
+
+
+#: how a chapter's several verdicts are named in their headings (chapter 9: P2's three questions)
+QUESTIONS = {"scale": "model size", "cot": "long chain-of-thought training", "difficulty": "task difficulty"}
+
+
+def verdict(v: Verdict | dict[str, Verdict], prefix: str = "verdict", real: dict | None = None) -> Markdown:
+    """Glue the outcome as ``{prefix}`` and return the verdict as Markdown for the chapter's last cell.
+
+    Several verdicts (``{name: Verdict}``) are glued as ``{prefix}_{name}`` and shown one after another. The
+    paper's value of each graded statistic is glued as ``{prefix}[_{name}]_paper`` (the intro's table). ``real``
+    (``{model title: Verdict}``, from :func:`depthutils.book.realruns.section`) adds one line per real model.
+    """
+    named = v if isinstance(v, dict) else {"": v}
+    parts = []
+    for name, one in named.items():
+        if _glue is not None:
+            _glue(f"{prefix}_{name}" if name else prefix, one.outcome, display=False)
+            claim = CLAIMS.get(one.key)
+            _glue(f"{prefix}_{name}_paper" if name else f"{prefix}_paper", claim.paper_says() if claim else "—",
+                  display=False)
+        parts.append(one.markdown(QUESTIONS.get(name, name) if len(named) > 1 else ""))
+    if real:
+        parts.append("**On the real models** (their sections above): " + "; ".join(
+            f"{title}: **{one.outcome}**" + (f", {one.value}" if one.value else "") for title, one in real.items()) + ".")
+    return Markdown("\n\n".join(parts))
+
+
+_STARTED = [time.perf_counter()]
+
+
+def start() -> None:
+    """Start the chapter's clock (its first code cell); :func:`ran_in` reads it at the end."""
+    _STARTED[0] = time.perf_counter()
+
+
+def machine() -> str:
+    """The machine a chapter ran on, in words: the GPU, or the CPU model and its thread count."""
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)} (GPU)"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return f"{cpu}, {torch.get_num_threads()} CPU thread(s) of {os.cpu_count()}"
+
+
+def ran_in() -> None:
+    """Glue ``ran_in`` (seconds since :func:`start`, whole) and ``ran_on`` (:func:`machine`) for the
+    chapter's "This chapter ran in N s on …" line; shows nothing."""
+    if _glue is not None:
+        _glue("ran_in", f"{time.perf_counter() - _STARTED[0]:.0f}", display=False)
+        _glue("ran_on", machine(), display=False)
+
+
+def figure(fig, out_dir, name: str) -> None:
+    """Save ``fig`` as ``name.png`` and ``name.pdf`` in ``out_dir`` and glue it as ``fig_<name>`` for a
+    captioned ``{glue:figure}`` in the chapter's Markdown (alt text, caption, full-size link); shows nothing."""
+    save(fig, out_dir, name)
+    if _glue is not None:
+        _glue(f"fig_{name}", fig, display=False)
+    plt.close(fig)
+
+
+def glue_markdown(name: str, text: str) -> None:
+    """Glue Markdown (a table) as ``name`` for ``{glue:md}`` in a tab or a narrow place; shows nothing."""
+    if _glue is not None:
+        _glue(name, Markdown(text), display=False)

@@ -1,0 +1,284 @@
+"""The chapter runner: execute a chapter with papermill, or every chapter and then the HTML book.
+
+``python -m depthutils run 02 --model ladder-4 -p n_examples 5 --out out/``
+``python -m depthutils book [--model ID]``
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from jupyter_core.paths import jupyter_runtime_dir
+from traitlets.config import Config
+
+from depthutils.data import check_n
+from depthutils.core.errors import DepthError
+from depthutils.perf.plan import chapter_parameters, preflight
+from depthutils.models.real.catalog import REAL_MODELS
+from depthutils.book.realruns import available
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAPTER_DIR = ROOT / "chapters"
+BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "references.bib",
+              "favicon.png", "_static")
+#: pages that are notebooks but not chapters: executed (no parameters) into the staged book at each build
+PAGES = ("bigger_models.ipynb",)
+#: settings for every kernel the runner, the book and nbval start: no progress bars in pages
+#: chapter parameters that count something and must be positive whole numbers
+COUNTS = {"n_examples", "baseline_n", "n_per_task", "aime_n", "steps", "batch_size"}
+KERNEL_ENV = {"DEPTHUTILS_PROGRESS": "0", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
+#: AF_UNIX socket paths may not exceed 107 bytes: the runtime folder plus "kernel-<uuid>-ipc-<port>"
+_IPC_ROOM = 107 - 60
+
+
+def kernel_config() -> Config:
+    """The chapters' kernels talk to papermill over Unix sockets (IPC), which are local to this machine:
+    over TCP, ipykernel warns on stderr of every run that its traffic is unencrypted. Where the runtime
+    folder's path is too long for a socket, they stay on TCP (and the warning)."""
+    config = Config()
+    if len(jupyter_runtime_dir()) <= _IPC_ROOM:
+        config.KernelManager.transport = "ipc"
+    return config
+
+
+def chapters() -> dict[str, Path]:
+    """Chapter number ("01") -> notebook path, in book order."""
+    return {p.name[:2]: p for p in sorted(CHAPTER_DIR.glob("[0-9][0-9]_*.ipynb"))}
+
+
+def find_chapter(chapter: str) -> Path:
+    """A chapter by number ("2", "02") or name ("future_effects", "02_future_effects"); a stem with an
+    older number ("06_depth_across_scale", before the chapters were numbered in reading order) finds its
+    chapter by name."""
+    chs = chapters()
+    key = str(chapter).strip().removesuffix(".ipynb")
+    if key.isdigit() and key.zfill(2) in chs:
+        return chs[key.zfill(2)]
+    name = key[3:] if len(key) > 3 and key[:2].isdigit() and key[2] == "_" else key  # "06_depth_across_scale": an old stem
+    for num, path in chs.items():
+        if key == path.stem or name == path.stem[3:]:
+            return path
+    valid = ", ".join(f"{n} ({p.stem[3:]})" for n, p in chs.items())
+    raise DepthError(f"Unknown chapter {chapter!r}; valid chapters are: {valid}.")
+
+
+def parameters(path: Path) -> dict:
+    """The chapter's parameters: name -> default, read from its cell tagged ``parameters``.
+
+    Parsed with ``ast`` (papermill's line regex trips over values such as ``"5 + 7 = "``).
+    """
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    if cell is None:
+        return {}
+    out = {}
+    for node in ast.parse(cell.source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = ast.literal_eval(node.value)
+    return out
+
+
+def parse_value(text: str):
+    """A ``-p NAME VALUE`` value: a Python literal when it parses as one, else the string itself."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _writable(out: Path) -> Path:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise DepthError(f"Cannot write to the output folder {out} ({e.strerror}); pass --out with a folder you can write to.") from None
+    return out
+
+
+def _hide_injected(nb_path: Path) -> None:
+    """Hide papermill's injected-parameters cell in the rendered page."""
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+    nbformat.write(nb, nb_path)
+
+
+def run_chapter(chapter: str, *, model: str | None = None, models: list[str] | None = None,
+                params: dict | None = None, out: str | Path = "out", quiet: bool = False) -> Path:
+    """Execute one chapter into ``out/<chapter>.ipynb``; its figures land in ``out/figures``.
+
+    ``model`` sets a chapter's ``model`` (or, for a chapter that takes a list, ``models = [model]``);
+    ``models`` sets the list of a chapter that takes one (chapter 9).
+    """
+    src = find_chapter(chapter)
+    valid = parameters(src)
+    params = dict(params or {})
+    if models is not None:
+        if "models" not in valid:
+            raise DepthError(f"Chapter {src.stem} takes one model; use --model instead of --models.")
+        params["models"] = list(models)
+    if model is not None:
+        params["model" if "model" in valid else "models"] = model if "model" in valid else [model]
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise DepthError(f"Unknown parameter(s) {', '.join(unknown)} for chapter {src.stem}; "
+                         f"valid parameters are: {', '.join(valid)}.")
+    for name in COUNTS & set(params):  # caught here, where the chapter's own parameter name is known
+        check_n(params[name], name)
+    plan = preflight(*chapter_parameters(src, valid, None, None, params))  # stops here, before any weights load
+    if plan is not None and not quiet and plan.batch_size:
+        print(f"{src.stem}: plan: peak {plan.peak_memory_bytes / 1e9:.1f} GB of {plan.memory_budget_bytes / 1e9:.1f} GB "
+              f"free, batch {plan.batch_size}")
+    out = _writable(Path(out).resolve())
+    params.setdefault("out_dir", str(out / "figures"))
+    dest = out / src.name
+    return _execute(src, dest, params, out, quiet)
+
+
+def _execute(src: Path, dest: Path, params: dict, cwd: Path, quiet: bool = False) -> Path:
+    """Run the notebook ``src`` into ``dest`` with papermill (``params`` injected), in the kernel settings of
+    every chapter, and hide the injected cell on the page."""
+    import papermill
+
+    os.environ.update(KERNEL_ENV)
+    logging.getLogger("papermill.translators").setLevel(logging.ERROR)  # its regex trips on "= " values
+    t0 = time.time()
+    try:
+        papermill.execute_notebook(str(src), str(dest), parameters=params, kernel_name="python3",
+                                   progress_bar=False, cwd=str(cwd), config=kernel_config())
+    except papermill.PapermillExecutionError as e:
+        raise DepthError(f"{'Chapter ' if src.parent.name == 'chapters' else ''}{src.stem} failed in cell {e.exec_count}: {e.ename}: {e.evalue} "
+                         f"(the executed notebook is {dest}).") from None
+    _hide_injected(dest)
+    if not quiet:
+        print(f"{src.stem}: executed in {time.time() - t0:.1f}s -> {dest}")
+    return dest
+
+
+def build_book(*, model: str | None = None, models: list[str] | None = None, real: bool = True) -> Path:
+    """Execute every chapter into ``_build/src``, then build the HTML book into ``_build/html``.
+
+    ``model`` runs every chapter on that model (chapter 9 on ``[model]``); ``models`` sets the
+    list of the chapters that compare several models (chapter 9). ``real``: chapters 0–6 also run on every
+    named real model that is cached or can be fetched now (:func:`depthutils.book.realruns.available`); the book
+    says in one sentence why it leaves one out.
+    """
+    build_dir = ROOT / "_build"
+    stage = build_dir / "src"
+    if stage.exists():
+        shutil.rmtree(stage)
+    (stage / "chapters").mkdir(parents=True)
+    for name in BOOK_FILES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, stage / name)
+        elif (ROOT / name).exists():
+            shutil.copy(ROOT / name, stage / name)
+    t0 = time.time()
+    included, left_out = available() if real else ([], {name: f"{name} is left out: the book was built with --no-real."
+                                                         for name in REAL_MODELS})
+    for name, why in left_out.items():
+        print(f"book: {why}")
+    for num, path in chapters().items():
+        valid = parameters(path)
+        takes_list = "models" in valid
+        extra = {"real_models": included, "real_left_out": left_out} if "real_models" in valid else {}
+        run_chapter(num, model=None if (takes_list and models) else model, params=extra,
+                    models=models if takes_list else None, out=stage / "chapters")
+    for name in PAGES:
+        _execute(ROOT / name, stage / name, {}, stage)
+    beside = Path(sys.executable).with_name("jupyter-book")  # the one installed with this Python
+    jb = str(beside) if beside.exists() else shutil.which("jupyter-book")
+    if jb is None:
+        raise DepthError("jupyter-book is not installed; run pip install -r requirements.txt.")
+    cmd = [jb, "build", str(stage), "--path-output", str(build_dir.parent), "--quiet"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise DepthError(f"jupyter-book build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    html = build_dir / "html"
+    _dedupe_thebe(html)
+    _local_mathjax(html / "_static" / "mathjax")
+    print(f"book: built {html / 'index.html'} in {time.time() - t0:.0f}s")
+    return html
+
+
+def _local_mathjax(dest: Path) -> None:
+    """Copy MathJax 3 (the pinned ``django-static-mathjax`` wheel, Apache-2.0) into the built book's
+    ``_static/mathjax``, so the chapters' formulas render offline, where the CDN that Sphinx loads MathJax from
+    is unreachable (``_config.yml`` points ``mathjax_path`` at this copy). After the build, not as a static
+    path: Jupyter Book adds every script of a static path to every page, and MathJax's other bundles then
+    clash with the one Sphinx loads."""
+    spec = importlib.util.find_spec("mathjax")
+    if spec is None or not spec.submodule_search_locations:
+        raise DepthError("MathJax is not installed; run pip install -r requirements.txt (django-static-mathjax).")
+    es5 = Path(list(spec.submodule_search_locations)[0]) / "static" / "mathjax" / "es5"
+    shutil.copytree(es5, dest, dirs_exist_ok=True)
+
+
+def _dedupe_thebe(html: Path) -> None:
+    """Drop the second copy of sphinx-thebe's inline config script that Jupyter Book 1 writes into
+    every page; the browser otherwise logs "Identifier 'THEBE_JS_URL' has already been declared"."""
+    for page in html.rglob("*.html"):
+        text = page.read_text()
+        start = text.find("<script>const THEBE_JS_URL")
+        if start < 0:
+            continue
+        tag = text[start:text.index("</script>", start) + len("</script>")]
+        first = text.index(tag) + len(tag)
+        page.write_text(text[:first] + text[first:].replace(tag, ""))
+
+
+def refresh_sources(only: str | None = None) -> None:
+    """Re-execute the source notebooks in place, so that nbval compares against fresh outputs.
+
+    Outputs of cells tagged ``nbval-ignore-output`` (figures) are dropped from the
+    source, and execution metadata is cleared, to keep the notebooks small in git.
+    """
+    import tempfile
+
+    import nbformat
+    import papermill
+
+    os.environ.update(KERNEL_ENV)
+    targets = [find_chapter(only)] if only else list(chapters().values())
+    for src in targets:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / src.name
+            papermill.execute_notebook(str(src), str(out), kernel_name="python3", progress_bar=False,
+                                       cwd=str(CHAPTER_DIR), config=kernel_config())
+            nb = nbformat.read(out, as_version=4)
+        tidy(nb)
+        nbformat.write(nb, src)
+        print(f"refreshed {src.name}")
+
+
+def tidy(nb) -> None:
+    """Prepare an executed chapter as a source notebook: numbered cells, no figures, no run metadata."""
+    nb.metadata.pop("papermill", None)
+    count = 0
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+        if cell.cell_type != "code":
+            continue
+        count += 1
+        cell.execution_count = count  # nbval skips a cell without one ("unrun reference cell")
+        if "nbval-ignore-output" in cell.metadata.get("tags", []):
+            cell.outputs = []
+        for o in cell.outputs:
+            if o.get("output_type") == "execute_result":
+                o["execution_count"] = count

@@ -1,0 +1,47 @@
+"""The papers' measurements, one module per measurement, named as in the papers (spec:
+``shared/spec/measurements.md``), each with the function of the same name and its ``cost``; quadrature
+(:mod:`~depthutils.measures.quadrature`) and P2's thresholds (:mod:`~depthutils.measures.curves`) apart."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measurement: the module that holds it, its function and the function that states its cost."""
+    module: str
+    function: str
+    cost: str = "cost"
+
+    def run(self) -> Callable:
+        return getattr(importlib.import_module(self.module), self.function)
+
+    def cost_function(self) -> Callable:
+        """The measurement's cost, looked up when called: what the run sizes its batches with is what the plan,
+        its check and the benchmark count."""
+        return getattr(importlib.import_module(self.module), self.cost)
+
+
+#: every measurement of the book, one line each
+MEASUREMENTS = {
+    "residual_stream": Measurement("depthutils.measures.residual_stream", "residual_stream"),
+    "contributions": Measurement("depthutils.measures.contributions", "contributions"),
+    "future_effects": Measurement("depthutils.measures.future_effects", "future_effects"),
+    "logit_lens": Measurement("depthutils.measures.logit_lens", "logit_lens"),
+    "residual_means": Measurement("depthutils.measures.residual_erasure", "residual_means", "means_cost"),
+    "residual_erasure": Measurement("depthutils.measures.residual_erasure", "residual_erasure"),
+    "integrated_gradients": Measurement("depthutils.measures.integrated_gradients", "integrated_gradients"),
+    "depth_score": Measurement("depthutils.measures.depth_score", "depth_score"),
+    "cross_model_mapping": Measurement("depthutils.measures.cross_model_mapping", "cross_model_mapping"),
+    "effective_depth": Measurement("depthutils.measures.effective_depth", "effective_depth"),
+}
+
+
+def cost_of(name: str) -> Callable:
+    """The cost function of measurement ``name`` (a key of :data:`MEASUREMENTS`)."""
+    return MEASUREMENTS[name].cost_function()
+
+
+__all__ = ["Measurement", "MEASUREMENTS", "cost_of"]

@@ -1,0 +1,318 @@
+"""P1 §7: map a shallow model's residual stream onto a deeper model's, layer by layer.
+
+For every source layer ``s`` and target layer ``j`` one affine map ``ŷ = W x + b``
+from ``x = h_s`` (source, the output of layer ``s``) to ``y = h_j`` (target) is
+fitted in closed form on the same text fed to both models (BOS excluded):
+ridge regression with a small penalty ``λ`` on ``W`` (not on ``b``), from normal
+equations ``XᵀX`` and ``XᵀY`` accumulated prompt by prompt, so no layer's
+residuals for all tokens are ever held at once. On held-out text the error is
+the token mean of ``‖ŷ − y‖ / ‖y‖``, a matrix ``[L_src, L_tgt]``.
+
+P1's claim: the best target for source layer ``s`` lies at the same *relative*
+depth, ``(j+1)/L_tgt ≈ (s+1)/L_src``: a deeper model stretches the same
+computation over more layers.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import ClassVar
+
+import nnsight
+import numpy as np
+import torch
+
+from depthutils.core.encoding import encode_all
+from depthutils.core.errors import DepthError
+from depthutils.models.handle import check_residual
+from depthutils.models.remote import batches, each
+from depthutils.core.prompts import Prompt, encode
+from depthutils.core.results import Result, bootstrap, make_meta
+from depthutils.cost.accounting import BYTES, Acc, Shape, total, with_requests
+from depthutils.cost.passes import trace_pass
+
+
+@dataclass
+class MappingResult(Result):
+    """``error [L_src, L_tgt]`` (held-out relative error of the best affine map), ``best [L_src]``
+    (the target layer with the least error for each source layer) and their relative depths.
+
+    ``error_by_prompt [N_held_out, L_src, L_tgt]`` keeps each held-out prompt's token mean, so an
+    interval resamples the held-out prompts with the fitted maps fixed.
+    """
+
+    error: np.ndarray = None
+    best: np.ndarray = None
+    error_by_prompt: np.ndarray = None
+    prompt_tokens: np.ndarray = None
+    kind: ClassVar[str] = "cross_model_mapping"
+    PER_PROMPT: ClassVar[dict] = {"error": ("error_by_prompt", "tokens")}
+    INTERVAL_FACTS: ClassVar[tuple] = ("distance", "mean_best_error", "rank_corr")
+
+    def with_aggregates(self) -> "MappingResult":
+        """The error from the held-out prompts' errors (the maps stay fixed), then the best matches."""
+        super().with_aggregates()
+        self.best = self.error.argmin(axis=1)
+        return self
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.error.shape
+
+    def relative(self) -> tuple[np.ndarray, np.ndarray]:
+        """``((s+1)/L_src, (best_s+1)/L_tgt)`` for every source layer."""
+        Ls, Lt = self.shape
+        return (np.arange(Ls) + 1) / Ls, (self.best + 1) / Lt
+
+    def diagonal_distance(self) -> float:
+        """Mean |relative depth of the best target − relative depth of the source| over source layers."""
+        src, tgt = self.relative()
+        return float(np.abs(tgt - src).mean())
+
+    def rank_correlation(self) -> float | None:
+        """Spearman's correlation of source depth and best-target depth: "deeper source, deeper target", which
+        can hold where "the same relative depth" does not (None when every source shares one target)."""
+        return spearman(np.arange(self.shape[0]), self.best)
+
+    def shared_target(self) -> tuple[int, float]:
+        """The target layer that most source layers map to best, and the share of source layers that do."""
+        counts = np.bincount(self.best, minlength=self.shape[1])
+        return int(counts.argmax()), float(counts.max() / self.shape[0])
+
+    def null_distances(self, n: int = 2000, seed: int = 0) -> np.ndarray:
+        """The diagonal distance under ``n`` random permutations of the target layers (chance): each permutation
+        relabels the target columns, so source layers that share a best target still share one."""
+        rng = np.random.default_rng(seed)
+        Ls, Lt = self.shape
+        perms = np.argsort(rng.random((n, Lt)), axis=1)         # [n, Lt]: target layer j -> perms[:, j]
+        src = (np.arange(Ls) + 1) / Ls
+        return np.abs((perms[:, self.best] + 1) / Lt - src).mean(axis=1)
+
+    def best_band(self, level: float = 0.95, n_boot: int = 1000, seed: int = 0) -> list[np.ndarray]:
+        """For each source layer, the target layers whose held-out error is within the noise of the row's
+        minimum: those whose paired bootstrap interval (held-out prompts resampled, maps fixed) of
+        ``error[s, j] − error[s, best_s]`` reaches 0. A flat row gives a wide band: its argmin is noise."""
+        Ls, _ = self.shape
+        if not self.n_prompts:
+            return [np.array([b]) for b in self.best]
+        rows = np.arange(Ls)
+        gap = lambda idx: (lambda e: e - e[rows, self.best][:, None])(self.aggregate("error", idx))
+        lo, _ = bootstrap(self.n_prompts, gap, level=level, n_boot=n_boot, seed=seed)
+        return [np.flatnonzero(lo[s] <= 0) for s in range(Ls)]
+
+    def facts(self) -> dict:
+        shared, frac = self.shared_target()
+        rho = self.rank_correlation()
+        return {"L_src": self.shape[0], "L_tgt": self.shape[1], "distance": round(self.diagonal_distance(), 3),
+                "min_error": round(float(self.error.min()), 3), "best": [int(b) for b in self.best],
+                "mean_best_error": round(float(self.error[np.arange(self.shape[0]), self.best].mean()), 3),
+                "rank_corr": None if rho is None else round(rho, 2), "shared_layer": shared,
+                "shared_frac": round(frac, 2)}
+
+    def findings(self) -> str:
+        f = self.facts()
+        pairs = ", ".join(f"{s}→{b}" for s, b in enumerate(f["best"]))
+        bands = ", ".join(f"{s}: {_span(b)}" for s, b in enumerate(self.best_band()))
+        shared = (f" {100 * f['shared_frac']:.0f}% of the source layers share the best target {f['shared_layer']}."
+                  if f["shared_frac"] > 0.5 else "")
+        return (f"{self.meta['params']['source']} ({f['L_src']} layers) → {self.meta['params']['target']} ({f['L_tgt']} layers): "
+                f"best target layer for each source layer {pairs}; mean distance from the relative-depth "
+                f"diagonal {f['distance']:.3f}; mean held-out error at the best match {f['mean_best_error']:.3f}. "
+                f"Target layers within the noise of each row's minimum (95% paired bootstrap over held-out "
+                f"prompts): {bands}.{shared}")
+
+
+def _span(layers) -> str:
+    """``"3"``, ``"1–10"`` or ``"1–4, 9"``: a set of layers as runs."""
+    runs, out = [], []
+    for l in layers:
+        if runs and l == runs[-1][1] + 1:
+            runs[-1][1] = l
+        else:
+            runs.append([l, l])
+    for a, b in runs:
+        out.append(f"{a}" if a == b else f"{a}–{b}")
+    return ", ".join(out)
+
+
+def spearman(x, y) -> float | None:
+    """Spearman's rank correlation (ties get their mean rank); None when either side is constant."""
+    rx, ry = _ranks(x), _ranks(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return None
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _ranks(v) -> np.ndarray:
+    v = np.asarray(v, float)
+    order = v.argsort(kind="stable")
+    ranks = np.empty(len(v))
+    ranks[order] = np.arange(len(v))
+    for value in np.unique(v):  # ties: the mean of their ranks
+        tied = v == value
+        ranks[tied] = ranks[tied].mean()
+    return ranks
+
+
+def same_tokenizer(a, b) -> bool:
+    """Whether two models read the same ids for the same text: the same vocabulary and, after
+    depthutils' BOS rule (:func:`~depthutils.core.prompts.encode`), the same encoding."""
+    probe = Prompt("The spouse of 5 + 7 = 12.", 0)
+    return (a.tokenizer.get_vocab() == b.tokenizer.get_vocab()
+            and encode(a.tokenizer, probe, prepend_bos=a.prepend_bos).input_ids.tolist()
+            == encode(b.tokenizer, probe, prepend_bos=b.prepend_bos).input_ids.tolist())
+
+
+def residuals(model, ids: torch.Tensor) -> torch.Tensor:
+    """``[L, T, H]``: the output of every layer (``h_1 … h_L``) for one prompt, in float64."""
+    return _layer_outputs(model, ids).double()
+
+
+def _layer_outputs(model, ids: torch.Tensor) -> torch.Tensor:
+    """``[L, T, H]``: the output of every layer for one prompt, in the model's dtype (one trace)."""
+    L, T = model.n_layers, ids.shape[1]
+    with model.no_grad(), model.trace(ids):
+        outs = nnsight.save([])  # made and saved inside the trace: a remote trace returns only saved names
+        for l in range(L):
+            outs.append(check_residual(model.layers_output(l), 1, T, f"layer {l} output")[0].save())
+    return torch.stack(list(outs))
+
+
+def _residual_bytes(model, enc) -> int:
+    """The size of one prompt's :func:`_layer_outputs` (what a request downloads for it)."""
+    return model.n_layers * enc.n_tokens * model.text_config.hidden_size * model.dtype.itemsize
+
+
+def with_bias(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with a column of ones appended (the affine map's bias)."""
+    return torch.cat([x, torch.ones(*x.shape[:-1], 1, dtype=x.dtype)], dim=-1)
+
+
+def fit_maps(xtx: torch.Tensor, xty: torch.Tensor, ridge: float) -> torch.Tensor:
+    """Solve the ridge normal equations for every source layer at once.
+
+    ``xtx [S, D+1, D+1]`` and ``xty [S, D+1, K]`` (the last row/column is the bias); the penalty is
+    ``ridge · mean(diag XᵀX)`` on the weights only, so ``ridge`` is free of the residual's scale.
+    """
+    S, D1, _ = xtx.shape
+    eye = torch.eye(D1, dtype=xtx.dtype)
+    eye[-1, -1] = 0.0  # no penalty on the bias
+    scale = xtx[:, :-1, :-1].diagonal(dim1=1, dim2=2).mean(-1).clamp_min(1e-12)  # [S]
+    lhs = xtx + ridge * scale[:, None, None] * eye
+    # one solve per layer: torch's batched solve (MKL's getrs) fails on a wide right-hand side, e.g.
+    # SmolLM2 onto itself ([30, 577, 577] against [30, 577, 17280]: "Pivots given to lu_solve must all be
+    # greater or equal to 1"); the per-layer solves are the same arithmetic
+    out = torch.empty_like(xty)  # written layer by layer: never a second [S, D+1, K] beside it
+    for i in range(S):
+        out[i] = torch.linalg.solve(lhs[i], xty[i])
+    return out
+
+
+def cross_model_mapping(source, target, texts, *, held_out: float = 0.5, ridge: float = 1e-4, seed: int = 0,
+                        max_tokens: int | None = None, progress_bar: bool = True) -> MappingResult:
+    """Fit affine maps from every layer of ``source`` to every layer of ``target`` and score them.
+
+    Args:
+        source, target: two loaded models that share a tokenizer (else one clear error).
+        texts: prompts or strings; a ``seed``-shuffled ``1 - held_out`` of them fit the maps, the rest
+            score them.
+        ridge: the penalty λ, relative to the mean diagonal of ``XᵀX`` (default 1e-4: nearly plain
+            least squares, but well-posed when a residual has fewer tokens than dimensions).
+        max_tokens: a text longer than this (default: the shorter context of the two) is cut.
+
+    Memory: ``XᵀX`` and ``XᵀY`` for all source layers, ``L_src·(H_src+1)·(H_src+1 + L_tgt·H_tgt)``
+    float64 numbers, plus one prompt's residuals at a time.
+    """
+    if not same_tokenizer(source, target):
+        raise DepthError(f"{source.name} and {target.name} do not share a tokenizer, so the same text gives them "
+                         "different tokens; map models of one family (e.g. Qwen2.5-1.5B → Qwen2.5-14B).")
+    if not 0 < held_out < 1:
+        raise DepthError(f"held_out must be a fraction between 0 and 1, got {held_out!r}.")
+    limits = [m for m in (source.max_length, target.max_length) if m]
+    max_tokens = max_tokens or (min(limits) if limits else None)
+    texts, encs, fit = encode_all(source, texts, max_tokens=max_tokens)
+    n_fit = int(round(len(encs) * (1 - held_out)))
+    if n_fit < 1 or n_fit >= len(encs):
+        raise DepthError(f"Need texts both to fit and to score the maps; got {len(encs)} text(s) with "
+                         f"held_out={held_out}: pass more texts.")
+    encs = [encs[i] for i in random.Random(seed).sample(range(len(encs)), len(encs))]
+    Ls, Lt = source.n_layers, target.n_layers
+    xtx = xty = W = None
+    tokens = 0
+    errors, counts = [], []
+    # residuals a request at a time (each under the size budget of depthutils.models.remote.REQUEST_BYTES): the
+    # fitting prompts come first, so the maps are solved before the first scoring prompt is reached
+    size = lambda enc: max(_residual_bytes(source, enc), _residual_bytes(target, enc))  # noqa: E731
+    done = 0
+    for group in batches(encs, size):
+        ids = [enc.input_ids for enc in group]
+        xs = each(source, _layer_outputs, ids, f"mapping: residuals of {source.name}", enabled=progress_bar)
+        ys = xs if target is source else each(target, _layer_outputs, ids, f"mapping: residuals of {target.name}",
+                                              enabled=progress_bar)
+        for x, y in zip(xs, ys):
+            x = with_bias(x.double()[:, 1:])  # [Ls, T-1, Hs+1]: BOS excluded
+            y = y.double()[:, 1:]               # [Lt, T-1, Ht]
+            if done < n_fit:
+                flat = y.permute(1, 0, 2).reshape(y.shape[1], -1)  # [T-1, Lt*Ht]
+                a, b = x.transpose(1, 2) @ x, x.transpose(1, 2) @ flat
+                xtx, xty = (a, b) if xtx is None else (xtx.add_(a), xty.add_(b))  # in place: XᵀY is the big one
+                tokens += x.shape[1]
+            else:
+                W = fit_maps(xtx, xty, ridge) if W is None else W  # [Ls, Hs+1, Lt*Ht]
+                pred = (x @ W).reshape(Ls, x.shape[1], Lt, -1).permute(0, 2, 1, 3)  # [Ls, Lt, T', Ht]
+                errors.append(((pred - y[None]).norm(dim=-1) / y[None].norm(dim=-1)).mean(-1).cpu().numpy())
+                counts.append(x.shape[1])
+            done += 1
+    count = sum(counts)
+    meta = make_meta(source, dataset="+".join(sorted({p.source or "custom" for p in texts})), n=len(texts),
+                     seed=seed, fit=fit, source=source.name, target=target.name, target_revision=target.revision,
+                     ridge=ridge, held_out=held_out, fit_tokens=tokens, scored_tokens=count)
+    return MappingResult(meta=meta, error_by_prompt=np.stack(errors), prompt_tokens=np.array(counts)).with_aggregates()
+
+
+def cost(src: Shape, tgt: Shape, Ts, dtype: str, remote: bool, held_out: float = 0.5,
+                        same: bool = False) -> Cost:
+    """Residuals of both models on every text (one trace when a model is mapped onto itself, ``same``), then
+    the float64 work of :func:`depthutils.measures.cross_model_mapping.cross_model_mapping`, product by product:
+
+    * per fitting text, ``XᵀX`` and ``XᵀY`` (``[H_src+1]`` rows each, ``product_rows``), ``XᵀY`` a fresh
+      ``[L_src, H_src+1, L_tgt·H_tgt]`` tensor (``fresh_bytes``) added in place into the sum (``stream_bytes``);
+    * once, :func:`~depthutils.measures.cross_model_mapping.fit_maps`: the penalised ``XᵀX`` (two fresh copies), one
+      solve per source layer (``solve_flops``), whose right-hand side is copied into a fresh buffer, and the
+      result copied into the fresh maps ``W``;
+    * per held-out text, the predictions ``x @ W`` (``T-1`` rows per source layer) into a fresh
+      ``[L_src, T-1, L_tgt·H_tgt]`` tensor, their difference from the targets (fresh) and its norm."""
+    Ls, Lt, Hs, Ht = src.layers, tgt.layers, src.hidden + 1, tgt.hidden
+    K, n_fit = Lt * Ht, round(len(Ts) * (1 - held_out))
+    O = Ls * Hs * K * 8  # bytes of XᵀY (and of the maps W)
+    costs = []
+    for i, T in enumerate(Ts):
+        for sh in ((src,) if same else (src, tgt)):
+            a = Acc(sh, "cross_model_mapping", T)
+            work = trace_pass(a, sh, 1, T, dtype) + sh.layers * T * sh.hidden * (BYTES[dtype] + 8)
+            costs.append(a.done(0.0, work, download=sh.layers * T * sh.hidden * BYTES[dtype]))
+        c, n = costs[-1], T - 1  # the BOS is left out of the fit
+        if i < n_fit:
+            products = {Hs: 2 * Ls * n * Hs * (Hs + K)}
+            c.fresh_bytes += O
+            c.stream_bytes += 3 * O if i else 0.0
+        else:
+            products = {n: 2 * Ls * n * Hs * K}
+            P = Ls * n * K * 8  # bytes of one text's predictions
+            c.fresh_bytes += 2 * P
+            c.stream_bytes += 2 * P
+            c.work = max(c.work, 2 * P)
+        for rows, f in products.items():
+            c.flops_fwd += f
+            c.linalg_flops += f
+            c.product_rows[rows] += f
+    out = total(costs)
+    solve = Ls * (2 / 3 * Hs ** 3 + 2 * Hs ** 2 * K)
+    out.flops_fwd += solve
+    out.solve_flops += solve
+    out.fresh_bytes += 2 * Ls * Hs * Hs * 8 + 2 * O  # the penalised XᵀX; the solves' buffers and W
+    out.stream_bytes += 2 * O  # the right-hand sides read into the buffers, the buffers read into W
+    out.saved = Ls * Hs * (Hs + K) * 8 * 2  # XᵀX, XᵀY and the maps W
+    out.work = max(out.work, Ls * Hs * (Hs + K) * 8)  # one text's XᵀX and XᵀY before they are added
+    out.what = "cross_model_mapping"
+    return with_requests(out, remote)

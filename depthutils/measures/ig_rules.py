@@ -1,0 +1,194 @@
+"""Which quadrature rule to trust for integrated gradients, on this run: errors, costs and the path itself.
+
+* :func:`rule_error` and :func:`rule_comparison`: how far a rule's attribution is from a converged
+  reference (chapter 5's "P1's rule against Gauss–Legendre").
+* :func:`rule_table` and :func:`rule_figure`: every rule's cost (evaluations per layer, batched passes,
+  seconds), its error against the reference and its own error estimate, per layer.
+* :func:`path_profile` and :func:`path_steps`: the integrand of one layer along ``α``, where its steps are
+  and how many Gauss–Legendre nodes land on them (chapter 5's exercise on why Gauss misses them).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+
+from depthutils.measures import quadrature as quad
+from depthutils.models import stack
+from depthutils.core.encoding import encode_all
+from depthutils.core.errors import DepthError
+from depthutils.measures.integrated_gradients import IGResult, Integrand
+from depthutils.core.prompts import as_prompt
+
+
+def rule_error(result: IGResult, reference: IGResult) -> float:
+    """``max |A − A_ref| / max |A_ref|``: how far an attribution is from a converged reference
+    (e.g. Gauss–Legendre with many nodes), BOS column excluded as in the figure."""
+    a, ref = result.attribution[:, 1:], reference.attribution[:, 1:]
+    return float(np.abs(a - ref).max() / np.abs(ref).max())
+
+
+def _name(r: IGResult) -> str:
+    p = r.meta["params"]
+    if p["rule"] == "adaptive":
+        return f"adaptive ({r.evaluations / r.attribution.shape[0]:.0f} evaluations per layer)"
+    return {"riemann": f"Riemann with {p['steps']} points", "gauss": f"Gauss–Legendre with {p['steps']} nodes"}[p["rule"]]
+
+
+def rule_comparison(riemann: IGResult, gauss: IGResult, reference: IGResult) -> dict:
+    """How far P1's Riemann sum and a Gauss–Legendre rule each are from a converged ``reference`` on this
+    run (:func:`rule_error`), which of the two is closer, and that said in one sentence."""
+    err = {"riemann": round(rule_error(riemann, reference), 4), "gauss": round(rule_error(gauss, reference), 4)}
+    closer = "gauss" if err["gauss"] < err["riemann"] else "riemann"
+    names = {"riemann": _name(riemann), "gauss": _name(gauss)}
+    other = "riemann" if closer == "gauss" else "gauss"
+    sentence = (f"Against {_name(reference)}, {names[closer]} is closer (error "
+                f"{err[closer]:.4f} of the largest attribution) than {names[other]} ({err[other]:.4f}).")
+    return {**err, "riemann_steps": riemann.meta["params"]["steps"], "gauss_steps": gauss.meta["params"]["steps"],
+            "closer": names[closer], "farther": names[other], "sentence": sentence}
+
+
+def rule_table(rules: dict[str, IGResult], reference: IGResult, seconds: dict[str, float] | None = None) -> pd.DataFrame:
+    """One row per rule: evaluations per layer, batched passes (NDIF requests when remote), seconds (when
+    given), the error against ``reference`` and the rule's own error estimate, both as a share of the
+    largest |attribution| (BOS apart). Short column names keep the table inside the book's text column."""
+    rows = []
+    for name, r in rules.items():
+        L = r.attribution.shape[0]
+        rows.append({"rule": name, "evals/layer": round(r.evaluations / L, 1), "passes": r.rounds,
+                     "seconds": None if seconds is None else round(seconds[name], 1),
+                     "error": float(f"{rule_error(r, reference):.2g}"), "own estimate": r.facts()["max_error"]})
+    df = pd.DataFrame(rows).set_index("rule")
+    return df if seconds is not None else df.drop(columns="seconds")
+
+
+def rule_figure(rules: dict[str, IGResult], reference: IGResult):
+    """Per layer, each rule's error against ``reference`` (markers) and its own error estimate (line), as a
+    share of the largest |attribution|, on a log scale: the error bars of every rule, and whether they hold."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    scale = float(np.abs(reference.attribution[:, 1:]).max())
+    layers = np.arange(reference.attribution.shape[0])
+    floor = 1e-9
+    for (name, r), color in zip(rules.items(), plt.rcParams["axes.prop_cycle"].by_key()["color"]):
+        true = np.abs(r.attribution - reference.attribution)[:, 1:].max(1) / scale
+        est = r.error_bars() / scale
+        ax.plot(layers, np.maximum(est, floor), "-", color=color, label=f"{name}: estimate")
+        ax.plot(layers, np.maximum(true, floor), "o", color=color, ms=5, label=f"{name}: against the reference")
+    ax.set_yscale("log")
+    ax.set(xlabel="layer l", ylabel="error / max |attribution|", xticks=layers)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    m = reference.meta
+    fig.suptitle(f"Integrated gradients: each rule's error per layer (line: its own estimate; dots: against "
+                 f"{_name(reference)})\n{m['params']['prompt']!r} → {m['params']['answer']!r} · {m.get('model')} · "
+                 "one prompt", y=1.02, fontsize=9)
+    return fig
+
+
+@dataclass
+class Profile:
+    """One layer's integrand along the path: ``alpha [K]``, ``f [K]`` (the answer probability at
+    ``z(α)``) and ``df [K]`` (``Σ_t g_t(α) = df/dα``, what integrated gradients integrates, summed over
+    positions)."""
+
+    layer: int
+    alpha: np.ndarray
+    f: np.ndarray
+    df: np.ndarray
+
+
+def path_profile(model, prompt, answer: str | None = None, layer: int = 0, points: int = 513, *,
+                 max_tokens: int | None = None) -> Profile:
+    """The integrand of ``layer`` at ``points`` equally spaced ``α`` in ``[0, 1]`` (one batched pass)."""
+    if not 0 <= layer < model.n_layers:
+        raise DepthError(f"layer must be in 0 … {model.n_layers - 1}, got {layer}.")
+    if points < 3:
+        raise DepthError(f"points must be at least 3, got {points}.")
+    (p,), (enc,), _ = encode_all(model, [as_prompt(prompt, answer)], need_answer=True, max_tokens=max_tokens)
+    path = Integrand(model, enc.input_ids, torch.tensor(enc.predict_positions), torch.tensor(enc.answer_ids),
+                     "layer", stack.usable(model), 64, None, False)
+    alpha = np.linspace(0, 1, points)
+    asks = [alpha if l == layer else np.zeros(0) for l in range(model.n_layers)]
+    g, f = path.evaluate(asks)[layer]
+    return Profile(layer=layer, alpha=alpha, f=f, df=g.sum(1))
+
+
+def path_steps(profile: Profile, nodes: int = 16, sharp: float = 5.0) -> dict:
+    """Where ``df/dα`` has its steps: every local maximum of ``|df/dα|`` above ``sharp`` times its median
+    (a narrow rise of ``f``), with its width at half height and the number of ``nodes``-point Gauss–Legendre
+    nodes inside that width; and that said in one sentence, true for any run (no steps is a finding too)."""
+    a, d = profile.alpha, np.abs(profile.df)
+    med = float(np.median(d)) or 1e-12
+    gauss, _ = quad.quadrature("gauss", nodes)
+    peaks = []
+    for i in range(1, len(a) - 1):
+        if d[i] >= d[i - 1] and d[i] > d[i + 1] and d[i] > sharp * med:
+            half = d[i] / 2
+            lo, hi = i, i
+            while lo > 0 and d[lo - 1] > half:
+                lo -= 1
+            while hi < len(a) - 1 and d[hi + 1] > half:
+                hi += 1
+            peaks.append({"alpha": round(float(a[i]), 3), "width": round(float(a[hi] - a[lo]), 3),
+                          "gauss_nodes_inside": int(((gauss >= a[lo]) & (gauss <= a[hi])).sum())})
+    spacing = float(np.diff(gauss).max())
+    narrow = [p for p in peaks if p["width"] < spacing]
+    if peaks:
+        where = ", ".join(f"α ≈ {p['alpha']:.2f} (width {p['width']:.3f}, {p['gauss_nodes_inside']} "
+                          f"node{'s' * (p['gauss_nodes_inside'] != 1)})" for p in peaks)
+        sentence = (f"Layer {profile.layer}'s integrand has {len(peaks)} step{'s' * (len(peaks) != 1)} "
+                    f"(|df/dα| above {sharp:g}× its median): {where}. Gauss–Legendre's {nodes} nodes are up to "
+                    f"{spacing:.3f} apart; ")
+        if narrow:
+            sentence += (f"{len(narrow)} of these steps {'is' if len(narrow) == 1 else 'are'} narrower than that, "
+                         f"with {sum(p['gauss_nodes_inside'] for p in narrow)} node(s) on them in all, so the "
+                         f"polynomial of degree {2 * nodes - 1} that the rule integrates exactly cannot follow them.")
+        else:
+            sentence += "every step is wider than that, so the rule's nodes can follow them here."
+    else:
+        sentence = (f"Layer {profile.layer}'s integrand has no narrow step on this run (|df/dα| never exceeds "
+                    f"{sharp:g}× its median at a local maximum): here the path is smooth, and Gauss–Legendre's "
+                    f"{nodes} nodes, up to {spacing:.3f} apart, can follow it.")
+    return {"steps": peaks, "n_steps": len(peaks), "n_narrow": len(narrow), "max_spacing": round(spacing, 3),
+            "sentence": sentence}
+
+
+def plot_profile(profile: Profile, nodes: int = 16):
+    """``f`` and ``df/dα`` along the path of one layer, with Gauss–Legendre's ``nodes`` nodes marked."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 4.2), sharex=True)
+    top.plot(profile.alpha, profile.f, color="C0")
+    top.set(ylabel="f(z(α))")
+    bottom.plot(profile.alpha, profile.df, color="C1")
+    bottom.set(xlabel="α (0: the baseline b, 1: the layer's output x)", ylabel="df/dα = Σ_t g_t(α)")
+    for x in quad.quadrature("gauss", nodes)[0]:
+        for ax in (top, bottom):
+            ax.axvline(x, color="0.5", lw=0.6, ls=":")
+    fig.suptitle(f"Layer {profile.layer}'s integrand along the path (dotted: Gauss–Legendre's {nodes} nodes)",
+                 fontsize=9)
+    return fig
+
+
+def prefer_adaptive(riemann: IGResult, adaptive: IGResult, reference: IGResult) -> dict:
+    """Whether, on this run, the adaptive rule bought P1's accuracy for less: its error and P1's against
+    ``reference``, their evaluations per layer, and one sentence for a reader about to run a large model."""
+    L = riemann.attribution.shape[0]
+    e_r, e_a = rule_error(riemann, reference), rule_error(adaptive, reference)
+    n_r, n_a = riemann.evaluations / L, adaptive.evaluations / L
+    if e_a <= e_r and n_a <= n_r / 2:
+        sentence = (f"So here the adaptive rule was at least as accurate as P1's with {n_a / n_r:.0%} of its "
+                    "evaluations. On a 70B model, where each evaluation is a forward and backward pass of the whole "
+                    "model in NDIF's shared queue, that is the rule to prefer once its estimated error on your "
+                    "model is small; keep P1's rule where you need P1's own numbers.")
+    else:
+        sentence = ("So here the adaptive rule did not buy P1's accuracy for less than half the evaluations: a "
+                    "reader running a 70B model should raise `budget`, or keep P1's rule, and compare the "
+                    "estimated errors on their model before relying on it.")
+    return {"riemann_error": float(f"{e_r:.2g}"), "adaptive_error": float(f"{e_a:.2g}"),
+            "riemann_per_layer": round(n_r, 1), "adaptive_per_layer": round(n_a, 1), "sentence": sentence}
+
+
+def seconds(rules: dict[str, IGResult]) -> dict:
+    """Each rule's wall time on this run (``{name}_seconds``), to glue apart from the deterministic facts."""
+    return {f"{name}_seconds": round(r.seconds, 1) for name, r in rules.items()}

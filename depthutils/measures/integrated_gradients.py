@@ -1,0 +1,377 @@
+"""P1 §5 / Fig. 6a: integrated gradients of the answer probability w.r.t. each layer's output.
+
+``f`` is the sum over answer tokens of ``p(gold token)`` (teacher-forced). For
+layer ``l`` the input ``x`` is the layer's output at every position and the
+baseline ``b`` is its mean over positions (this prompt only). Along the path
+``z(α) = b + α(x − b)`` the integrand at position ``t`` is
+``g_t(α) = Σ_d ∂f/∂x(z(α))[t, d] · (x − b)[t, d]``, and ``Σ_t g_t(α) = df(z(α))/dα``,
+so ``Σ_t ∫_0^1 g_t = f(x) − f(b)`` (completeness). P1's attribution is the left Riemann sum
+
+    A[l, t] = (1/K) Σ_{k<K} g_t(k/K),
+
+run ``batch_size`` interpolation points per forward+backward. The rules live in
+:mod:`depthutils.measures.quadrature`: ``rule="riemann"`` (P1's, the default, so the book's
+numbers stay P1's), ``rule="gauss"`` (Gauss–Legendre) and ``rule="adaptive"``
+(composite Simpson/Boole panels refined where the integrand has its steps, with
+``tol`` and ``budget``). Every result carries, per layer, an error estimate of its
+rule (the fixed rules: the same points at half resolution; the adaptive rule: its
+panels) and the completeness residual ``|Σ_t A − (f(x) − f(b))|``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from depthutils.measures import quadrature as quad
+from depthutils.models import stack
+from depthutils.core.encoding import encode_all
+from depthutils.core.progress import progress
+from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of
+from depthutils.core.errors import DepthError, check_finite
+from depthutils.models.handle import check_residual
+from depthutils.core.prompts import as_prompt
+from depthutils.models.remote import each
+from depthutils.core.results import Result, context_depth, describe, make_meta
+from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, with_requests
+from depthutils.cost.passes import stack_pass, trace_pass
+
+PARTS = ("layer", "attn", "mlp")
+RULES = quad.RULES
+quadrature = quad.quadrature  # nodes and weights of a fixed rule (kept here for older scripts)
+
+
+@dataclass
+class IGResult(Result):
+    """``attribution [L, T]``, ``tokens``, ``f_x`` (scalar), ``f_b [L]``, ``completeness_gap [L]`` and the
+    rule's error: ``error [L, T]`` (its estimate of ``|A − A_exact|`` per cell; NaN where the rule has none)
+    and ``residual [L]`` (``|Σ_t A[l, t] − (f(x) − f(b_l))|``), with ``evaluations`` (interpolation points,
+    summed over layers), ``rounds`` (batched passes, NDIF requests on a remote model, ``f(x)`` aside) and
+    ``seconds`` (wall time of the call).
+
+    ``completeness_gap[l] = residual[l] / |f(x) − f(b_l)|``.
+    """
+
+    attribution: np.ndarray = None
+    tokens: np.ndarray = None
+    f_b: np.ndarray = None
+    completeness_gap: np.ndarray = None
+    error: np.ndarray = None
+    residual: np.ndarray = None
+    f_x: float = None
+    evaluations: int = None
+    rounds: int = None
+    seconds: float = None
+    kind: ClassVar[str] = "integrated_gradients"
+
+    def error_bars(self) -> np.ndarray:
+        """Per layer, the error bound of any one cell (BOS column apart): the rule's largest estimate
+        ``max_t error[l, t]`` plus the completeness residual ``residual[l]``."""
+        return (self.error[:, 1:].max(1) if self.error.shape[1] > 1 else self.error.max(1)) + self.residual
+
+    def facts(self) -> dict:
+        """f(x), the layer with the most |attribution|, the completeness gap (per layer's own ``f(x) − f(b_l)``,
+        and ``completeness``: the largest residual as a share of the largest ``|f(x) − f(b_l)|``, which no
+        near-zero denominator inflates), the deepest layer at which a context position carries more than 10%
+        of the largest |attribution| (BOS excluded), and the rule's cost and estimated error (a share of the
+        largest |attribution|, BOS excluded)."""
+        A = self.attribution[:, 1:]  # BOS apart, as in the figure's colour scale
+        deep = context_depth(np.pad(A, ((0, 0), (1, 0))), min(self.meta["params"]["predict_positions"]))
+        L = self.attribution.shape[0]
+        scale = float(np.abs(A).max()) if A.size else 0.0
+        err = float(self.error_bars().max()) / scale if scale > 0 else float("nan")
+        delta = float(np.abs(self.f_x - self.f_b).max())
+        return {"f_x": round(self.f_x, 3), "top_layer": int(np.abs(A).sum(1).argmax()),
+                "max_gap": round(float(self.completeness_gap.max()), 3), "deepest": deep,
+                "completeness": round(float(self.residual.max()) / delta, 3) if delta > 0 else None,
+                "deepest_rel": None if deep is None else round((deep + 1) / L, 2),
+                "rule": self.meta["params"]["rule"], "evaluations": int(self.evaluations),
+                "per_layer": round(self.evaluations / L, 1), "rounds": int(self.rounds),
+                "max_error": None if np.isnan(err) else float(f"{err:.2g}")}
+
+    def findings(self) -> str:
+        f = self.facts()
+        err = ("no error estimate (fewer than 2 points)" if f["max_error"] is None
+               else f"estimated error at most {f['max_error']:.1e} of the largest |attribution| in any cell")
+        return (f"f(x) = {f['f_x']:.3f}; the largest total |attribution| sits at layer {f['top_layer']}. "
+                f"Completeness gap (|Σ_t A − (f(x) − f(b))| relative): max {f['max_gap']:.3f} over layers. "
+                f"Rule {f['rule']}: {f['evaluations']} evaluations ({f['per_layer']} per layer, "
+                f"{f['rounds']} batched pass{'es' if f['rounds'] != 1 else ''}), {err}.")
+
+
+def _answer_probability(logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+    """``f`` per batch row from the logits at the answer-predicting positions ``[B, P, V]``: Σ over answer
+    tokens of the gold token's probability."""
+    return logits.float().softmax(-1)[:, torch.arange(len(gold)), gold].sum(-1)
+
+
+def _target(model, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+    """``f`` per batch row of a trace (:func:`_answer_probability` of the model's logits)."""
+    return _answer_probability(model.logits()[:, pred], gold)
+
+
+def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 256, part: str = "layer", *,
+                         rule: str = "riemann", tol: float = quad.TOL, budget: int = quad.BUDGET,
+                         max_rounds: int = quad.MAX_ROUNDS,
+                         batch_size: int = 16, layers_per_pass: int | None = None, method: str = "auto",
+                         max_tokens: int | None = None, max_memory=None, progress_bar: bool = True) -> IGResult:
+    """Attribution of the answer probability to every (layer, position) of ``part``'s output.
+
+    Args:
+        steps: K, the number of interpolation points of a fixed rule (P1: 256); unused by ``"adaptive"``.
+        rule: ``"riemann"`` (P1's left Riemann sum), ``"gauss"`` (Gauss–Legendre; it also evaluates
+            ``α = 0`` once per layer, for ``f(b)``) or ``"adaptive"`` (see :func:`depthutils.measures.quadrature.adaptive`).
+        tol: the adaptive rule stops when every layer's estimated error is below ``tol`` × the largest
+            |attribution| (default 1e-4) ...
+        budget: ... or when it has spent ``budget`` evaluations per layer on average (default 64, a quarter
+            of P1's K) ...
+        max_rounds: ... or after this many rounds (default 16), each one batched pass (one NDIF request on a
+            remote model).
+        batch_size: interpolation points per forward+backward for one layer (P1: 16).
+        layers_per_pass: how many layers share one forward+backward (their rows are independent);
+            default: the most whose memory the cost model fits in ``max_memory`` (``"batched"`` method; the
+            ``"stack"`` method runs each layer's rows on the layers above it).
+        method: ``"stack"`` runs only the layers above ``l`` (local fp32 models, ``part="layer"``);
+            ``"batched"`` runs nnsight traces of the whole model (remote, bf16, sublayer parts);
+            ``"auto"`` picks ``"stack"`` where it applies.
+        max_tokens: the prompt's answer must end within this many tokens (default: the model's context).
+        max_memory: bytes (or a size such as ``"8GB"``) the batched path may use above the weights (default:
+            what the device has free; :func:`depthutils.cost.budget.pick_batch`, which says so).
+    """
+    if part not in PARTS:
+        raise DepthError(f"part must be one of {PARTS}, got {part!r}.")
+    if rule not in RULES:
+        raise DepthError(f"rule must be one of {RULES}, got {rule!r}.")
+    if steps < 1 or batch_size < 1 or (layers_per_pass is not None and layers_per_pass < 1):
+        raise DepthError("steps and batch_size must be positive whole numbers.")
+    if method not in ("auto", "stack", "batched"):
+        raise DepthError(f"method must be 'auto', 'stack' or 'batched', got {method!r}.")
+    t0 = time.perf_counter()
+    p = as_prompt(prompt, answer)
+    (p,), (enc,), fit = encode_all(model, [p], need_answer=True, max_tokens=max_tokens)
+    ids = enc.input_ids  # all of it: the baseline is the mean over every position
+    pred, gold = torch.tensor(enc.predict_positions), torch.tensor(enc.answer_ids)
+    fast = method == "stack" or (method == "auto" and stack.usable(model) and part == "layer")
+    if fast and not (stack.usable(model) and part == "layer"):
+        raise DepthError("method='stack' needs a local float32 model and part='layer'; use method='batched'.")
+    if not fast and layers_per_pass is None and not getattr(model, "remote", False):
+        n_fixed = steps if rule != "adaptive" else budget
+        layers_per_pass = pick_batch(
+            "integrated gradients (layers per pass)",
+            lambda g: cost(shape_of(model), ids.shape[1], len(pred), dtype_of(model), False, False,
+                                              steps=n_fixed, batch=batch_size, layers_per_pass=g).peak,
+            model.n_layers, budget_bytes(model, max_memory), smallest=1, say=progress_bar)
+    path = Integrand(model, ids, pred, gold, part, fast, batch_size, layers_per_pass, progress_bar)
+    if rule == "adaptive":
+        q = quad.adaptive(path.evaluate, path.L, tol=tol, budget=budget, max_rounds=max_rounds, skip=1)
+        A, err, f_b, evals, rounds = q.integral, q.error, q.F0, int(q.evaluations.sum()), q.rounds
+    else:
+        A, err, f_b, evals = _fixed(path, rule, steps)
+        rounds = 1
+    fx = path.f_x
+    residual = np.abs(A.sum(1) - (fx - f_b))
+    gap = residual / np.maximum(np.abs(fx - f_b), 1e-12)
+    check_finite("integrated-gradients attribution", A)
+    extra = dict(tol=tol, budget=budget, max_rounds=max_rounds, stopped=q.stopped) if rule == "adaptive" else {}
+    meta = make_meta(model, dataset=describe([p])[0], n=1, fit=fit, prompt=p.context, answer=p.answer,
+                     predict_positions=enc.predict_positions, steps=steps, rule=rule, **extra,
+                     part=part, batch_size=batch_size, layers_per_pass=layers_per_pass,
+                     method="stack" if fast else "batched")
+    return IGResult(meta=meta, attribution=A, tokens=np.array(enc.tokens), f_b=f_b, completeness_gap=gap,
+                    error=err, residual=residual, f_x=fx, evaluations=evals, rounds=rounds,
+                    seconds=time.perf_counter() - t0)
+
+
+def _fixed(path: "Integrand", rule: str, steps: int):
+    """A fixed rule in one batched pass: the attribution, its half-resolution error estimate, ``f(b_l)`` and
+    the number of evaluations. Rules without an ``α = 0`` node evaluate it as well, for ``f(b_l)``."""
+    nodes, w, half = quad.fixed_rule(rule, steps)
+    with_zero = nodes[0] != 0
+    alphas = np.concatenate([[0.0], nodes]) if with_zero else nodes
+    out = path.evaluate([alphas] * path.L)
+    g = np.stack([o[0] for o in out])  # [L, K(+1), T]
+    f_b = np.array([o[1][0] for o in out])
+    g = g[:, 1:] if with_zero else g
+    A = np.einsum("k,lkt->lt", w, g)
+    err = np.full_like(A, np.nan) if half is None else np.abs(A - np.einsum("k,lkt->lt", half, g))
+    return A, err, f_b, len(alphas) * path.L
+
+
+class Integrand:
+    """The integrand of every layer along its path: ``evaluate`` takes one array of α per layer and returns,
+    per layer, ``g(α) [K, T]`` and ``f(z(α)) [K]``, all of it in one batched pass (one NDIF request).
+    ``f_x`` is ``f`` on the clean prompt (in the first request on the batched path)."""
+
+    def __init__(self, model, ids, pred, gold, part, fast, batch_size, layers_per_pass, progress_bar):
+        self.model, self.ids, self.pred, self.gold, self.part = model, ids, pred, gold, part
+        self.fast, self.batch_size, self.bar = fast, batch_size, progress_bar
+        self.L, self.T = model.n_layers, ids.shape[1]
+        self.group = self.L if layers_per_pass is None else layers_per_pass
+        self.f_x = None
+        if fast:
+            self.f_x = float(_f_of_x(model, (ids, pred, gold))[0])
+            self.st = stack.Stack(model, ids)
+
+    def evaluate(self, alphas: list) -> list:
+        if self.fast:
+            return self._stack(alphas)
+        return self._batched(alphas)
+
+    def _stack(self, alphas):
+        """Fast path: for layer l, only layers l+1 … L-1 run on the interpolated rows, and only on the
+        positions up to the last one that predicts an answer token (later ones cannot change ``f``, and
+        their attribution is 0); in the last layer only the answer-predicting positions are computed
+        whole (see :meth:`~depthutils.models.stack.Stack.run_to`). The rows of every layer, in layer order, are
+        cut into batches of ``batch_size``; a batch that spans several layers runs them in one pass, each
+        row joining where its layer's output is (:meth:`~depthutils.models.stack.Stack.run_joined`), so the few
+        new points per layer of an adaptive round still fill whole batches."""
+        st, pred, gold = self.st, self.pred, self.gold
+        cut = st.suffix_ok()  # whether layers can be run on a window of positions
+        hi, first = (int(pred.max()) + 1, int(pred.min())) if cut else (self.T, 0)
+        out = [(np.zeros((len(a), self.T)), np.zeros(len(a))) for a in alphas]
+        rows = [(l, k) for l, a in enumerate(alphas) for k in range(len(a))]
+        batches = [rows[s:s + self.batch_size] for s in range(0, len(rows), self.batch_size)]
+        for batch in progress(batches, "integrated gradients (batch)", enabled=self.bar):
+            spans = [(l, [k for m, k in batch if m == l]) for l in sorted({l for l, _ in batch})]
+            zs, diffs = [], []
+            for l, ks in spans:
+                x = st.outputs[l]
+                b = x.mean(dim=1, keepdim=True)  # mean over all positions (the sequence axis)
+                alpha = torch.as_tensor(np.asarray(alphas[l])[ks], dtype=x.dtype, device=x.device).view(-1, 1, 1)
+                zs.append((b + alpha * (x[:, :hi] - b)).detach().requires_grad_(True))
+                diffs.append(x[:, :hi] - b)
+            with torch.enable_grad():
+                h = st.run_joined([(l + 1, z) for (l, _), z in zip(spans, zs)], first)
+                f = _answer_probability(st.unembed(h[:, pred - first]), gold)
+                grads = torch.autograd.grad(f.sum(), zs)
+            r = 0
+            for (l, ks), grad, diff in zip(spans, grads, diffs):
+                out[l][0][ks, :hi] = (grad.float() * diff.float()).sum(-1).double().cpu().numpy()
+                out[l][1][ks] = f[r:r + len(ks)].detach().double().cpu().numpy()
+                r += len(ks)
+        return out
+
+    def _batched(self, alphas):
+        """nnsight path: interpolation rows of several layers share one forward+backward; the whole call
+        (and ``f(x)`` on the first one) goes to NDIF as one request."""
+        groups = [list(range(i, min(i + self.group, self.L))) for i in range(0, self.L, self.group)]
+        bs = self.batch_size
+        traces = []
+        for ls in groups:
+            n = max((len(alphas[l]) for l in ls), default=0)
+            for s in range(0, n, bs):
+                rows = [(l, np.asarray(alphas[l][s:s + bs])) for l in ls if len(alphas[l][s:s + bs])]
+                if rows:
+                    traces.append(rows)
+        first = self.f_x is None
+        common = (self.ids, self.pred, self.gold, self.part)
+        items = ([("f", *common, [])] if first else []) + [("pass", *common, rows) for rows in traces]
+        outs = each(self.model, _ig_trace, items, f"integrated gradients ({self.part})", enabled=self.bar)
+        if first:
+            self.f_x = float(outs.pop(0)[0])
+        out = [(np.zeros((len(a), self.T)), np.zeros(len(a))) for a in alphas]
+        filled = [0] * self.L
+        for rows, (g, f) in zip(traces, outs):
+            g, f = g.double().cpu().numpy(), f.double().cpu().numpy()
+            r = 0
+            for l, a in rows:
+                k = len(a)
+                out[l][0][filled[l]:filled[l] + k] = g[r:r + k]
+                out[l][1][filled[l]:filled[l] + k] = f[r:r + k]
+                filled[l] += k
+                r += k
+        return out
+
+
+def _f_of_x(model, item) -> torch.Tensor:
+    """``f`` on the clean prompt (one trace), ``[1]``."""
+    ids, pred, gold = item
+    with model.no_grad(), model.trace(ids):
+        f_x = _target(model, pred, gold).save()
+    return f_x
+
+
+def _sublayer(model, part: str):
+    """The read and the write of ``part``'s output (``(get, put)``)."""
+    return ({"layer": model.layers_output, "attn": model.attentions_output, "mlp": model.mlps_output}[part],
+            {"layer": model.set_layers_output, "attn": model.set_attentions_output,
+             "mlp": model.set_mlps_output}[part])
+
+
+def _ig_trace(model, item):
+    """One trace of the batched path. ``item = (what, ids, pred, gold, part, rows)``: ``"f"`` gives ``f(x)``;
+    ``"pass"`` interpolates, for each ``(l, alphas)`` of ``rows`` (layers in forward order, each once), layer
+    ``l``'s output at ``alphas`` in consecutive batch rows, and returns ``g [B, T]`` and ``f [B]`` per row."""
+    what, ids, pred, gold, part, rows = item
+    if what == "f":
+        return _f_of_x(model, (ids, pred, gold))
+    get, put = _sublayer(model, part)
+    T = ids.shape[1]
+    B = sum(len(a) for _, a in rows)
+    # made here on the CPU; moved inside the trace to wherever the model runs (a GPU, or NDIF's)
+    alpha_of = [torch.as_tensor(alphas, dtype=torch.float32).view(-1, 1, 1) for _, alphas in rows]
+    zs, diffs, grads = [], [], []
+    with model.trace(ids.expand(B, T)):
+        start = 0
+        for (l, alphas), alpha in zip(rows, alpha_of):
+            K = len(alphas)
+            out = check_residual(get(l), B, T, f"{part} {l} output")
+            x = out[start:start + 1].detach()  # this layer's own rows are still clean at layer l
+            b = x.mean(dim=1, keepdim=True)  # mean over positions (the sequence axis)
+            z = (b + alpha.to(x.device, x.dtype) * (x - b)).detach().requires_grad_(True)
+            put(l, torch.cat([out[:start], z, out[start + K:]]))
+            zs.append(z)
+            diffs.append(x - b)
+            start += K
+        f = _target(model, pred, gold)
+        with f.sum().backward():
+            for z in reversed(zs):  # gradients arrive in reverse forward order
+                grads.append(z.grad.save())
+        g = torch.cat([(gr.float() * d.float()).sum(-1) for gr, d in zip(reversed(grads), diffs)]).save()
+        fs = f.detach().save()
+    return g, fs
+
+
+def cost(s: Shape, T: int, n_pred: int, dtype: str, fast: bool, remote: bool, *, steps: int = 256,
+                         batch: int = 16, rule: str = "riemann", layers_per_pass: int | None = None) -> Cost:
+    """One prompt's attribution: ``steps`` interpolation points (evaluations) per layer, ``batch`` per pass.
+    An adaptive rule's ``budget`` of evaluations per layer is ``steps`` here."""
+    L = s.layers
+    a = Acc(s, "integrated_gradients", T)
+    trace_pass(a, s, 1, T, dtype)  # f(x)
+    if fast:
+        saved = stack_pass(a, s, T, dtype)
+        a.layers(2, 1, T // 2)  # suffix_ok
+        hi = T - 1  # positions up to the last one that predicts an answer token
+        work = 0.0
+        for l in range(L):
+            for start in range(0, steps, batch):
+                r = min(batch, steps - start)
+                a.layers(max(L - 2 - l, 0), r, hi, grad=True)
+                if l < L - 1:  # the last layer: keys and values of the earlier positions, then the answer's
+                    a.layers(1, r, hi - n_pred, grad=True, share=s.kv_share)
+                    a.layers(1, r, n_pred, context=hi, grad=True)
+                a.unembed(r, n_pred, grad=True)
+                work = max(work, s.saved_bytes(r, hi, L - 1 - l, dtype) + 3 * r * hi * s.hidden * BYTES[dtype]
+                           + s.act_bytes(r, hi, dtype) + 2 * s.logit_bytes(r, n_pred))
+            if rule != "riemann":
+                a.layers(L - 1 - l, 1, hi)
+        return with_requests(a.done(saved, work, batch=batch), remote)
+    g = L if layers_per_pass is None else layers_per_pass
+    work, download, groups = 0.0, 0.0, [list(range(i, min(i + g, L))) for i in range(0, L, g)]
+    for ls in groups:
+        for start in range(0, steps, batch):
+            rows = len(ls) * min(batch, steps - start)
+            a.layers(L - ls[0], rows, T, grad=True)  # the backward reaches down to the lowest layer
+            a.layers(ls[0], rows, T)
+            a.unembed(rows, T, grad=True)
+            work = max(work, s.saved_bytes(rows, T, L - ls[0], dtype) + s.act_bytes(rows, T, dtype)
+                       + rows * T * s.vocab * BYTES[dtype] * 2 + 2 * s.logit_bytes(rows, n_pred))
+            download += 4 * len(ls) * (T + 1)
+        if rule != "riemann":
+            trace_pass(a, s, len(ls), T, dtype)
+    return with_requests(a.done(0.0, work, download=download, batch=batch,
+                                note=f"{g} layer(s) per pass"), remote)

@@ -1,0 +1,183 @@
+"""P1 §3 / Fig. 4: the logit lens, KL to the final distribution and top-k overlap per layer."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import nnsight
+import numpy as np
+import torch
+
+from depthutils.core.encoding import encode_all
+from depthutils.cost.budget import dtype_of, shape_of, work_bytes
+from depthutils.cost.chunks import LENS_CHUNK_BYTES
+from depthutils.measures.curves import ed_kl, ed_overlap, ratio
+from depthutils.core.errors import check_finite
+from depthutils.models.handle import get_path, check_residual
+from depthutils.models.remote import each
+from depthutils.core.results import Result, describe, make_meta
+from depthutils.cost.accounting import Cost, Shape
+from depthutils.cost.passes import lens_bytes, one_trace_per_prompt
+
+
+@dataclass
+class LogitLensResult(Result):
+    """``kl[l] = KL(q_l ‖ q_L)`` and ``overlap[l] = |topk(q_l) ∩ topk(q_L)| / k``, token means, ``[L]``.
+
+    Index ``l`` is the lens on ``h_l``, the residual *entering* layer ``l`` (``h_0`` is the embedding), for
+    ``l = 0 … L−1``, as P1's notebook and P2's code read it; ``q_L``, the model's output distribution, is the
+    reference, not a row. The per-prompt token means (``kl_by_prompt``, ``overlap_by_prompt``, ``[N, L]``) and
+    ``prompt_tokens`` ``[N]`` sit beside them.
+    """
+
+    kl: np.ndarray = None
+    overlap: np.ndarray = None
+    kl_by_prompt: np.ndarray = None
+    overlap_by_prompt: np.ndarray = None
+    prompt_tokens: np.ndarray = None
+    k: int = 5
+    kind: ClassVar[str] = "logit_lens"
+    PER_PROMPT: ClassVar[dict] = {"kl": ("kl_by_prompt", "tokens"), "overlap": ("overlap_by_prompt", "tokens")}
+    INTERVAL_FACTS: ClassVar[tuple] = ("kl_rel", "overlap_rel", "mid_overlap")
+
+    def facts(self) -> dict:
+        """The numbers the chapter's prose states, rounded as printed (None: never)."""
+        L = len(self.kl)
+        kl_at, ov_at = ed_kl(self.kl), ed_overlap(self.overlap)
+        rel = lambda l: None if l is None else round(ratio(l, L), 2)
+        mid = L // 2  # h_mid is the residual after the first half of the layers
+        return {"L": L, "kl_layer": kl_at, "kl_rel": rel(kl_at), "overlap_layer": ov_at, "overlap_rel": rel(ov_at),
+                "mid_layer": mid, "mid_overlap": round(float(self.overlap[mid]), 2)}
+
+    def findings(self) -> str:
+        f = self.facts()
+        say = lambda l, r: "never" if l is None else f"at layer {l} of {f['L']} (relative depth {r:.2f})"
+        return (f"The lens KL falls below half its maximum {say(f['kl_layer'], f['kl_rel'])}; the top-{self.k} "
+                f"overlap first exceeds 0.3 {say(f['overlap_layer'], f['overlap_rel'])}. Overlap after the first half "
+                f"(h_{f['mid_layer']}): {f['mid_overlap']:.2f}.")
+
+
+def lens_stats(log_q: torch.Tensor, log_final: torch.Tensor, top_final: torch.Tensor, k: int):
+    """Per-token KL(q ‖ q_final) and top-k overlap from log-probabilities ``[..., V]``.
+
+    The overlap intersects top-k *index sets* (``[..., k] × [..., k]``), never a
+    vocabulary-wide one-hot.
+    """
+    kl = (log_q.exp() * (log_q - log_final)).sum(-1)
+    top = log_q.topk(k, dim=-1).indices
+    overlap = (top[..., :, None] == top_final[..., None, :]).any(-1).float().sum(-1) / k
+    return kl, overlap
+
+
+def read_lens(model, hs: list, k: int) -> list:
+    """Inside a trace of one prompt, given every layer's input ``hs`` (``h_0 … h_{L−1}``, read in the trace): each
+    layer's ``[2, T]`` KL and top-``k`` overlap (a list made and saved inside the trace: a remote trace returns
+    only saved names)."""
+    per_layer = nnsight.save([])
+    log_final = model.logits().float().log_softmax(-1)
+    top_final = log_final.topk(k, dim=-1).indices
+    for h in hs:
+        log_q = model.lens(h).float().log_softmax(-1)
+        per_layer.append(torch.stack(lens_stats(log_q, log_final, top_final, k))[:, 0].save())
+    return per_layer
+
+
+def prompt_lens(model, item) -> torch.Tensor:
+    """``[L, 2, T]``: KL and top-``k`` overlap of the lens on every ``h_l`` (``l = 0 … L−1``, the residual entering
+    layer ``l``) at every token of one prompt (one trace);
+    ``item`` is the prompt's encoding, ``k`` and, optionally, the bytes of one slice of the vocabulary
+    (default :data:`LENS_CHUNK_BYTES`). A local model takes :func:`chunked_lens` after the trace."""
+    enc, k, *chunk = item
+    L, T = model.n_layers, enc.n_tokens
+    head = get_path(model.nn._module, model.arch.unembed)
+    if model.remote or not isinstance(head, torch.nn.Linear):
+        with model.no_grad(), model.trace(enc.input_ids):
+            hs = [check_residual(model.layers_input(l), 1, T, f"layer {l} input") for l in range(L)]
+            per_layer = read_lens(model, hs, k)
+        return torch.stack(list(per_layer))
+    with model.no_grad(), model.trace(enc.input_ids):
+        hs = nnsight.save([])  # a list made inside the trace must be saved to outlive it
+        for l in range(L):
+            hs.append(check_residual(model.layers_input(l), 1, T, f"layer {l} input")[0].save())
+        final = model.logits()[0].save()
+    with torch.no_grad():
+        return chunked_lens(model, torch.stack(list(hs)), final, k, *chunk)
+
+
+def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_bytes: int | None = None) -> torch.Tensor:
+    """``[L, 2, T]`` as :func:`read_lens` gives it, from the layer inputs ``hs`` ``[L, T, H]`` (``h_0 … h_{L−1}``)
+    and the model's logits ``final`` ``[T, V]``: every layer's lens in one matrix product per slice of the
+    vocabulary (within ``chunk_bytes``, :data:`LENS_CHUNK_BYTES`), never a whole ``[L, T, V]``.
+
+    Per row, over the slices: the running max ``m``, ``S = Σ e^{z−m}`` and ``W = Σ e^{z−m}(z − z_final)`` (in
+    float64 between slices), and the running top-``k``; then ``KL(q ‖ q_final) = W/S − lse(z) + lse(z_final)``.
+    """
+    module = model.nn._module
+    norm, head = get_path(module, model.arch.final_norm), get_path(module, model.arch.unembed)
+    Lh, T, _ = hs.shape
+    x = norm(hs.to(head.weight.device)).reshape(Lh * T, -1)
+    final = final.float()
+    V, M = final.shape[-1], Lh * T
+    m = torch.full((M,), -torch.inf, dtype=torch.float64)
+    S, W = torch.zeros(M, dtype=torch.float64), torch.zeros(M, dtype=torch.float64)
+    top_v, top_i = torch.empty(M, 0), torch.empty(M, 0, dtype=torch.long)
+    step = max(k, (chunk_bytes or LENS_CHUNK_BYTES) // (8 * M))
+    for v0 in range(0, V, step):
+        bias = None if head.bias is None else head.bias[v0:v0 + step]
+        z = model.finish_logits(torch.nn.functional.linear(x, head.weight[v0:v0 + step], bias)).float().cpu()
+        cv, ci = z.topk(min(k, z.shape[-1]), dim=-1)
+        top_v, idx = torch.cat([top_v, cv], -1).topk(min(k, top_v.shape[-1] + cv.shape[-1]), dim=-1)
+        top_i = torch.cat([top_i, ci + v0], -1).gather(-1, idx)
+        m_new = torch.maximum(m, z.amax(-1).double())
+        scale = torch.exp(m - m_new)
+        e = z.sub(m_new.float()[:, None]).exp_()
+        S = S * scale + e.sum(-1).double()
+        d = z.view(Lh, T, -1).sub_(final[None, :, v0:v0 + step]).view(M, -1)
+        W = W * scale + e.mul_(d).sum(-1).double()
+        m = m_new
+    lse_final = torch.logsumexp(final, -1).double()
+    kl = (W / S - (m + S.log())).view(Lh, T) + lse_final[None]
+    top_final = final.topk(k, dim=-1).indices
+    overlap = (top_i.view(Lh, T, k, 1) == top_final[None, :, None, :]).any(-1).float().sum(-1) / k
+    return torch.stack([kl.float(), overlap], 1)  # [L, 2, T]
+
+
+def logit_lens(model, prompts, k: int = 5, *, max_tokens: int | None = None, max_memory=None,
+               progress_bar: bool = True) -> LogitLensResult:
+    """KL divergence and top-``k`` overlap of the logit lens on every layer's input ``h_l`` (``l = 0 … L−1``)
+    with the model's output distribution.
+
+    Memory is O(T·V): the lens of one layer at a time is compared with the final
+    distribution and reduced to ``[T]`` before the next layer is read. A prompt longer than
+    ``max_tokens`` (default: the model's context) is cut to its first tokens. On a local model the slices
+    of the vocabulary are at most :data:`LENS_CHUNK_BYTES`, less where ``max_memory`` (bytes or a size such
+    as ``"8GB"``; default what the device has free) leaves less above the saved residuals
+    (:func:`depthutils.cost.budget.work_bytes`, which says so).
+    """
+    prompts, encs, fit = encode_all(model, prompts, max_tokens=max_tokens)
+    items = [(e, k) for e in encs]
+    if not model.remote and encs:
+        T = max(e.n_tokens for e in encs)
+        kept = lens_bytes(shape_of(model), T, dtype_of(model))
+        chunk = work_bytes(model, max_memory, kept, LENS_CHUNK_BYTES, "logit lens", progress_bar)
+        items = [(e, k, chunk) for e in encs]
+    return logit_lens_of(model, prompts, encs, fit, k,
+                         each(model, prompt_lens, items, "logit lens", enabled=progress_bar))
+
+
+def logit_lens_of(model, prompts, encs, fit, k: int, stats) -> LogitLensResult:
+    """The result from each prompt's ``[L, 2, T]`` statistics (:func:`prompt_lens`)."""
+    means = [s.double().mean(-1).cpu().numpy() for s in stats]  # [L, 2] each: a prompt's token means
+    tokens = [enc.n_tokens for enc in encs]
+    ds, n = describe(prompts)
+    return LogitLensResult(meta=make_meta(model, dataset=ds, n=n, fit=fit, k=k, tokens=sum(tokens)),
+                           kl_by_prompt=check_finite("logit-lens KL", np.stack([m[:, 0] for m in means])),
+                           overlap_by_prompt=check_finite("logit-lens overlap", np.stack([m[:, 1] for m in means])),
+                           prompt_tokens=np.array(tokens), k=k).with_aggregates()
+
+
+def cost(s: Shape, Ts, dtype: str, remote: bool) -> Cost:
+    """What :func:`logit_lens` runs on prompts of ``Ts`` tokens: one forward per prompt, then locally
+    :func:`chunked_lens` (one product per slice of the vocabulary), on NDIF each layer's lens in the trace."""
+    return one_trace_per_prompt(s, Ts, dtype, remote, "logit_lens", lens="traced" if remote else "chunked",
+                                per_token=2)

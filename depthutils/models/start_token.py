@@ -1,0 +1,150 @@
+"""What stands at position 0: the ``prepend_bos`` option, and its choice by measurement for the named real models.
+
+``prepend_bos`` is ``True`` (the tokenizer's BOS, or its EOS where it has none: TransformerLens's rule and the
+specification's default), ``False`` (no start token: position 0 is the prompt's first real token, which no
+measurement intervenes on), one token of the vocabulary (e.g. ``"<|endoftext|>"``), or ``"auto"``.
+
+``"auto"`` is ``True`` for every model except the named real models (:mod:`depthutils.models.real.catalog`). For those, a
+chat tokenizer's BOS (SmolLM2's ``<|im_start|>``) is not a neutral start, and neither is none; so the start is
+chosen by measurement: the accuracy of the chapters' kinds of task on held-out prompts (addition chains,
+single-hop facts, GSM8K solutions) with each start — none, the BOS, the document separator — and the best one
+is used. The table is recorded in the model cache beside the model (``<name>.start.json``) and shown on its card.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass
+
+import torch
+
+from depthutils import data
+from depthutils.core.progress import progress
+from depthutils.core.errors import DepthError
+from depthutils.core.prompts import Prompt, bos_token_id, encode
+from depthutils.models.real.catalog import REAL_MODELS, cache_root
+
+__all__ = ["AUTO", "candidates", "check_option", "measure", "recorded", "choose", "describe", "TASKS"]
+
+AUTO = "auto"
+#: the held-out prompts of the measurement: (task, loader) — none of them is a prompt a chapter runs
+TASKS = {
+    "addition": lambda: data.arithmetic(40, seed=991),   # 2-6 single digits, as the chapters' chains (seed 0)
+    "facts": lambda: data.mquake(None, hops=1)[-40:],                      # the chapters take MQuAKE from the front
+    "gsm8k": lambda: [_solution(p) for p in data.gsm8k(None)[-8:]],         # likewise GSM8K
+}
+#: a task's accuracy: the answer's every token is the argmax (addition, facts), or the mean over the
+#: solution's tokens (GSM8K: a text task, where whole answers are rare at this size)
+PER_TOKEN = {"gsm8k"}
+
+
+def _solution(p: Prompt) -> Prompt:
+    """A GSM8K prompt whose graded part is the whole written solution, not only the final number."""
+    return Prompt(p.text, p.text.index("\n\n") + 2, p.source)
+
+
+def check_option(value) -> None:
+    """One sentence when ``prepend_bos`` is none of the allowed kinds."""
+    if isinstance(value, bool) or value == AUTO or (isinstance(value, str) and value):
+        return
+    raise DepthError(f"prepend_bos must be 'auto', True, False or one token such as '<|endoftext|>', got {value!r}.")
+
+
+def candidates(tokenizer, separator: str | None = None) -> dict[str, bool | str]:
+    """The starts a measurement compares: ``{"none": False, "bos": True, "separator": token}`` without repeats.
+
+    The document separator is ``separator`` when given (a named model's card), else ``<|endoftext|>`` where the
+    vocabulary has it, else the EOS."""
+    out: dict[str, bool | str] = {"none": False}
+    bos = bos_token_id(tokenizer)
+    if bos is not None:
+        out["bos"] = True
+    vocab = tokenizer.get_vocab()
+    sep = separator or ("<|endoftext|>" if "<|endoftext|>" in vocab else tokenizer.eos_token)
+    if sep and sep in vocab and vocab[sep] != bos:
+        out["separator"] = sep
+    return out
+
+
+def _accuracy(module, tokenizer, prompts: list[Prompt], start, per_token: bool) -> float:
+    hits = []
+    with torch.inference_mode():
+        for p in prompts:
+            enc = encode(tokenizer, p, need_answer=True, prepend_bos=start)
+            keep = torch.tensor(enc.predict_positions)
+            logits = module(input_ids=enc.input_ids, logits_to_keep=keep).logits  # only where an answer token is predicted
+            if logits.shape[:2] != (1, len(keep)):
+                raise DepthError(f"The model returned logits of shape {tuple(logits.shape)} for {len(keep)} kept positions.")
+            pred = logits[0].argmax(-1).tolist()
+            ok = [a == b for a, b in zip(pred, enc.answer_ids)]
+            hits += ok if per_token else [all(ok)]
+    return sum(hits) / len(hits)
+
+
+def measure(module, tokenizer, separator: str | None = None) -> dict:
+    """Each start's accuracy on each task, and the start with the best mean (the BOS on a tie, the spec's rule).
+
+    ``module`` is the plain ``transformers`` model. Returns ``{"table": {start: {task: acc}}, "choice": label,
+    "tokens": {label: value}, "n": {task: prompts}}``."""
+    starts = candidates(tokenizer, separator)
+    prompts = {task: load() for task, load in TASKS.items()}
+    items = [(label, task) for label in starts for task in prompts]
+    table: dict[str, dict[str, float]] = {label: {} for label in starts}
+    for label, task in progress(items, desc="start token (prepend_bos='auto')"):
+        table[label][task] = round(_accuracy(module, tokenizer, prompts[task], starts[label], task in PER_TOKEN), 4)
+    order = ["bos", "separator", "none"]  # the tie-break: the spec's default first
+    mean = {label: sum(row.values()) / len(row) for label, row in table.items()}
+    choice = max(sorted(table, key=order.index), key=lambda label: mean[label])
+    return {"table": table, "mean": {k: round(v, 4) for k, v in mean.items()}, "choice": choice,
+            "tokens": {k: (v if isinstance(v, str) else tokenizer.bos_token if v else None) for k, v in starts.items()},
+            "values": starts, "n": {t: len(p) for t, p in prompts.items()}}
+
+
+def _record_path(name: str, cache=None):
+    return cache_root(cache) / f"{name}.start.json"
+
+
+def recorded(name: str, cache=None) -> dict | None:
+    """The measured start of a named real model, or ``None`` before it is measured."""
+    try:
+        return json.loads(_record_path(name, cache).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def choose(name: str, module, tokenizer, cache=None) -> dict:
+    """The recorded start of a named real model, measured and recorded on first use."""
+    doc = recorded(name, cache)
+    if doc is None:
+        doc = measure(module, tokenizer, REAL_MODELS[name].separator)
+        doc["measured_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        path = _record_path(name, cache)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+    return doc
+
+
+def resolve(value, name: str, module, tokenizer, cache=None) -> tuple[bool | str, str]:
+    """``prepend_bos`` as :func:`depthutils.core.prompts.encode` takes it, and how it was chosen, in a few words."""
+    check_option(value)
+    if value != AUTO:
+        return value, "as given"
+    if name not in REAL_MODELS:
+        return True, "auto: the tokenizer's BOS (the specification's rule)"
+    doc = choose(name, module, tokenizer, cache)
+    scores = ", ".join(f"{label} {doc['mean'][label]:.2f}" for label in doc["table"])
+    return doc["values"][doc["choice"]], f"auto: chosen by measurement (mean accuracy {scores})"
+
+
+def describe(tokenizer, prepend_bos) -> str:
+    """One sentence on what position 0 holds, for a page."""
+    if prepend_bos is False:
+        return ("No start token: position 0 is the prompt's first real token, which no measurement intervenes on "
+                "(the measurements begin at position 1).")
+    token = prepend_bos if isinstance(prepend_bos, str) and prepend_bos != AUTO else None
+    if token is None:
+        bos = bos_token_id(tokenizer)
+        token = tokenizer.convert_ids_to_tokens(bos) if bos is not None else None
+    if token is None:
+        return "No start token: the tokenizer has neither a BOS nor an EOS; position 0 is the first real token."
+    return f"Position 0 holds {token}, the start token, which no measurement intervenes on."

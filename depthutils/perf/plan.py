@@ -1,0 +1,303 @@
+"""``python -m depthutils plan CHAPTER --model M``: what a chapter will cost before it runs.
+
+A chapter's run is a list of measurement calls (:func:`chapter_costs`: the chapter's calls with its
+parameters); each call's :class:`~depthutils.cost.accounting.Cost` comes from the model's config alone, from
+the measurement's own ``cost`` (:func:`depthutils.measures.cost_of`). The plan adds the weights and the process's own
+memory, picks the largest batch that fits the memory budget where the measurement's path takes a batch
+size (the batched path of future effects and erasure, the layers per pass of integrated gradients), and
+turns FLOPs into seconds (:mod:`depthutils.perf.timing`: measured here for the CPU, a data sheet for a GPU).
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+
+from depthutils import data
+from depthutils.cost.budget import parse_bytes
+from depthutils.cost.accounting import Cost, total
+from depthutils.measures import cost_of
+from depthutils.measures.depth_score import TASKS, levels_of, new_tokens
+from depthutils.core.errors import DepthError
+from depthutils.cost.model_info import ModelInfo, model_info
+from depthutils.models.devices import available_memory
+from depthutils.perf.timing import DEVICES, base_rss, calibration, cpu_seconds, gpu_seconds, wall_estimate
+from depthutils.analysis.study import PROJECT_TASKS
+
+MULTI = {"07": "models", "08": "models", "09": "models"}
+
+
+def _prompts(info: ModelInfo, name: str, n: int, **kw) -> list[tuple[int, int]]:
+    """``(tokens, answer tokens)`` of the first ``n`` prompts of data set ``name``, counted for ``info``."""
+    out = []
+    for p in data.load(name, n, **kw):
+        T = info.count(p.context + (p.answer or ""))
+        out.append((T, max(1, T - info.count(p.context)) if p.answer else 0))
+    return out
+
+
+def _cap(Ts, max_tokens, shape):
+    limit = max_tokens or shape.context or 10 ** 9
+    return [min(T, limit) for T in Ts]
+
+
+def _score_prompts(info, tasks, n, seed, max_new_tokens):
+    """``(T, answer positions, context, decoded tokens)`` of every depth-score prompt; ``tasks`` as
+    :func:`depthutils.measures.depth_score.depth_score` takes it (``"auto"``, family names, or ``{family: levels}``)."""
+    out = []
+    for t, levels in levels_of(info.name, tasks).items():
+        _, load, rule = TASKS[t]
+        for lv in levels:
+            for p in load(lv, n, seed):
+                T = info.count(p.context + p.answer)
+                ctx = info.count(p.context)
+                n_ans = max(1, T - ctx)
+                k = 1 if rule == "first" else len(range(0, n_ans, 4)[:4])
+                out.append((T, k, ctx, new_tokens(n_ans, bool(p.meta.get("final")), max_new_tokens)))
+    return out
+
+
+def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fast: bool, remote: bool,
+                  batch: int | None = None, layers_per_pass: int | None = None) -> list[tuple[ModelInfo, Cost]]:
+    """Every measurement call of ``chapter`` (a number "00"–"09") with parameters ``p``."""
+    out = []
+    for info in models:
+        s = info.shape
+        mt = p.get("max_tokens")
+        gsm = lambda key="n_examples", ds="dataset": _cap(  # noqa: E731
+            [T for T, _ in _prompts(info, p.get(ds, "gsm8k"), p[key])], mt, s)
+        if chapter == "00":
+            out.append((info, cost_of("residual_stream")(s, gsm(), dtype, remote)))
+        elif chapter == "01":
+            out.append((info, cost_of("contributions")(s, gsm(), dtype, remote)))
+        elif chapter == "02":
+            Ts = gsm()
+            for part in p["parts"]:
+                for mode in p["modes"]:
+                    out.append((info, cost_of("future_effects")(s, Ts, dtype, fast, remote, part=part, mode=mode, batch=batch)))
+        elif chapter == "03":
+            out.append((info, cost_of("logit_lens")(s, gsm(), dtype, remote)))
+        elif chapter in ("04", "05"):
+            pairs = [(p["arithmetic_prompt"], p["arithmetic_answer"]), (p["multihop_prompt"], p["multihop_answer"])]
+            if chapter == "04":
+                out.append((info, cost_of("residual_means")(s, gsm("baseline_n", "baseline_dataset"), dtype, remote)))
+            for i, (ctx, ans) in enumerate(pairs):
+                T, n_pred = info.count(ctx + ans), max(1, info.count(ctx + ans) - info.count(ctx))
+                if chapter == "04":
+                    out.append((info, cost_of("residual_erasure")(s, T - 1, n_pred, dtype, fast, remote, batch=batch)))
+                    continue
+                ig = lambda steps, rule: cost_of("integrated_gradients")(  # noqa: E731
+                    s, T, n_pred, dtype, fast, remote, steps=steps, batch=p["batch_size"], rule=rule,
+                    layers_per_pass=layers_per_pass)
+                out.append((info, ig(p["steps"], "riemann")))
+                if i == 0:
+                    out += [(info, ig(p["reference_steps"], "gauss")), (info, ig(p["gauss_steps"], "gauss"))]
+        elif chapter == "06":
+            out.append((info, cost_of("depth_score")(s, _score_prompts(info, p["tasks"], p["n_per_level"], p["seed"],
+                                                               p["max_new_tokens"]), dtype, fast, remote,
+                                        batch=batch)))
+        elif chapter == "07":
+            if info is models[-1] and len(models) > 1:  # the target; one model alone is mapped onto itself
+                break
+            texts = data.heldout_text(p["n_texts"]) + data.load("addition", p["n_task_prompts"]) + \
+                data.load("multihop", p["n_task_prompts"])
+            Ts = _cap([info.count(t.text) for t in texts], mt, s)
+            out.append((info, cost_of("cross_model_mapping")(s, models[-1].shape, Ts, dtype, remote, p["held_out"],
+                                                         same=len(models) == 1)))
+        elif chapter == "08":
+            Ts = gsm()
+            out += [(info, cost_of("future_effects")(s, Ts, dtype, fast, remote, batch=batch)),
+                    (info, cost_of("logit_lens")(s, Ts, dtype, remote)),
+                    (info, cost_of("effective_depth")(s, Ts, dtype, remote)),
+                    (info, cost_of("depth_score")(s, _score_prompts(info, p["tasks"], 10 if "n_per_level" not in p else
+                                                            p["n_per_level"], p["seed"], 48), dtype, fast, remote,
+                                        batch=batch))]
+        elif chapter == "09":
+            for task in p["tasks"]:
+                n = p["aime_n"] if task == "aime24" else p["n_per_task"]
+                kw = {"heldout": True} if task in PROJECT_TASKS else {}
+                rows = _prompts(info, task, None, **kw)
+                if task == "aime24":
+                    rows = [r for r in rows if r[0] <= p["aime_max_tokens"]]
+                Ts = _cap([T for T, _ in rows[:n]], mt, s)
+                out.append((info, cost_of("effective_depth")(s, Ts, dtype, remote)))
+    return out
+
+
+@dataclass
+class Plan:
+    """A chapter's plan: the numbers ``--json`` prints."""
+    chapter: str
+    models: list
+    device: str
+    dtype: str
+    remote: bool
+    layer_passes: float
+    flops_forward: float
+    flops_backward: float
+    weights_bytes: float
+    peak_memory_bytes: float
+    memory_budget_bytes: float
+    fits: bool
+    batch_size: int | None
+    layers_per_pass: int | None
+    seconds: float            # wall seconds (on a CPU: an idle machine's, the CPU seconds / threads)
+    seconds_source: str
+    cpu_seconds: float | None  # on a CPU: process CPU seconds (user + system), what the calibration measures
+    requests: int
+    download_bytes: float
+    rows: list = field(default_factory=list)
+
+    def json(self) -> str:
+        return json.dumps(self.__dict__, indent=1, default=str)
+
+
+def chapter_parameters(path, defaults: dict, model: str | None, models: list[str] | None,
+                       params: dict) -> tuple[str, dict]:
+    """The chapter's number and its parameters: its ``defaults`` (its parameters cell), then ``model`` /
+    ``models``, then ``params`` (``path`` is the chapter's notebook, from :func:`depthutils.book.runner.find_chapter`)."""
+    p = dict(defaults)
+    unknown = sorted(set(params) - set(p))
+    if unknown:
+        raise DepthError(f"Unknown parameter(s) {unknown} for chapter {path.stem}; valid: {', '.join(p)}.")
+    p.update(params)
+    num = path.name[:2]
+    if models:
+        p["models"] = models
+    if model:
+        if num == "07":  # the source is replaced; the deeper target stays
+            p["models"] = [model, *p["models"][1:]] if len(p["models"]) > 1 else [model]
+        elif "models" in p:
+            p["models"] = [model]
+        else:
+            p["model"] = model
+    return num, p
+
+
+def make_plan(num: str, p: dict, device: str = "cpu", memory: str | float | None = None,
+              threads: int | None = None, timing: bool = True) -> Plan:
+    """The plan of chapter ``num`` ("00"–"09") with parameters ``p`` (:func:`chapter_parameters`); without
+    ``timing`` no calibration is run and ``seconds`` is 0 (what :func:`preflight` needs is the memory)."""
+    if device not in ("cpu", "cuda"):
+        raise DepthError(f"--device must be 'cpu' or 'cuda', got {device!r}.")
+    threads = threads or torch.get_num_threads()
+    remote = bool(p.get("remote"))
+    dtype = p.get("dtype", "auto")
+    if remote or dtype == "auto":
+        dtype = "bfloat16" if remote or device == "cuda" else "float32"
+    fast = not remote and dtype == "float32"
+    names = p["models"] if "models" in p else [p["model"]]
+    infos = [model_info(n) for n in names]
+    budget = parse_bytes(memory) if isinstance(memory, str) else memory
+    if budget is None:
+        budget = DEVICES["h100"]["memory"] if device == "cuda" else available_memory()
+    local_cpu = device == "cpu" and not remote
+    cals = {i.name: calibration(i.shape, dtype, threads) for i in infos} if local_cpu and timing else {}
+    base = max((c["base_rss_bytes"] for c in cals.values()), default=base_rss() if local_cpu else 0.0)
+    together = num in ("07", "08")  # these chapters hold every model at once
+    weights = [i.shape.resident_bytes(dtype, "cpu" if device == "cpu" and not remote else "gpu") for i in infos]
+    held = sum(weights) if together else max(weights)
+
+    def evaluate(batch, lpp):
+        calls = chapter_costs(num, infos, p, dtype, fast, remote, batch, lpp)
+        peak = max(base + (held if together else weights[infos.index(info)]) + c.peak for info, c in calls)
+        return calls, peak
+
+    L = max(i.shape.layers for i in infos)
+    choices = [(None, None)] + [(b, None) for b in (256, 128, 64, 32, 16, 8, 4, 2)] if not fast else [(None, None)]
+    if num == "05" and not fast:
+        choices = [(None, g) for g in sorted({L, *[max(1, L // d) for d in (2, 4, 8, 16, 32, 64, 128)]}, reverse=True)]
+    for batch, lpp in choices:
+        calls, peak = evaluate(batch, lpp)
+        if remote or peak <= budget:
+            break
+    fits = remote or peak <= budget
+    rows = []
+    for info, c in calls:
+        if remote or device == "cuda":
+            sec = gpu_seconds(c, info.shape, dtype)
+        elif not timing:
+            sec = 0.0
+        else:
+            sec = wall_estimate(cpu_seconds(c, info.shape, dtype, cals[info.name]), threads)
+        rows.append(dict(model=info.name, measurement=c.what, layer_passes=c.layer_passes, flops_fwd=c.flops_fwd,
+                         flops_bwd=c.flops_bwd, extra_bytes=c.peak, batch_size=c.batch_size, seconds=sec,
+                         requests=c.requests, download_bytes=c.download, notes=c.notes))
+    t = total([c for _, c in calls])
+    on_cpu = not (remote or device == "cuda")
+    source = ("estimate: " + DEVICES["h100"]["source"]) if not on_cpu else \
+        (f"process CPU seconds from this machine's calibration (cache); wall ≈ CPU seconds / {threads} threads "
+         "on an idle machine, longer under other jobs' load")
+    batch = min((r["batch_size"] for r in rows if r["batch_size"]), default=None)
+    return Plan(chapter=num, models=[f"{i.name} ({i.source})" for i in infos], device="ndif" if remote else device,
+                dtype=dtype, remote=remote, layer_passes=t.layer_passes, flops_forward=t.flops_fwd,
+                flops_backward=t.flops_bwd, weights_bytes=held, peak_memory_bytes=peak, memory_budget_bytes=budget,
+                fits=fits, batch_size=batch, layers_per_pass=lpp, seconds=sum(r["seconds"] for r in rows), seconds_source=source,
+                cpu_seconds=sum(r["seconds"] for r in rows) * threads if on_cpu and timing else None,
+                requests=t.requests, download_bytes=t.download, rows=rows)
+
+
+def preflight(num: str, p: dict) -> Plan | None:
+    """Before a chapter runs: stop with one sentence when even its smallest batch cannot fit the memory the
+    device has free (the weights are never loaded); ``None`` when the plan cannot be made for this run."""
+    remote = bool(p.get("remote"))
+    device = p.get("device", "auto")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    memory = None
+    if device.startswith("cuda") and not remote:
+        if not torch.cuda.is_available():
+            return None
+        memory, device = torch.cuda.mem_get_info()[0], "cuda"
+    try:
+        plan = make_plan(num, p, device=device, memory=memory, timing=False)
+    except DepthError:
+        raise
+    except Exception as e:  # a parameter the plan does not model: the run itself will tell
+        warnings.warn(f"No memory plan for this run ({type(e).__name__}: {e}); running without one.")
+        return None
+    if not plan.fits:
+        raise DepthError(f"Chapter {num} on {', '.join(plan.models)} needs about {gigabytes(plan.peak_memory_bytes)} "
+                         f"({plan.dtype}, batch {plan.batch_size or 1}) but {gigabytes(plan.memory_budget_bytes)} is free on "
+                         f"{plan.device}; run it on NDIF (-p remote True) or in bfloat16 (-p dtype bfloat16).")
+    return plan
+
+
+def gigabytes(x: float, digits: int = 2) -> str:
+    """Bytes as GB with ``digits`` decimals (the plan's table, its errors, and the bigger-models page)."""
+    return f"{x / 1e9:.{digits}f} GB"
+
+
+def duration(s: float) -> str:
+    """Seconds as s, min or h."""
+    return f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h"
+
+
+def format_plan(plan: Plan) -> str:
+    """The plan as one table: a row per measurement call, then the totals and the verdict."""
+    head = (f"chapter {plan.chapter} · {', '.join(plan.models)} · {plan.device} · {plan.dtype}\n"
+            f"{'measurement':<22}{'layer-passes':>13}{'TFLOP fwd':>11}{'TFLOP bwd':>11}{'+memory':>11}"
+            f"{'batch':>7}{'wall':>10}" + (f"{'requests':>10}{'download':>11}" if plan.remote else ""))
+    lines = [head]
+    for r in plan.rows:
+        lines.append(f"{r['measurement'][:22]:<22}{r['layer_passes']:>13,.0f}{r['flops_fwd'] / 1e12:>11.3f}"
+                     f"{r['flops_bwd'] / 1e12:>11.3f}{gigabytes(r['extra_bytes']):>11}{str(r['batch_size'] or '-'):>7}"
+                     f"{duration(r['seconds']):>10}" + (f"{r['requests']:>10}{r['download_bytes'] / 2**20:>9.1f}MB"
+                                                   if plan.remote else ""))
+    lines.append(f"{'total':<22}{plan.layer_passes:>13,.0f}{plan.flops_forward / 1e12:>11.3f}"
+                 f"{plan.flops_backward / 1e12:>11.3f}{'':>11}{str(plan.batch_size or '-'):>7}{duration(plan.seconds):>10}"
+                 + (f"{plan.requests:>10}{plan.download_bytes / 2**20:>9.1f}MB" if plan.remote else ""))
+    where = "NDIF's GPUs" if plan.remote else plan.device
+    lines.append(f"peak memory {gigabytes(plan.peak_memory_bytes)} (weights {gigabytes(plan.weights_bytes)}) on {where}; "
+                 f"budget {gigabytes(plan.memory_budget_bytes)}")
+    if plan.remote:
+        verdict = "runs on NDIF (time excludes NDIF's queue and the download)"
+    elif plan.fits:
+        verdict = "fits: runs locally"
+    else:
+        verdict = "does not fit even at batch 1: run it on NDIF (-p remote True) or in bfloat16 (-p dtype bfloat16)"
+    cpu = f" wall, {plan.cpu_seconds:,.1f} process CPU seconds" if plan.cpu_seconds else " wall"
+    lines.append(f"time: {duration(plan.seconds)}{cpu} ({plan.seconds_source})\n{verdict}")
+    return "\n".join(lines)

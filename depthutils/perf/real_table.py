@@ -1,0 +1,117 @@
+"""``bench``'s rows for the real models (issue 33 §4): chapters 2, 3 and 5's headline calls on SmolLM2-135M
+and Gemma 3 270M, timed once each in a fresh process, with layer-passes against the floor and peak memory.
+
+* chapter 2: ``future_effects`` (layer skipped, future tokens) on ``N_FUTURE`` GSM8K problems (P1's N);
+* chapter 3: ``logit_lens`` on ``N_LENS`` GSM8K problems (P1's N);
+* chapter 5: ``integrated_gradients`` with the adaptive rule (tol 1e-4, budget 64) on the arithmetic prompt.
+
+A layer-pass is one layer over one whole prompt (bench's :class:`~depthutils.perf.bench.Counter`, here summed over
+prompts as layer-tokens over each prompt's own length). The floors: chapter 2's is
+:func:`~depthutils.perf.bench.floors`' (clean run, the layers above each skipped one, prefixes shared); the lens
+needs one forward (``L`` per prompt) and ``L`` projections of every token onto the vocabulary; integrated
+gradients' floor takes the adaptive rule's evaluations as spread evenly over the layers. A model that is not
+in the cache (or whose terms are not accepted) is skipped with one sentence; nothing is fetched here.
+"""
+from __future__ import annotations
+
+import resource
+import time
+
+import numpy as np
+import torch
+
+import depthutils as du
+
+from depthutils.core.encoding import encode_all
+from depthutils.perf.counting import Counter, floors
+from depthutils.perf.harness import ARITH, _isolated
+from depthutils.models.real.catalog import MANIFEST, cache_root, terms_accepted
+
+REAL_MODELS = ("smollm2-135m", "gemma3-270m")
+N_FUTURE, N_LENS = 10, 20
+IG = dict(rule="adaptive", tol=1e-4, budget=64)
+
+
+def unavailable(name: str) -> str | None:
+    """Why ``name`` cannot be benched from the cache (one sentence), or None."""
+    folder = cache_root() / name
+    if not (folder / MANIFEST).exists():
+        return f"{name} is not in the cache ({folder}); `python -m depthutils fetch {name}` puts it there."
+    if not terms_accepted(name):
+        return f"{name}'s terms are not accepted here; see `python -m depthutils fetch {name} --accept-terms`."
+    return None
+
+
+def _worker(args, queue):
+    try:
+        queue.put(_measure(*args))
+    except BaseException as e:  # reported by the parent
+        queue.put({"error": f"{type(e).__name__}: {e}"})
+
+
+def _measure(name: str, chapter: str, threads: int) -> dict:
+    torch.set_num_threads(threads)
+    lm = du.load_model(name)
+    L = lm.n_layers
+    counter = Counter(lm)
+    t0 = time.perf_counter()
+    if chapter == "02":
+        prompts = du.data.load("gsm8k", N_FUTURE)
+        out = du.future_effects(lm, prompts, part="layer", mode="future", progress_bar=False)
+        seconds = time.perf_counter() - t0
+        Ts = [e.n_tokens for e in encode_all(lm, prompts)[1]]  # as measured: cut to the context
+        positions = out.meta["params"]["positions"]
+        floor = sum(floors(L, [T], [ts], 1, 1)["future_effects"] * T for T, ts in zip(Ts, positions))
+        per_layer = sum((L + 4 * sum(L - 1 - s for s in range(L))) * T for T in Ts)  # before the shared prefixes
+        verdict = out.facts()
+    elif chapter == "03":
+        prompts = du.data.load("gsm8k", N_LENS)
+        out = du.logit_lens(lm, prompts, progress_bar=False)
+        seconds = time.perf_counter() - t0
+        Ts = [e.n_tokens for e in encode_all(lm, prompts)[1]]
+        floor = per_layer = L * sum(Ts)
+        verdict = out.facts()
+    else:
+        p = du.Prompt.from_parts(*ARITH, "bench")
+        out = du.integrated_gradients(lm, p, progress_bar=False, **IG)
+        Ts = [len(out.tokens)]
+        seconds = time.perf_counter() - t0
+        per_eval = out.evaluations / L
+        floor = Ts[0] * (L + per_eval * sum(L - 1 - l for l in range(L)))
+        per_layer = None
+        verdict = {"evaluations": out.evaluations, "rounds": out.rounds,
+                   "completeness_gap_max": round(float(np.max(out.completeness_gap)), 4)}
+    counter.close()
+    # the counter's unit is the longest sequence it saw; count in layer-tokens, then per prompt length
+    mean_T = float(np.mean(Ts))
+    return {"model": name, "chapter": chapter, "L": L, "N": len(Ts), "tokens": Ts, "seconds": seconds,
+            "layer_passes": counter.tokens / mean_T, "floor_layer_passes": floor / mean_T,
+            "per_layer_path_layer_passes": None if per_layer is None else per_layer / mean_T,
+            "lens_projections": L * sum(Ts) if chapter == "03" else None,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "facts": {k: v for k, v in verdict.items() if isinstance(v, (int, float, str, type(None)))}}
+
+
+def real_rows(models=REAL_MODELS, threads: int = 2, chapters=("02", "03", "05")) -> dict:
+    """Each cached real model's rows (``{"skipped": sentence}`` for one that is not), printed as they finish."""
+    report = {}
+    for name in models:
+        why = unavailable(name)
+        if why:
+            print(f"[{name}] skipped: {why}", flush=True)
+            report[name] = {"skipped": why}
+            continue
+        report[name] = {}
+        for ch in chapters:
+            r = _isolated(_worker, name, ch, threads)
+            report[name][ch] = r
+            print_row(r)
+    return report
+
+
+def print_row(r: dict) -> None:
+    before = r["per_layer_path_layer_passes"]
+    was = "" if before is None else f", per-layer path {before:.0f}"
+    print(f"[{r['model']}] chapter {r['chapter']} N={r['N']}: {r['seconds']:7.1f}s | {r['layer_passes']:8.1f} "
+          f"layer-passes, floor {r['floor_layer_passes']:.1f} ({r['layer_passes'] / r['floor_layer_passes']:.2f}x "
+          f"it{was}) | peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)

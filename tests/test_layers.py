@@ -1,0 +1,169 @@
+"""The package's architecture, checked: subpackages by role, imported one way only, with public names.
+
+The layer order is the one stated in ``depthutils/__init__.py``. Every ``import`` of the package (at module
+level or inside a function) is read from the source, so a lazy import counts as much as an eager one.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import depthutils
+
+PKG = Path(depthutils.__file__).resolve().parent
+
+#: the layers, bottom first; subpackages of one rank must not import each other
+LAYERS = [("core",), ("ladder",), ("data",), ("models",), ("cost",), ("measures",), ("analysis",),
+          ("perf", "teaching"), ("book",), ("__main__",)]
+RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
+#: the package root imports the measurements (and reaches later layers only lazily, by name)
+RANK["__init__"] = RANK["measures"]
+
+
+def layer_of(module: str) -> str:
+    """``depthutils.cost.budget`` -> ``cost``; ``depthutils`` -> ``__init__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def modules():
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG.parent).with_suffix("")
+        name = ".".join(rel.parts)
+        yield (name[: -len(".__init__")] if name.endswith(".__init__") else name), path
+
+
+def imports(name: str, path: Path):
+    """``(imported module, [names], line)`` for every import of depthutils in one module, absolute."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target == "depthutils" or target.startswith("depthutils."):
+                yield target, [a.name for a in node.names], node.lineno
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "depthutils" or a.name.startswith("depthutils."):
+                    yield a.name, [], node.lineno
+
+
+def test_the_package_has_at_most_twelve_entries_and_no_flat_prefix_groups():
+    entries = sorted(p.name for p in PKG.iterdir() if p.name != "__pycache__")
+    assert len(entries) <= 12, entries
+    flat = [e for e in entries if e.endswith(".py") and e not in ("__init__.py", "__main__.py")]
+    assert not flat, f"modules beside the subpackages: {flat}"
+    assert set(e for e in entries if not e.endswith(".py")) <= set(RANK), entries
+
+
+def test_every_module_has_a_layer():
+    for name, _ in modules():
+        assert layer_of(name) in RANK, f"{name} is in no layer of {LAYERS}"
+
+
+def test_imports_go_one_way():
+    """No module imports from a later layer, nor from another subpackage of its own rank."""
+    bad = []
+    for name, path in modules():
+        mine = layer_of(name)
+        for target, names, line in imports(name, path):
+            theirs = [layer_of(target)]
+            if target == "depthutils":  # from depthutils import data, models, ...: each name is a subpackage
+                theirs = [n if n in RANK else "__init__" for n in names] or ["__init__"]
+            for t in theirs:
+                if t == mine:
+                    continue
+                if RANK[t] > RANK[mine] or (RANK[t] == RANK[mine] and "__init__" not in (t, mine)):
+                    bad.append(f"{path.relative_to(PKG.parent)}:{line} ({mine}) imports {target} ({t})")
+    assert not bad, "imports against the layer order:\n" + "\n".join(bad)
+
+
+def test_no_underscore_name_is_imported_across_subpackages():
+    """A name that starts with ``_`` is its subpackage's own; another subpackage imports public names only,
+    whether by ``from … import _name`` or as ``module._name``."""
+    bad = []
+    for name, path in modules():
+        mine = layer_of(name)
+        tree = ast.parse(path.read_text())
+        aliases = {}  # local name -> (module, layer) of an imported depthutils module
+        for target, names, line in imports(name, path):
+            if layer_of(target) != mine and target != "depthutils":
+                bad += [f"{path.relative_to(PKG.parent)}:{line} imports {target}.{n}" for n in names
+                        if n.startswith("_") and not n.startswith("__")]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("depthutils"):
+                for a in node.names:
+                    full = f"{node.module}.{a.name}"
+                    if importlib.util.find_spec(full.split(".")[0]) and _is_module(full):
+                        aliases[a.asname or a.name] = full
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith("depthutils") and a.asname:
+                        aliases[a.asname] = a.name
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and layer_of(aliases[node.value.id]) != mine):
+                bad.append(f"{path.relative_to(PKG.parent)}:{node.lineno} uses {aliases[node.value.id]}.{node.attr}")
+    assert not bad, "\n".join(bad)
+
+
+def _is_module(dotted: str) -> bool:
+    try:
+        return importlib.util.find_spec(dotted) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def test_every_subpackage_states_its_public_names():
+    """Each subpackage's ``__init__`` that exports names lists them in ``__all__``, and each listed name exists."""
+    import depthutils as du
+    assert set(du.__all__) >= {"residual_stream", "contributions", "future_effects", "logit_lens", "residual_erasure",
+                               "integrated_gradients", "effective_depth", "depth_score", "cross_model_mapping",
+                               "load_model"}
+    for name in du.__all__:
+        assert getattr(du, name) is not None
+    for name, path in modules():
+        if path.name == "__init__.py" and re.search(r"^from depthutils\S* import", path.read_text(), re.M):
+            mod = importlib.import_module(name)
+            assert hasattr(mod, "__all__"), f"{name} exports names without __all__"
+            missing = [n for n in mod.__all__ if not hasattr(mod, n)]
+            assert not missing, f"{name}.__all__ lists missing names {missing}"
+
+
+def test_a_measurement_name_at_the_root_is_the_function():
+    """``depthutils.<measurement>`` is the function whatever was imported before: no module shadows it."""
+    code = ("import depthutils.measures.logit_lens, depthutils.measures.future_effects, depthutils.book.claims\n"
+            "import depthutils as du\n"
+            "assert callable(du.logit_lens) and du.logit_lens.__module__ == 'depthutils.measures.logit_lens'\n"
+            "assert callable(du.future_effects) and not isinstance(du.future_effects, type(du))\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=PKG.parent)
+
+
+def test_importing_the_package_loads_no_book_teaching_or_perf_module():
+    code = ("import sys, depthutils\n"
+            "late = sorted(m for m in sys.modules if m.split('.')[:2] in (['depthutils', 'book'], "
+            "['depthutils', 'teaching'], ['depthutils', 'perf'], ['depthutils', 'analysis']))\n"
+            "assert not late, late\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=PKG.parent)
+
+
+def test_load_model_is_defined_once():
+    found = [str(p.relative_to(PKG.parent)) for _, p in modules()
+             if re.search(r"^def load_model\(", p.read_text(), re.M)]
+    assert found == ["depthutils/models/handle.py"], found
+
+
+def test_every_module_imports():
+    """Every module of the package imports (in one fresh interpreter, the later layers last)."""
+    names = sorted((n for n, _ in modules() if not n.endswith("__main__")), key=lambda n: RANK[layer_of(n)])
+    subprocess.run([sys.executable, "-c", "import importlib\nfor n in %r: importlib.import_module(n)" % names],
+                   check=True, cwd=PKG.parent)
