@@ -40,7 +40,7 @@ def zero_tol(n_layers: int) -> float:
 
 #: oracle comparisons (every measurement against tests/oracle.py): the spec's 1e-5 in fp32
 ATOL = 1e-5
-#: a real model's cached fp32 folder against transformers' own load of its GGUF (issue 33's bound; the two
+#: a real model's cached fp32 folder against transformers' own load of its GGUF (the bound; the two
 #: are the same dequantized tensors, so the difference seen is 0)
 GGUF_ATOL = 1e-4
 #: a real effect: an intervention or comparison that must visibly move something

@@ -1,6 +1,6 @@
 """Bad input: each case gives one clear sentence naming the problem and the fix.
 
-The catalogue (issue: reliability): unknown model, unsupported architecture, folder
+The catalogue: unknown model, unsupported architecture, folder
 without config, data not available offline, n_examples ≤ 0, a prompt longer than the
 context, a position out of range, an answer not in the text, half precision on a CPU
 that cannot run it, NaN/inf activations, an invalid chapter, an unknown chapter

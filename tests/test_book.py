@@ -316,7 +316,7 @@ def _claims_of(stem: str) -> list:
 
 @pytest.mark.parametrize("stem", [p.stem for p in chapters().values()])
 def test_the_paper_vs_run_table_sets_the_same_statistic_side_by_side_in_a_browser(book_url, browser, stem):
-    """Issue 34: in the "paper vs this run" table, the graded statistic has a row of its own (named by it), with
+    """In the "paper vs this run" table, the graded statistic has a row of its own (named by it), with
     the paper's value and this run's value in it; no table on the page shows raw LaTeX."""
     browser.get(f"{book_url}/chapters/{stem}.html")
     tables = browser.execute_script("""
@@ -337,7 +337,7 @@ def test_the_paper_vs_run_table_sets_the_same_statistic_side_by_side_in_a_browse
 
 
 def test_every_citation_links_to_its_paper_in_a_browser(book_url, browser):
-    """Issue 34: the papers are cited with links: every bibliography entry carries a link to the paper (arXiv),
+    """The papers are cited with links: every bibliography entry carries a link to the paper (arXiv),
     and each is cited in the text by a link to it."""
     browser.get(f"{book_url}/intro.html")
     entries = browser.execute_script("""

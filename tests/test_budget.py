@@ -1,4 +1,4 @@
-"""Batch sizes from the cost model and a memory budget (depthutils.cost.budget, issue 36 point 4): the batched
+"""Batch sizes from the cost model and a memory budget: the batched
 paths of future effects and residual erasure pick the largest batch the plan fits, say so in one line,
 give the same values at any batch, and stop with one sentence when even the smallest batch cannot fit."""
 from __future__ import annotations

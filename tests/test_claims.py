@@ -127,7 +127,7 @@ def test_a_group_the_model_never_solves_is_not_counted_for_the_claim():
 
 
 def test_a_rise_inside_one_layer_supports_the_claim_and_a_larger_one_counts_against_it():
-    """Issue 34: P1 claims harder problems do not use more depth, so a slope inside one layer over the
+    """P1 claims harder problems do not use more depth, so a slope inside one layer over the
     levels supports it even when its interval lies above 0; a rise past one layer outside the noise does not."""
     small = [(lv, 0.26 + 0.012 * i, 1.0) for i, lv in enumerate((2, 3, 4, 5, 6))]  # one layer: 1/(7·4) ≈ 0.036
     v = claims.depth_score(_depth_scores({"addition": small}))
@@ -276,7 +276,7 @@ def test_p2s_own_spread_is_the_scale_tolerance():
     assert all(reference_spread(m) >= 0 for m in ("cos", "kl", "overlap"))
 
 
-# ------------------------------------------------------------------------------ paper vs this run (issue 34)
+# ------------------------------------------------------------------------------ paper vs this run
 
 def test_the_paper_vs_run_table_puts_the_same_statistic_side_by_side():
     """The row named by the graded statistic holds the paper's value of it and this run's value with its

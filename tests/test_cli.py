@@ -43,7 +43,7 @@ def test_no_page_promises_a_run_time():
 
 
 def test_the_intro_says_what_the_small_models_cannot_show():
-    """Issue 34, point 3: the intro promised that the embedded models make every measurement meaningful, while
+    """The intro promised that the embedded models make every measurement meaningful, while
     several of their verdicts read "not tested"; it must say what they cannot show, beside the verdicts."""
     from depthutils.book.runner import ROOT
 
@@ -53,7 +53,7 @@ def test_the_intro_says_what_the_small_models_cannot_show():
 
 
 def test_the_prediction_comes_before_the_measurement_and_its_answer_after():
-    """Issue 34, point 6: each chapter's "Predict, then run" exercise sits before its Measure section, and its
+    """Each chapter's "Predict, then run" exercise sits before its Measure section, and its
     solution (the run's answer) after the measurement, in the Exercises section."""
     for num, path in chapters().items():
         cells = nbformat.read(path, as_version=4).cells

@@ -1,5 +1,5 @@
 """A check leaves the model as it found it, whatever the student's code did, and the errors students meet
-most come back as one sentence saying what to change (issue 34, points 9 and 10).
+most come back as one sentence saying what to change.
 
 Each crashing attempt below is followed by the reference solution's own check, which must pass, and by a
 comparison of everything a student's code can change on the model with what it was before.
@@ -175,7 +175,7 @@ def test_exercises_are_numbered_per_chapter(capsys):
         assert int(n) == int(ex.chapter[:2]) and int(k) >= 2, (ex.id, ex.number)
         by_chapter.setdefault(int(n), []).append(int(k))
     assert all(2 in ks for ks in by_chapter.values()), by_chapter  # every chapter has its core exercise N.2
-    # every chapter has a core exercise N.2 and at least one harder stretch exercise after it (issue 34, point 12)
+    # every chapter has a core exercise N.2 and at least one harder stretch exercise after it
     assert set(by_chapter) == {int(num) for num in chapters()}, by_chapter
     assert all(len(ks) >= 2 and max(ks) > 2 for ks in by_chapter.values()), by_chapter
     stretch = [ex for ex in exercises.EXERCISES.values() if ex.number.split(".")[1] != "2"]

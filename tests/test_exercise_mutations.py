@@ -1,4 +1,4 @@
-"""The mutation table of the exercises (issue 34, point 8): for every implement-it exercise, the wrong
+"""The mutation table of the exercises: for every implement-it exercise, the wrong
 answers students write, each as a function, and the sentence the checker must answer it with.
 
 Each mutation is the reference solution (:mod:`depthutils.teaching.solutions`) with one thing changed, written the way a

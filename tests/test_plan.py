@@ -14,7 +14,8 @@ from conftest import PLAN_MEMORY_TOL, PLAN_PASSES_TOL, ROOT, build_tiny, make_to
 
 from depthutils.cost import passes
 from depthutils.measures import cost_of
-from depthutils.perf.bench import Counter, _isolated, floors
+from depthutils.perf.counting import Counter, floors
+from depthutils.perf.harness import isolated
 from depthutils.cost.accounting import Shape
 from depthutils.perf.plan import parse_bytes
 from depthutils.cost.model_info import PAPER_CONFIGS
@@ -108,7 +109,7 @@ def test_memory_prediction_on_a_small_model(tmp_path):
                                  num_attention_heads=4, max_position_embeddings=1024, bos_token_id=0,
                                  eos_token_id=1, pad_token_id=2, tie_word_embeddings=False)).save_pretrained(path)
     tokens = 400
-    got = _isolated(_memory_worker, str(path), tokens)
+    got = isolated(_memory_worker, str(path), tokens)
     s = Shape.from_config(json.loads((path / "config.json").read_text()))
     c = cost_of("future_effects")(s, [tokens], "float32", True, False)
     predicted = got["before"] + s.resident_bytes("float32") + c.peak

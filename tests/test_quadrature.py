@@ -32,7 +32,7 @@ def sigmoid(x):
 
 
 def staircase(rng, rows=3, T=4, steps=(1, 4)):
-    """A trained model's integrand, as issue 35 measured it: per row and column a few sigmoid steps of width
+    """A trained model's integrand, as measured on the embedded models: per row and column a few sigmoid steps of width
     0.01–0.02 in α at random places in [0.1, 0.9], on a smooth background; its integral and antiderivative
     in closed form. The steps of a row are at the same α in every column (position), as when an attention
     pattern saturates; their heights differ."""

@@ -1,4 +1,4 @@
-"""What a reader is told (issue 34, points 4 and 5): the model's name, not an alias; the papers cited
+"""What a reader is told: the model's name, not an alias; the papers cited
 with links; chapter 9 counting layers as chapter 3 does; chapter 5's criterion naming its own measure;
 jargon explained where it first appears."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The mutation table of the stretch exercises of chapters 0–4 (0.3, 1.3, 2.3, 3.3, 4.3; issue 34, points 8 and 12):
+"""The mutation table of the stretch exercises of chapters 0–4 (0.3, 1.3, 2.3, 3.3, 4.3):
 the wrong answers students write, each as a function, and the phrase the checker must answer it with.
 
 As in ``tests/test_exercise_mutations.py``, each mutation is the reference solution (:mod:`depthutils.teaching.solutions`)

@@ -1,4 +1,4 @@
-"""The mutation table of chapters 5–9's stretch exercises (5.4, 6.3, 7.3, 8.3, 9.3; issue 34, points 8 and 12).
+"""The mutation table of chapters 5–9's stretch exercises (5.4, 6.3, 7.3, 8.3, 9.3).
 
 As in ``tests/test_exercise_mutations.py``: each mutation is the reference solution
 (:mod:`depthutils.teaching.solutions`) with one thing changed, written the way a student would write it (not by calling

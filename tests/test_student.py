@@ -1,4 +1,4 @@
-"""The students' copy (issue 34, point 7): every exercise, no solution, no output; the chapters untouched."""
+"""The students' copy: every exercise, no solution, no output; the chapters untouched."""
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,4 @@
-"""Prompts a model can answer, for chapters 4 and 5 (issue 33, "Real-world prompts").
+"""Prompts a model can answer, for chapters 4 and 5.
 
 P1 measures erasure (Fig. 6b) and integrated gradients (Fig. 6a) on one arithmetic chain and one two-hop
 question that its models answer. A measurement of *how* a model computes an answer says nothing when the
@@ -36,10 +36,9 @@ from depthutils.core.encoding import encode_all
 from depthutils.core.progress import progress
 from depthutils.core.errors import DepthError
 from depthutils.ladder.registry import is_embedded
-from depthutils.core.prompts import Prompt
+from depthutils.core.prompts import P1_ARITHMETIC, Prompt
 
 #: P1's two prompts (Fig. 6), with the single hops of the two-hop one written as MQuAKE's clozes
-P1_ARITHMETIC = ("5 + 7 + 5 + 3 + 1 + 7 = ", "28")
 P1_MULTIHOP = {"prompt": "The spouse of the performer of Imagine is", "answer": "Yoko Ono", "aliases": ["Ono"],
                "hops": [("Imagine was performed by", "John Lennon", ["Lennon", "John Winston Ono Lennon"]),
                         ("John Lennon is married to", "Yoko Ono", ["Ono"])]}

@@ -24,7 +24,7 @@ from depthutils.core.results import context_note
 
 
 P2_TASKS = ("hellaswag", "gsm8k", "aime24")
-PROJECT_TASKS = ("addition", "multihop")
+OWN_TASKS = ("addition", "multihop")
 REFERENCE_CSV = Path(__file__).resolve().parents[2] / "data" / "reference" / "p2_effective_depth_table1.csv"
 UNDEFINED = "—"
 NO_FIT = "n/a"  # a task none of whose prompts fits the model's context
@@ -39,11 +39,11 @@ def task_prompts(task: str, tokenizer, *, aime_max_tokens: int = 400):
         if not short:
             raise DepthError(f"No AIME24 problem fits in {aime_max_tokens} tokens of this tokenizer; raise aime_max_tokens.")
         return short
-    if task in PROJECT_TASKS:
+    if task in OWN_TASKS:
         return data.load(task, None, heldout=True)
     if task in data.LOADERS:
         return data.load(task, None)
-    raise DepthError(f"Unknown task {task!r}; choose from {', '.join(P2_TASKS + PROJECT_TASKS)} or a data loader name.")
+    raise DepthError(f"Unknown task {task!r}; choose from {', '.join(P2_TASKS + OWN_TASKS)} or a data loader name.")
 
 
 @dataclass
@@ -227,7 +227,7 @@ def tokens_note(models) -> str:
     return "unequal (" + ", ".join(f"{m} {t / 1e6:.1f}M" for m, t in tokens.items()) + ")"
 
 
-def study(models, tasks=P2_TASKS + PROJECT_TASKS, *, n: int = 10, aime_n: int = 5, aime_max_tokens: int = 400,
+def study(models, tasks=P2_TASKS + OWN_TASKS, *, n: int = 10, aime_n: int = 5, aime_max_tokens: int = 400,
           k: int = 5, max_tokens: int | None = None, cache_dir: str | Path = "cache", device: str = "auto",
           dtype="auto", remote: bool = False, progress_bar: bool = True) -> Study:
     """P2's effective-depth study. Each model × task is cached; adding a model computes only that model.

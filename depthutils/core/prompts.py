@@ -8,6 +8,9 @@ import torch
 
 from depthutils.core.errors import DepthError
 
+#: P1's arithmetic prompt and its answer
+P1_ARITHMETIC = ("5 + 7 + 5 + 3 + 1 + 7 = ", "28")
+
 
 @dataclass(frozen=True)
 class Prompt:

@@ -22,7 +22,7 @@ from typing import Callable, Iterable
 from depthutils.core.errors import DepthError
 from depthutils.core.prompts import Prompt
 from depthutils.ladder.corpus import load_texts
-from depthutils.ladder.registry import DEFAULT_CORPUS_DIR
+from depthutils.ladder.registry import EVAL_FILES, DEFAULT_CORPUS_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -255,8 +255,8 @@ def heldout_text(n: int | None = 20, *, words: int = 60, corpus_dir: str | Path 
     return [p for pair in zip(*per) for p in pair] + per[0][len(per[1]):]
 
 
-PROJECT_TASKS = {"addition": "eval_addition.jsonl", "multihop": "eval_multihop.jsonl",
-                 "word_problems": "eval_word_problems.jsonl"}
+#: the project's own tasks and their held-out files
+PROJECT_TASKS = EVAL_FILES
 
 
 def project_task(task: str, n: int | None = 20, *, seed: int = 0, **where) -> list[Prompt]:

@@ -22,12 +22,13 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from depthutils.core.prompts import P1_ARITHMETIC
 from depthutils.ladder import registry, tasks
+from depthutils.ladder.registry import EVAL_FILES
 
-EVAL_FILES = {"addition": "eval_addition.jsonl", "word_problems": "eval_word_problems.jsonl",
-              "multihop": "eval_multihop.jsonl"}
 BOOK_PROMPTS = registry.PROMPTS_DIR / "book_prompts.json"
-P1_ARITHMETIC = [5, 7, 5, 3, 1, 7]  # P1's prompt "5 + 7 + 5 + 3 + 1 + 7 = " -> "28"
+#: the operands of P1's arithmetic prompt
+P1_OPERANDS = [int(x) for x in P1_ARITHMETIC[0].rstrip("= ").split(" + ")]
 #: Operand counts of the "held-out mix" figure and the test's 50-chain sample.
 MIX_OPERANDS = (3, 4, 5, 6)
 TEST_SAMPLE_SIZE = 50
@@ -332,9 +333,9 @@ def choose_book_prompts(model_name: str = "default") -> dict:
     """
     model, tok, style = load_checkpoint(model_name)
     add = [r for r in load_eval_set("addition") if r["heldout"]]
-    p1 = tasks.addition_example(P1_ARITHMETIC)
+    p1 = tasks.addition_example(P1_OPERANDS)
     cands = ([dict(task="addition", prompt=p1.prompt, answer=p1.answer, n=6)]
-             if tasks.addition_is_heldout(P1_ARITHMETIC) else [])
+             if tasks.addition_is_heldout(P1_OPERANDS) else [])
     for n in (6, 5, 4, 3):
         cands += [r for r in add if r["n"] == n]
     mh = [r for r in load_eval_set("multihop") if r["heldout"] and r["hops"] == 2]

@@ -17,6 +17,9 @@ MODELS_DIR = REPO_ROOT / "data" / "models"
 PROMPTS_DIR = REPO_ROOT / "data" / "prompts"
 #: The project's tokenizer (shared by every model; each model folder has a copy).
 TOKENIZER_DIR = MODELS_DIR / "_tokenizer"
+#: the held-out evaluation sets of the project's tasks, by task (files under ``PROMPTS_DIR``)
+EVAL_FILES = {"addition": "eval_addition.jsonl", "word_problems": "eval_word_problems.jsonl",
+              "multihop": "eval_multihop.jsonl"}
 #: Default corpus folder (public-domain text, never copied into the repo).
 DEFAULT_CORPUS_DIR = REPO_ROOT.parent / "shared" / "corpora"
 #: Default checkpoint root (outside the repository).

@@ -12,26 +12,22 @@ the residual (the family adapter's reading: post-norms and multipliers included)
   put there: ``mean over t ≥ 1 of 1/(t+1)``;
 * ``norm0[l]`` and ``norm_rest[l]``: ``‖h_l‖`` at position 0 and its median over the other positions.
 
-:func:`tiny_model` builds a small random-weight model of another family (OLMo 2 by default) for the
+:func:`depthutils.models.random.tiny_model` builds a small random-weight model of another family (OLMo 2 by default) for the
 one check that needs no training: which tensor a layer adds.
 """
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import nnsight
 import numpy as np
 import torch
-import transformers
 
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError, check_finite
-from depthutils.ladder.registry import resolve_alias
-from depthutils.models.handle import check_residual, load_model, unwrap
+from depthutils.models.handle import check_residual, unwrap
 from depthutils.models.remote import each
 from depthutils.core.results import Result, describe, make_meta
 from depthutils.cost.accounting import Cost, Shape
@@ -155,28 +151,6 @@ def residual_stream(model, prompts, *, max_tokens: int | None = None, progress_b
         raw_error_by_prompt=check_finite("raw decomposition error", rows[..., 1]),
         sink_by_prompt=rows[..., 2], uniform_by_prompt=uniform,
         norm0=norms[:, 0], norm_rest=np.median(norms[:, 1:], axis=1)).with_aggregates()
-
-
-def tiny_model(family: str = "olmo2", layers: int = 2, seed: int = 0):
-    """A small model of ``family`` (``"olmo2"`` or ``"gemma2"``: norms after the sublayers) with random
-    weights and the embedded models' tokenizer, saved to a temporary folder and loaded like any model.
-
-    Random weights: only for checks that hold whatever the weights are, such as which tensor a
-    layer adds to the residual.
-    """
-    configs = {"olmo2": transformers.Olmo2Config, "gemma2": transformers.Gemma2Config}
-    if family not in configs:
-        raise DepthError(f"family must be one of {', '.join(configs)}, got {family!r}.")
-    tok_dir = Path(resolve_alias("default")).parent / "_tokenizer"
-    tok = transformers.PreTrainedTokenizerFast.from_pretrained(tok_dir)
-    torch.manual_seed(seed)
-    cfg = configs[family](vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
-                          num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
-                          bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-    path = Path(tempfile.mkdtemp(prefix=f"tiny-{family}-"))
-    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return load_model(str(path))
 
 
 def cost(s: Shape, Ts, dtype: str, remote: bool) -> Cost:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime
 import json
-from dataclasses import dataclass
 
 import torch
 

@@ -33,9 +33,10 @@ import numpy as np
 import torch
 
 from depthutils.perf.ig_table import _rules_worker, ig_rule_table, print_rules
-from depthutils.perf.counting import Counter, floors  # noqa: F401  (bench.Counter and bench.floors, as before)
+from depthutils.perf.counting import Counter, floors
 from depthutils.perf.real_table import REAL_MODELS, real_rows
-from depthutils.perf.harness import ARITH, _isolated, _setup, _timed
+from depthutils.core.prompts import P1_ARITHMETIC
+from depthutils.perf.harness import isolated, setup_model, timed
 from depthutils.models.handle import check_residual
 
 
@@ -144,8 +145,8 @@ def _measure(model_spec, measurement, algorithm, repeats, steps, threads, device
 
     torch.manual_seed(0)
     torch.set_num_threads(threads)
-    handle, gsm = _setup(model_spec, device, dtype)
-    arith = du.Prompt.from_parts(*ARITH, "bench")
+    handle, gsm = setup_model(model_spec, device, dtype)
+    arith = du.Prompt.from_parts(*P1_ARITHMETIC, "bench")
     L = handle.n_layers
     baseline = np.zeros((L + 1, handle.config.hidden_size), dtype=np.float32) + 0.01
     positions = [sample_positions(encode(handle.tokenizer, p).n_tokens, 123) for p in gsm]
@@ -159,7 +160,7 @@ def _measure(model_spec, measurement, algorithm, repeats, steps, threads, device
         run = (lambda: ref_integrated_gradients(handle, arith, steps)) if algorithm == "reference" else \
             (lambda: du.integrated_gradients(handle, arith, steps=steps, progress_bar=False))
     counter = Counter(handle)
-    times, out = _timed(handle, run, repeats, before=counter.reset)
+    times, out = timed(handle, run, repeats, before=counter.reset)
     counter.close()
     arrays = out if isinstance(out, dict) else out.arrays()
     T_fe = [encode(handle.tokenizer, p).n_tokens for p in gsm]
@@ -183,7 +184,7 @@ def _max_diff(a: dict, b: dict) -> float:
 
 def logit_lens_memory(vocab: int = 32768, depths=(4, 16), tokens: int = 256) -> dict:
     """Peak RSS of logit_lens on random Llamas of two depths with a large vocabulary."""
-    return {L: _isolated(_lens_worker, vocab, L, tokens) for L in depths}
+    return {L: isolated(_lens_worker, vocab, L, tokens) for L in depths}
 
 
 def _lens_worker(args, queue):
@@ -194,19 +195,11 @@ def _lens_worker(args, queue):
 
 
 def _lens_memory(vocab, L, tokens):
-    import tempfile
-
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
     import depthutils as du
-    from depthutils.ladder.registry import TOKENIZER_DIR
+    from depthutils.models.random import random_model
 
-    path = Path(tempfile.mkdtemp()) / f"lens-{L}"
-    tok = PreTrainedTokenizerFast.from_pretrained(TOKENIZER_DIR)
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=L,
-                                 num_attention_heads=4, max_position_embeddings=1024)).save_pretrained(path)
-    tok.save_pretrained(path)
+    path = random_model("llama", vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=L,
+                        num_attention_heads=4, max_position_embeddings=1024)
     handle = du.load_model(str(path), device="cpu")
     prompt = du.Prompt.from_parts("5 + 7 + " * (tokens // 4), "1")
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -236,8 +229,8 @@ def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path
     for spec in models if only == "all" else ():
         rows = {}
         for meas in ("future_effects", "residual_erasure", "integrated_gradients"):
-            ref = _isolated(_worker, spec, meas, "reference", repeats, steps, threads, device, dtype)
-            ours = _isolated(_worker, spec, meas, "ours", repeats, steps, threads, device, dtype)
+            ref = isolated(_worker, spec, meas, "reference", repeats, steps, threads, device, dtype)
+            ours = isolated(_worker, spec, meas, "ours", repeats, steps, threads, device, dtype)
             floor = floors(ref["L"], ref["T_fe"], ref["positions"], ref["T_er"], steps)[meas]
             rows[meas] = {
                 alg: {"median_s": statistics.median(r["times"]), "min_s": min(r["times"]), "max_s": max(r["times"]),
@@ -255,7 +248,7 @@ def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path
     if only in ("all", "real") and real:
         report["real_models"] = real_rows(real, threads)
     for spec in ig_models if only in ("all", "ig-rules") else ():
-        table = ig_rule_table(_isolated(_rules_worker, spec, repeats, threads, device, dtype))
+        table = ig_rule_table(isolated(_rules_worker, spec, repeats, threads, device, dtype))
         print_rules(spec, table)
         report["models"].setdefault(spec, {})["ig_rules"] = table
     if only == "all":

@@ -23,14 +23,14 @@ from pathlib import Path
 import torch
 
 from depthutils.measures import cost_of
-from depthutils.perf.bench import Counter, _isolated
+from depthutils.perf.counting import Counter
+from depthutils.perf.harness import isolated
 from depthutils.cost.accounting import Shape
 from depthutils.measures.depth_score import new_tokens
 from depthutils.cost.model_info import model_info
+from depthutils.models.random import WIDTH_8B, random_model
 from depthutils.perf.timing import calibration, calibration_key, cpu_clock, cpu_seconds, peak_rss_now, wall_estimate
 
-WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8,
-                vocab_size=128256)
 #: the short runs: future effects on one GSM8K prompt cut to this many tokens, P1's arithmetic prompt
 #: for erasure and IG (IG at this many steps, in P1's batches of 16), one addition prompt per level
 CHECK_TOKENS, CHECK_STEPS = 40, 32
@@ -49,26 +49,9 @@ REPEATS, MAX_REPEATS, REPEAT_BUDGET = 2, 8, 2.0
 def model_8b_width(layers: int, dtype: str) -> Path:
     """A random-init Llama of 8B width with ``layers`` layers in ``dtype`` and the project's tokenizer
     (built once under the temporary folder; weights filled uniformly, which does not change any cost)."""
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    from depthutils.ladder.registry import TOKENIZER_DIR
-
-    path = Path(tempfile.gettempdir()) / f"depthutils-8b-width-{layers}l-{dtype}"
-    if not (path / "config.json").exists():
-        tok = PreTrainedTokenizerFast.from_pretrained(TOKENIZER_DIR)
-        cfg = LlamaConfig(**WIDTH_8B, num_hidden_layers=layers, max_position_embeddings=8192,
-                          bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                          tie_word_embeddings=False)
-        with torch.device("meta"):
-            model = LlamaForCausalLM(cfg)
-        model = model.to_empty(device="cpu").to(getattr(torch, dtype))
-        torch.manual_seed(0)
-        for p in model.parameters():
-            p.data.uniform_(-0.02, 0.02)
-        model.save_pretrained(path)
-        tok.save_pretrained(path)
-        del model
-    return path
+    return random_model("llama", Path(tempfile.gettempdir()) / f"depthutils-8b-width-{layers}l-{dtype}",
+                        dtype=dtype, uniform=0.02, vocab_size=128256, num_hidden_layers=layers,
+                        max_position_embeddings=8192, tie_word_embeddings=False, **WIDTH_8B)
 
 
 def _build_worker(args, queue):
@@ -88,7 +71,7 @@ def _worker(args, queue):
 def _run(path: str, measurement: str, dtype: str, threads: int) -> dict:
     import depthutils as du
     from depthutils import data
-    from depthutils.perf.bench import ARITH
+    from depthutils.core.prompts import P1_ARITHMETIC
     from depthutils.core.prompts import encode
 
     torch.set_num_threads(threads)
@@ -96,7 +79,7 @@ def _run(path: str, measurement: str, dtype: str, threads: int) -> dict:
     rss = peak_rss_now
     out = {"load_rss": rss()}
     gsm = data.gsm8k(1)
-    arith = du.Prompt.from_parts(*ARITH, "check")
+    arith = du.Prompt.from_parts(*P1_ARITHMETIC, "check")
     add = data.project_task("addition", 1, operands=3)
     texts = data.heldout_text(CHECK_TEXTS)
     L = handle.n_layers
@@ -183,14 +166,14 @@ def check(models=None, json_path: str | None = None, quick: bool = False, thread
     rows, fresh = [], set()
     _header(threads)
     for spec, dtype in models:
-        path = _isolated(_build_worker, spec, dtype)["path"] if isinstance(spec, int) else spec
+        path = isolated(_build_worker, spec, dtype)["path"] if isinstance(spec, int) else spec
         name = f"8B-width {spec} layers" if isinstance(spec, int) else spec
         shape = model_info(path).shape
         key = calibration_key(shape, dtype, threads)  # measured again, under the same load as the runs it predicts
         cal = calibration(shape, dtype, threads, refresh=recalibrate and key not in fresh)
         fresh.add(key)
         for meas in measurements:
-            got = _isolated(_worker, path, meas, dtype, threads)
+            got = isolated(_worker, path, meas, dtype, threads)
             row = dict(model=name, dtype=dtype, measurement=meas, path=path, rss_meas=got["peak_rss"],
                        load_rss=got["load_rss"], seconds_meas=got["seconds"], wall_meas=got["wall"],
                        lp_meas=got["layer_passes"], lengths=got["lengths"])

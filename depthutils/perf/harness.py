@@ -12,20 +12,19 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
 
 from depthutils import data
-from depthutils.ladder.registry import TOKENIZER_DIR
+from depthutils.models.random import random_model
 from depthutils.models.handle import load_model
 from depthutils.core.prompts import Prompt
 
 BENCH_MODEL_B = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=12, num_attention_heads=8)
-ARITH = ("5 + 7 + 5 + 3 + 1 + 7 = ", "28")
 
 
-def _setup(model_spec, device="cpu", dtype="float32"):
+def setup_model(model_spec, device="cpu", dtype="float32"):
     """The model and the future-effects prompt: GSM8K's first problem, cut to the model's context."""
-    path = str(_model_b()) if model_spec == "b" else model_spec
+    path = str(model_b()) if model_spec == "b" else model_spec
     handle = load_model(path, device=device, dtype=dtype)
     p = data.gsm8k(1)[0]
     ids = handle.tokenizer(p.text)["input_ids"]
@@ -34,40 +33,33 @@ def _setup(model_spec, device="cpu", dtype="float32"):
     return handle, [p]
 
 
-def _model_b() -> Path:
+def model_b() -> Path:
     """A 12-layer, width-512 Llama (random init, seed 0) with the project's tokenizer; built once."""
-    path = Path(tempfile.gettempdir()) / "depthutils-bench-llama-12x512"
-    if not (path / "config.json").exists():
-        tok = PreTrainedTokenizerFast.from_pretrained(TOKENIZER_DIR)
-        torch.manual_seed(0)
-        cfg = LlamaConfig(vocab_size=len(tok), max_position_embeddings=1024, bos_token_id=tok.bos_token_id,
-                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **BENCH_MODEL_B)
-        LlamaForCausalLM(cfg).save_pretrained(path)
-        tok.save_pretrained(path)
-    return path
+    return random_model("llama", Path(tempfile.gettempdir()) / "depthutils-bench-llama-12x512",
+                        max_position_embeddings=1024, **BENCH_MODEL_B)
 
 
-def _sync(handle):
+def sync(handle):
     if torch.cuda.is_available() and str(handle.device).startswith("cuda"):
         torch.cuda.synchronize()
 
 
-def _timed(handle, run, repeats, before=lambda: None):
+def timed(handle, run, repeats, before=lambda: None):
     """One warm-up call of ``run``, then ``repeats`` timed ones (``before`` runs ahead of each, untimed);
     returns the times in seconds and the last result."""
     out = run()
     times = []
     for _ in range(repeats):
         before()
-        _sync(handle)
+        sync(handle)
         t0 = time.perf_counter()
         out = run()
-        _sync(handle)
+        sync(handle)
         times.append(time.perf_counter() - t0)
     return times, out
 
 
-def _isolated(target, *args) -> dict:
+def isolated(target, *args) -> dict:
     """Run ``target(args, queue)`` in a fresh process and return what it puts on the queue."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()

@@ -5,7 +5,7 @@ Each rule is timed (one warm-up, then ``repeats`` runs; median, fastest and slow
 and scored against a converged reference per prompt (the adaptive rule at ``tol = 1e-9`` with up to 1024
 evaluations per layer and 40 rounds; its own error bound is reported, and its distance from Gauss–Legendre
 with 256 nodes) by
-:func:`~depthutils.measures.ig_rules.rule_error`, the largest over the prompts. The goal of issue 35:
+:func:`~depthutils.measures.ig_rules.rule_error`, the largest over the prompts. The goal:
 the adaptive rule at most Riemann-256's error, with at most a quarter of its evaluations, at least 2× faster.
 """
 from __future__ import annotations
@@ -15,13 +15,14 @@ import statistics
 import numpy as np
 import torch
 
-from depthutils.perf.harness import ARITH, _setup, _timed
+from depthutils.core.prompts import P1_ARITHMETIC
+from depthutils.perf.harness import setup_model, timed
 from depthutils.measures.ig_rules import rule_error
 from depthutils.measures.integrated_gradients import integrated_gradients
 
 IG_RULES = (("riemann", 256), ("gauss", 8), ("gauss", 16), ("gauss", 32), ("gauss", 64), ("adaptive", None))
 #: chapter 5's two prompts and two more of the embedded models' tasks (the models know these answers)
-IG_PROMPTS = (ARITH, ("The spouse of the performer of Crystal Wings is", " Freya Vance"),
+IG_PROMPTS = (P1_ARITHMETIC, ("The spouse of the performer of Crystal Wings is", " Freya Vance"),
               ("3 + 8 + 6 + 2 = ", "19"), ("The birth city of Felix Sorel is", " Aldmoor"))
 REFERENCE = dict(tol=1e-9, budget=1024, max_rounds=40)
 
@@ -41,7 +42,7 @@ def _run(handle, rule, k, prompts, **kw):
 def _ig_rules(model_spec, repeats, threads, device="cpu", dtype="float32", prompts=IG_PROMPTS):
     """Time every rule of :data:`IG_RULES` and score it against the converged reference."""
     torch.set_num_threads(threads)
-    handle, _ = _setup(model_spec, device, dtype)
+    handle, _ = setup_model(model_spec, device, dtype)
     refs = _run(handle, "adaptive", None, prompts, **REFERENCE)
     check = _run(handle, "gauss", 256, prompts)
     L = handle.n_layers
@@ -50,7 +51,7 @@ def _ig_rules(model_spec, repeats, threads, device="cpu", dtype="float32", promp
                           "evaluations_per_layer": float(np.mean([r.evaluations / L for r in refs])),
                           "stopped": [r.meta["params"]["stopped"] for r in refs]}}
     for rule, k in IG_RULES:
-        times, res = _timed(handle, lambda: _run(handle, rule, k, prompts), repeats)  # noqa: B023
+        times, res = timed(handle, lambda: _run(handle, rule, k, prompts), repeats)  # noqa: B023
         errors = [rule_error(r, ref) for r, ref in zip(res, refs)]
         rows[f"{rule}-{k}" if k else rule] = {
             "rule": rule, "K": k, "median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
@@ -62,7 +63,7 @@ def _ig_rules(model_spec, repeats, threads, device="cpu", dtype="float32", promp
 
 def ig_rule_table(rows: dict) -> dict:
     """Adds each rule's speed-up over Riemann-256, picks the smallest Gauss K at no larger error, and says
-    whether the adaptive rule meets issue 35's goal."""
+    whether the adaptive rule meets the goal (the module docstring)."""
     ref = rows["riemann-256"]
     rules = {k: v for k, v in rows.items() if k != "reference"}
     for r in rules.values():

@@ -49,7 +49,7 @@ def _best(fn, *args, n: int = 15) -> float:
     return statistics.median(fn(*args) for _ in range(n))
 
 
-def _timed(fn, *args) -> float:
+def timed(fn, *args) -> float:
     t0 = cpu_clock()
     fn(*args)
     return cpu_clock() - t0
@@ -85,22 +85,22 @@ layer call on a suffix of the positions pays to cut its arguments and build its 
 
     def plain():
         with torch.no_grad():
-            return _timed(module, ids)
+            return timed(module, ids)
 
     def step():  # one cached decoding step, after a prefill that is not timed
         with torch.no_grad():
             out = module(ids, use_cache=True)
-            return _timed(lambda: module(out.logits[:, -1:].argmax(-1), past_key_values=out.past_key_values,
+            return timed(lambda: module(out.logits[:, -1:].argmax(-1), past_key_values=out.past_key_values,
                                          use_cache=True))
 
-    decode = lambda n: _timed(h.greedy_batch, [ids], n)  # noqa: E731
+    decode = lambda n: timed(h.greedy_batch, [ids], n)  # noqa: E731
     t_trace, t_plain, t_stats = _best(trace), _best(plain), _best(stats)
     t1, t9, t_step = _best(decode, 1, n=8), _best(decode, 9, n=8), _best(step)
-    t_result = _best(lambda: _timed(lambda: make_meta(h, dataset="gsm8k", n=1)))
+    t_result = _best(lambda: timed(lambda: make_meta(h, dataset="gsm8k", n=1)))
     st = Stack(h, ids)  # the same layer calls with the forward's own arguments, and the unembedding, alone
     with torch.no_grad():
-        t_parts = _best(lambda: _timed(st.run, st.h(0), 0)) + _best(lambda: _timed(st.unembed, st.h(L)))
-        t_window = _best(lambda: _timed(st._window_kwargs, 1, 2, ids.shape[1]))  # a suffix call's arguments
+        t_parts = _best(lambda: timed(st.run, st.h(0), 0)) + _best(lambda: timed(st.unembed, st.h(L)))
+        t_window = _best(lambda: timed(st._window_kwargs, 1, 2, ids.shape[1]))  # a suffix call's arguments
     return {"trace_layer_seconds": max(t_trace - t_plain, 0.0) / L,
             "stats_layer_seconds": max(t_stats - t_trace, 0.0) / L,
             "step_layer_seconds": max((t9 - t1) / 8 - t_step, 0.0) / L, "result_seconds": t_result,
@@ -116,15 +116,15 @@ def float64(threads: int, hidden: int) -> dict:
     rows = {}
     for M in PRODUCT_ROWS:
         a = torch.randn(M, 2048, dtype=f64)
-        rows[M] = 2 * M * 2048 * 4096 / min(_timed(torch.matmul, a, b) for _ in range(3))
+        rows[M] = 2 * M * 2048 * 4096 / min(timed(torch.matmul, a, b) for _ in range(3))
     n = hidden + 1
     lhs = torch.randn(n, n, dtype=f64) / n ** 0.5 + torch.eye(n, dtype=f64)
     rhs = torch.randn(n, SOLVE_COLUMNS, dtype=f64)
-    solve = min(_timed(torch.linalg.solve, lhs, rhs) for _ in range(3))
+    solve = min(timed(torch.linalg.solve, lhs, rhs) for _ in range(3))
     k = PROBE_BYTES // 8
-    fresh = min(_timed(lambda: torch.empty(k, dtype=f64).fill_(1.0)) for _ in range(3))
+    fresh = min(timed(lambda: torch.empty(k, dtype=f64).fill_(1.0)) for _ in range(3))
     x, y = torch.ones(k, dtype=f64), torch.ones(k, dtype=f64)
-    stream = min(_timed(x.add_, y) for _ in range(3))
+    stream = min(timed(x.add_, y) for _ in range(3))
     return {"product_flops_per_second": rows, "linalg_flops_per_second": rows[max(rows)],
             "solve_flops_per_second": (2 / 3 * n ** 3 + 2 * n * n * SOLVE_COLUMNS) / solve,
             "fresh_seconds_per_byte": fresh / PROBE_BYTES, "stream_bytes_per_second": 3 * PROBE_BYTES / stream}

@@ -24,7 +24,7 @@ from depthutils.core.errors import DepthError
 from depthutils.cost.model_info import ModelInfo, model_info
 from depthutils.models.devices import available_memory
 from depthutils.perf.timing import DEVICES, base_rss, calibration, cpu_seconds, gpu_seconds, wall_estimate
-from depthutils.analysis.study import PROJECT_TASKS
+from depthutils.analysis.study import OWN_TASKS
 
 MULTI = {"07": "models", "08": "models", "09": "models"}
 
@@ -117,7 +117,7 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
         elif chapter == "09":
             for task in p["tasks"]:
                 n = p["aime_n"] if task == "aime24" else p["n_per_task"]
-                kw = {"heldout": True} if task in PROJECT_TASKS else {}
+                kw = {"heldout": True} if task in OWN_TASKS else {}
                 rows = _prompts(info, task, None, **kw)
                 if task == "aime24":
                     rows = [r for r in rows if r[0] <= p["aime_max_tokens"]]

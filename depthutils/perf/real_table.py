@@ -1,13 +1,13 @@
-"""``bench``'s rows for the real models (issue 33 §4): chapters 2, 3 and 5's headline calls on SmolLM2-135M
+"""``bench``'s rows for the real models: chapters 2, 3 and 5's headline calls on SmolLM2-135M
 and Gemma 3 270M, timed once each in a fresh process, with layer-passes against the floor and peak memory.
 
 * chapter 2: ``future_effects`` (layer skipped, future tokens) on ``N_FUTURE`` GSM8K problems (P1's N);
 * chapter 3: ``logit_lens`` on ``N_LENS`` GSM8K problems (P1's N);
 * chapter 5: ``integrated_gradients`` with the adaptive rule (tol 1e-4, budget 64) on the arithmetic prompt.
 
-A layer-pass is one layer over one whole prompt (bench's :class:`~depthutils.perf.bench.Counter`, here summed over
+A layer-pass is one layer over one whole prompt (bench's :class:`~depthutils.perf.counting.Counter`, here summed over
 prompts as layer-tokens over each prompt's own length). The floors: chapter 2's is
-:func:`~depthutils.perf.bench.floors`' (clean run, the layers above each skipped one, prefixes shared); the lens
+:func:`~depthutils.perf.counting.floors`' (clean run, the layers above each skipped one, prefixes shared); the lens
 needs one forward (``L`` per prompt) and ``L`` projections of every token onto the vocabulary; integrated
 gradients' floor takes the adaptive rule's evaluations as spread evenly over the layers. A model that is not
 in the cache (or whose terms are not accepted) is skipped with one sentence; nothing is fetched here.
@@ -24,7 +24,8 @@ import depthutils as du
 
 from depthutils.core.encoding import encode_all
 from depthutils.perf.counting import Counter, floors
-from depthutils.perf.harness import ARITH, _isolated
+from depthutils.core.prompts import P1_ARITHMETIC
+from depthutils.perf.harness import isolated
 from depthutils.models.real.catalog import MANIFEST, cache_root, terms_accepted
 
 REAL_MODELS = ("smollm2-135m", "gemma3-270m")
@@ -72,7 +73,7 @@ def _measure(name: str, chapter: str, threads: int) -> dict:
         floor = per_layer = L * sum(Ts)
         verdict = out.facts()
     else:
-        p = du.Prompt.from_parts(*ARITH, "bench")
+        p = du.Prompt.from_parts(*P1_ARITHMETIC, "bench")
         out = du.integrated_gradients(lm, p, progress_bar=False, **IG)
         Ts = [len(out.tokens)]
         seconds = time.perf_counter() - t0
@@ -103,7 +104,7 @@ def real_rows(models=REAL_MODELS, threads: int = 2, chapters=("02", "03", "05"))
             continue
         report[name] = {}
         for ch in chapters:
-            r = _isolated(_worker, name, ch, threads)
+            r = isolated(_worker, name, ch, threads)
             report[name][ch] = r
             print_row(r)
     return report

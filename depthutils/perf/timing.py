@@ -30,6 +30,7 @@ import torch
 from depthutils.cost.accounting import BYTES, Cost, Shape
 from depthutils.models.devices import proc_value
 from depthutils.measures.logit_lens import lens_stats
+from depthutils.models.random import WIDTH_8B
 from depthutils.perf.overheads import cpu_clock, overheads, rate_at
 
 #: NVIDIA H100 SXM5 80 GB, "NVIDIA H100 Tensor Core GPU" data sheet: 989 TFLOPS dense BF16 (the
@@ -41,7 +42,6 @@ DEVICES = {"h100": dict(name="NVIDIA H100 SXM 80GB", flops=989e12, bandwidth=3.3
 GPU_EFFICIENCY = 0.5
 #: the largest layer :func:`calibrate` builds; wider models calibrate at Llama 3.1 8B's width
 CALIBRATION_MAX_BYTES = 1.2e9
-WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8)
 
 
 #: the calibration's format; a cache written by another version is measured again
