@@ -46,24 +46,18 @@ from depthutils import data  # noqa: E402
 from depthutils.core.errors import DepthError  # noqa: E402
 from depthutils.core.prompts import Prompt  # noqa: E402
 from depthutils.core.results import Result  # noqa: E402
-from depthutils.measures.contributions import contributions  # noqa: E402
-from depthutils.measures.cross_model_mapping import cross_model_mapping  # noqa: E402
-from depthutils.measures.depth_score import depth_score  # noqa: E402
-from depthutils.measures.effective_depth import effective_depth  # noqa: E402
-from depthutils.measures.future_effects import future_effects  # noqa: E402
-from depthutils.measures.integrated_gradients import integrated_gradients  # noqa: E402
-from depthutils.measures.logit_lens import logit_lens  # noqa: E402
-from depthutils.measures.residual_erasure import residual_erasure, residual_means  # noqa: E402
-from depthutils.measures.residual_stream import residual_stream  # noqa: E402
+from depthutils.measures import MEASUREMENTS  # noqa: E402
 from depthutils.models import ModelHandle, load_model  # noqa: E402
 
 #: the later layers' modules that ``depthutils.<name>`` reaches, imported on first use
 _LAZY = {"claims": "depthutils.book.claims", "study": "depthutils.analysis.study",
          "exercises": "depthutils.teaching.exercises"}
 
-__all__ = ["residual_stream", "contributions", "future_effects", "logit_lens", "residual_erasure", "residual_means",
-           "integrated_gradients", "effective_depth", "depth_score", "cross_model_mapping", "load_model",
-           "ModelHandle", "Prompt", "Result", "DepthError", "data", "claims", "exercises", "study"]
+#: the measurements, each by its name: ``depthutils.logit_lens`` is the function of ``depthutils.measures.logit_lens``
+globals().update({_name: _m.run() for _name, _m in MEASUREMENTS.items()})
+
+__all__ = [*MEASUREMENTS, "load_model", "ModelHandle", "Prompt", "Result", "DepthError", "data", "claims",
+           "exercises", "study"]
 
 
 def __getattr__(name: str):

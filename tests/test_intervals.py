@@ -106,7 +106,7 @@ def test_effective_depth_interval_resamples_the_curve(default, gsm16):
     # one prompt repeated is that prompt's own curve and effective depth
     solo = r.resample([3] * 8)
     np.testing.assert_allclose(solo.kl, r.kl_by_prompt[3])
-    assert solo.ed_kl == du.curves.ed_kl(r.kl_by_prompt[3])
+    assert solo.ed_kl == du.measures.curves.ed_kl(r.kl_by_prompt[3])
 
 
 def test_save_and_load_keep_the_per_prompt_values(tmp_path, contrib16):

@@ -21,6 +21,14 @@ from depthutils.analysis.study import METRICS, Study, reference_spread
 
 # ------------------------------------------------------------------------------------ P1's claims
 
+def verdict(key: str, result) -> Verdict:
+    """The verdict of claim ``key`` of :data:`~depthutils.book.claim_table.CLAIMS` graded on its statistic alone
+    (``result.facts()[claim.fact]`` and its bootstrap interval): what a claim needs when nothing else decides it."""
+    c = CLAIMS[key]
+    outcome, value, lo, hi = judge(c, result, c.fact)
+    return _verdict(c, outcome, f"{c.statistic}: {interval_text(value, lo, hi)}.", value=interval_text(value, lo, hi))
+
+
 def residual_stream(result: ResidualStreamResult) -> Verdict:
     """Chapter 0: the residual stream's decomposition into what each sublayer adds."""
     c, f = CLAIMS["residual_stream"], result.facts()

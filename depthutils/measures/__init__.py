@@ -14,6 +14,7 @@ class Measurement:
     module: str
     function: str
     cost: str = "cost"
+    chapter: str | None = None  #: the book's chapter that runs it
 
     def run(self) -> Callable:
         return getattr(importlib.import_module(self.module), self.function)
@@ -24,18 +25,18 @@ class Measurement:
         return getattr(importlib.import_module(self.module), self.cost)
 
 
-#: every measurement of the book, one line each
+#: every measurement of the book, one line each: the package root exports each function by its name
 MEASUREMENTS = {
-    "residual_stream": Measurement("depthutils.measures.residual_stream", "residual_stream"),
-    "contributions": Measurement("depthutils.measures.contributions", "contributions"),
-    "future_effects": Measurement("depthutils.measures.future_effects", "future_effects"),
-    "logit_lens": Measurement("depthutils.measures.logit_lens", "logit_lens"),
-    "residual_means": Measurement("depthutils.measures.residual_erasure", "residual_means", "means_cost"),
-    "residual_erasure": Measurement("depthutils.measures.residual_erasure", "residual_erasure"),
-    "integrated_gradients": Measurement("depthutils.measures.integrated_gradients", "integrated_gradients"),
-    "depth_score": Measurement("depthutils.measures.depth_score", "depth_score"),
-    "cross_model_mapping": Measurement("depthutils.measures.cross_model_mapping", "cross_model_mapping"),
-    "effective_depth": Measurement("depthutils.measures.effective_depth", "effective_depth"),
+    "residual_stream": Measurement("depthutils.measures.residual_stream", "residual_stream", chapter="00"),
+    "contributions": Measurement("depthutils.measures.contributions", "contributions", chapter="01"),
+    "future_effects": Measurement("depthutils.measures.future_effects", "future_effects", chapter="02"),
+    "logit_lens": Measurement("depthutils.measures.logit_lens", "logit_lens", chapter="03"),
+    "residual_means": Measurement("depthutils.measures.residual_erasure", "residual_means", "means_cost", chapter="04"),
+    "residual_erasure": Measurement("depthutils.measures.residual_erasure", "residual_erasure", chapter="04"),
+    "integrated_gradients": Measurement("depthutils.measures.integrated_gradients", "integrated_gradients", chapter="05"),
+    "depth_score": Measurement("depthutils.measures.depth_score", "depth_score", chapter="06"),
+    "cross_model_mapping": Measurement("depthutils.measures.cross_model_mapping", "cross_model_mapping", chapter="07"),
+    "effective_depth": Measurement("depthutils.measures.effective_depth", "effective_depth", chapter="09"),
 }
 
 

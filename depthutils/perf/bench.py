@@ -205,7 +205,7 @@ def _lens_memory(vocab, L, tokens):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     du.logit_lens(handle, [prompt], progress_bar=False)
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    T = du.prompts.encode(handle.tokenizer, prompt).n_tokens
+    T = du.core.prompts.encode(handle.tokenizer, prompt).n_tokens
     return {"peak_rss_mb": after, "growth_mb": after - before, "T": T,
             "L_x_T_x_V_fp32_mb": L * T * vocab * 4 / 2**20}
 

@@ -18,7 +18,7 @@ import torch
 from depthutils import data
 from depthutils.cost.budget import parse_bytes
 from depthutils.cost.accounting import Cost, total
-from depthutils.measures import cost_of
+from depthutils.measures import MEASUREMENTS, cost_of
 from depthutils.measures.depth_score import TASKS, levels_of, new_tokens
 from depthutils.core.errors import DepthError
 from depthutils.cost.model_info import ModelInfo, model_info
@@ -61,7 +61,9 @@ def _score_prompts(info, tasks, n, seed, max_new_tokens):
 
 def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fast: bool, remote: bool,
                   batch: int | None = None, layers_per_pass: int | None = None) -> list[tuple[ModelInfo, Cost]]:
-    """Every measurement call of ``chapter`` (a number "00"–"09") with parameters ``p``."""
+    """Every measurement call of ``chapter`` (a number "00"–"09") with parameters ``p``; for another chapter,
+    every measurement registered for it (:data:`depthutils.measures.MEASUREMENTS`) on the chapter's
+    ``n_examples`` prompts of its ``dataset``."""
     out = []
     for info in models:
         s = info.shape
@@ -123,6 +125,9 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
                     rows = [r for r in rows if r[0] <= p["aime_max_tokens"]]
                 Ts = _cap([T for T, _ in rows[:n]], mt, s)
                 out.append((info, cost_of("effective_depth")(s, Ts, dtype, remote)))
+        else:  # a chapter of its own measurement(s): each one's cost on the chapter's prompts
+            out += [(info, m.cost_function()(s, gsm(), dtype, remote)) for m in MEASUREMENTS.values()
+                    if m.chapter == chapter]
     return out
 
 

@@ -99,7 +99,7 @@ EXERCISE_COS = Exercise(
     "mean_cosine(lm, input_ids) -> torch.Tensor",
     "c̄_l for every layer, [L]: the mean of cos(a_l, h_l), cos(m_l, h_l + a_l) and cos(Δ_l, h_l), each per "
     "token over the hidden axis, averaged over every token of every prompt; ED_cos is then the last l with "
-    "c̄_l < 0 ≤ c̄_{l+1} (`du.curves.ed_cos`)",
+    "c̄_l < 0 ≤ c̄_{l+1} (`du.measures.curves.ed_cos`)",
     difficulty=3, importance=3,
     hints=("Four plain forward hooks per layer read h_l (a pre-hook on the layer), a_l (the attention module's "
            "output[0]: it returns a tuple), m_l (the MLP's output) and h_{l+1} (the layer's output, a tensor).",
