@@ -24,7 +24,7 @@ CHARS_PER_TOKEN = 4.0
 # keeps the base model's shape). Only the fields the cost model reads are kept.
 # Llama 3.1 70B: hidden 8192, MLP 28672, 80 layers, 64 heads, 8 KV heads, vocabulary 128256, untied
 # (huggingface.co/vicky4s4s/llama-3-70B-instruct/blob/fed690c/config.json, Llama 3 70B, same shape as 3.1);
-# 8B: 8,030,261,248 parameters (tests/test_plan.py) from its safetensors index; 405B: hidden 16384, 126
+# 8B: 8,030,261,248 parameters (tests/perf/test_plan.py) from its safetensors index; 405B: hidden 16384, 126
 # layers, 128 heads, 8 KV heads, head dim 128 (apxml.com/models/llama-3-1-405b, pcpartguide.com/local-llms/llama-3.1-405b).
 _LLAMA = dict(model_type="llama", vocab_size=128256, max_position_embeddings=131072, num_key_value_heads=8,
               tie_word_embeddings=False)

@@ -113,7 +113,7 @@ def _panel_sums(v: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Boole's value and the error bound ``|S2 − S1|`` of panels ``[P]`` of width ``h`` from values ``v [P, 5, T]``.
 
     ``|S2 − S1|/15`` is Richardson's estimate of ``S2``'s error, but on narrow steps a panel can look
-    converged before it is: on 100 random staircases (tests/test_quadrature.py) it fell below the true error
+    converged before it is: on 100 random staircases (tests/measures/test_quadrature.py) it fell below the true error
     of the result in 35, and ``|S2 − S1|/3`` in 5. ``|S2 − S1|`` (the cruder ``S1``'s error) fell below it in
     3, so it is the bound. The bound does not change which panels are refined (they are ranked by it), only
     when the rule stops and what it reports."""

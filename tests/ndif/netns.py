@@ -11,7 +11,7 @@ port inside. Nothing else the stack opens can be reached from the host, or from 
 Exits with the command's code if it fails; otherwise forwards until it is killed (down.sh).
 Standard library only, so any Python runs it.
 
-Faults on demand, for tests/test_remote.py (the stack keeps running through both):
+Faults on demand, for tests/models/test_remote.py (the stack keeps running through both):
 
 * ``SIGUSR1`` drops every forwarded connection now open: the network between client and server fails.
 * ``SIGUSR2`` toggles refusing new connections to every port after the first (the object store): the

@@ -19,7 +19,7 @@ from depthutils.measures.effective_depth import EffectiveDepthResult
 from depthutils.measures.future_effects import FutureEffectsResult
 from depthutils.analysis.study import Study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TABLE1 = ROOT / "data" / "reference" / "p2_effective_depth_table1.csv"
 QUOTES = ROOT.parent / "shared" / "reference" / "paper_quotes.md"
 TASKS = ("hellaswag", "gsm8k", "aime24")

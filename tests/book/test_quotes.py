@@ -18,7 +18,7 @@ import pytest
 
 from depthutils.book.claim_table import CLAIMS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"
 QUOTES = SHARED / "reference" / "paper_quotes.md"
 SPEC = SHARED / "spec" / "measurements.md"

@@ -26,7 +26,7 @@ from depthutils.models.real import fetch as F
 from depthutils.__main__ import main
 from depthutils.models.real.catalog import MANIFEST, REAL_MODELS, accept_terms, terms_accepted
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: pip with its index unreachable: a closed port on this machine, no config file (no find-links, no extra index)
 OFFLINE = {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_CONFIG_FILE": os.devnull, "PIP_RETRIES": "0",
            "PIP_TIMEOUT": "3", "PIP_FIND_LINKS": "", "PIP_EXTRA_INDEX_URL": ""}

@@ -102,7 +102,7 @@ def test_cli_errors_are_one_line(tmp_path):
 
 
 def test_prompt_longer_than_the_context(tiny):
-    """A text-only measurement cuts it (tests/test_fitting.py); one that needs the answer cannot."""
+    """A text-only measurement cuts it (tests/core/test_fitting.py); one that needs the answer cannot."""
     handle, _ = tiny("llama")  # context of 128 positions
     long = Prompt.from_parts("5 + 7 + " * 60, "1")
     with pytest.raises(DepthError) as e:

@@ -340,7 +340,7 @@ def test_an_integrated_gradients_prompt_whose_sums_miss_completeness_is_not_coun
     assert claims.context({"arithmetic": fine}, "the |attribution|").outcome != "not tested"
 
 
-SHARED_REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "effective_depth_table1.csv"
+SHARED_REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "effective_depth_table1.csv"
 
 
 def _shared_table() -> dict:

@@ -1,9 +1,9 @@
 """The mutation table of chapters 5–9's stretch exercises (5.4, 6.3, 7.3, 8.3, 9.3).
 
-As in ``tests/test_exercise_mutations.py``: each mutation is the reference solution
+As in ``tests/teaching/test_exercise_mutations.py``: each mutation is the reference solution
 (:mod:`depthutils.teaching.solutions`) with one thing changed, written the way a student would write it (not by calling
 the checker's own mistake functions), and the checker must fail it with a sentence that names the mistake
-(never the generic "values differ" fallback). ``python tests/test_stretch_mutations_5to9.py`` prints the table
+(never the generic "values differ" fallback). ``python tests/teaching/test_stretch_mutations_5to9.py`` prints the table
 (exercise, mutation, the checker's message) as Markdown, with the seconds of each exercise's solution check.
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ from depthutils.book import claims
 from depthutils.book.runner import chapters
 from depthutils.models.handle import load_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def markdown(stem: str) -> str:

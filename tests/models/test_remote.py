@@ -120,7 +120,7 @@ def test_the_handle_is_remote_and_the_stack_is_isolated(pair, ndif_server):
 
 #: remote runs take each measurement's default method (batched nnsight traces, what NDIF can run); the local
 #: side runs the same method, so a difference is the remote path's, not a code path's rounding (the local
-#: fast path's agreement with the batched one is tests/test_suffix.py's and test_measurements.py's)
+#: fast path's agreement with the batched one is tests/models/test_suffix.py's and test_measurements.py's)
 SAME = {"method": "batched"}
 MEASUREMENTS = {
     "contributions": lambda m, ps, kw: du.contributions(m, ps, progress_bar=False),

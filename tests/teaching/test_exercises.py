@@ -98,7 +98,7 @@ WRONG_LAYER = {  # id -> (wrong answer, phrases its message must contain)
                           ["argmin over axis 0"]),
     "later_ratio": (lambda D: 1 / solutions.later_ratio(D), ["first half / second half"]),
     "mean_cosine": (lambda lm, input_ids: solutions.mean_cosine(lm, input_ids[:1]), ["batch row 0"]),
-    # the stretch exercises (their full mutation tables: tests/test_stretch_mutations_0to4.py)
+    # the stretch exercises (their full mutation tables: tests/teaching/test_stretch_mutations_0to4.py)
     "residual_terms": (lambda lm, input_ids: (lambda t: torch.stack([t[0], *(t[1::2] + t[2::2])]))(
         solutions.residual_terms(lm, input_ids)), ["each layer's update Δ_l"]),
     "layer_cosines": (shifted("layer_cosines", layer=1), ["layer=2", "next layer"]),

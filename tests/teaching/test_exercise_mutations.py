@@ -3,7 +3,7 @@ answers students write, each as a function, and the sentence the checker must an
 
 Each mutation is the reference solution (:mod:`depthutils.teaching.solutions`) with one thing changed, written the way a
 student would write it (not by calling the checker's own mistake functions), so a test fails when the checker
-passes that wrong answer or stops naming it. ``python tests/test_exercise_mutations.py`` prints the table
+passes that wrong answer or stops naming it. ``python tests/teaching/test_exercise_mutations.py`` prints the table
 (exercise, mutation, the checker's message) as Markdown.
 """
 from __future__ import annotations

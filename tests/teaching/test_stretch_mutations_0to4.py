@@ -1,10 +1,10 @@
 """The mutation table of the stretch exercises of chapters 0–4 (0.3, 1.3, 2.3, 3.3, 4.3):
 the wrong answers students write, each as a function, and the phrase the checker must answer it with.
 
-As in ``tests/test_exercise_mutations.py``, each mutation is the reference solution (:mod:`depthutils.teaching.solutions`)
+As in ``tests/teaching/test_exercise_mutations.py``, each mutation is the reference solution (:mod:`depthutils.teaching.solutions`)
 with one thing changed, written the way a student would write it (not by calling the checker's own mistake
 functions), so a test fails when the checker passes that wrong answer or stops naming it. Run
-``python tests/test_stretch_mutations_0to4.py`` to print the table (exercise, mutation, the checker's message).
+``python tests/teaching/test_stretch_mutations_0to4.py`` to print the table (exercise, mutation, the checker's message).
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "data" / "models"
 PROMPTS = ROOT / "data" / "prompts"
 SHIPPED = sorted(p.parent.name for p in MODELS.glob("*/config.json"))
