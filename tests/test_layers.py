@@ -139,21 +139,21 @@ def test_every_subpackage_states_its_public_names():
             assert not missing, f"{name}.__all__ lists missing names {missing}"
 
 
-def test_a_measurement_name_at_the_root_is_the_function():
-    """``depthutils.<measurement>`` is the function whatever was imported before: no module shadows it."""
-    code = ("import depthutils.measures.logit_lens, depthutils.measures.future_effects, depthutils.book.claims\n"
-            "import depthutils as du\n"
-            "assert callable(du.logit_lens) and du.logit_lens.__module__ == 'depthutils.measures.logit_lens'\n"
-            "assert callable(du.future_effects) and not isinstance(du.future_effects, type(du))\n")
+def _fresh(code: str) -> None:
+    """Runs ``code`` in a fresh interpreter (nothing of the package imported before it)."""
     subprocess.run([sys.executable, "-c", code], check=True, cwd=PKG.parent)
 
 
-def test_importing_the_package_loads_no_book_teaching_or_perf_module():
-    code = ("import sys, depthutils\n"
-            "late = sorted(m for m in sys.modules if m.split('.')[:2] in (['depthutils', 'book'], "
-            "['depthutils', 'teaching'], ['depthutils', 'perf'], ['depthutils', 'analysis']))\n"
-            "assert not late, late\n")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=PKG.parent)
+def test_the_root_loads_no_later_layer_and_its_measurement_names_are_functions():
+    """Importing ``depthutils`` loads no analysis, perf, teaching or book module; ``depthutils.<measurement>`` is
+    the function, whatever is imported after it (no module shadows it)."""
+    _fresh("import sys\nimport depthutils as du\n"
+           "late = sorted(m for m in sys.modules if m.split('.')[:2] in (['depthutils', 'book'], "
+           "['depthutils', 'teaching'], ['depthutils', 'perf'], ['depthutils', 'analysis']))\n"
+           "assert not late, late\n"
+           "import depthutils.measures.logit_lens, depthutils.measures.future_effects, depthutils.book.claims\n"
+           "assert callable(du.logit_lens) and du.logit_lens.__module__ == 'depthutils.measures.logit_lens'\n"
+           "assert callable(du.future_effects) and not isinstance(du.future_effects, type(du))\n")
 
 
 def test_load_model_is_defined_once():
@@ -165,8 +165,7 @@ def test_load_model_is_defined_once():
 def test_every_module_imports():
     """Every module of the package imports (in one fresh interpreter, the later layers last)."""
     names = sorted((n for n, _ in modules() if not n.endswith("__main__")), key=lambda n: RANK[layer_of(n)])
-    subprocess.run([sys.executable, "-c", "import importlib\nfor n in %r: importlib.import_module(n)" % names],
-                   check=True, cwd=PKG.parent)
+    _fresh("import importlib\nfor n in %r: importlib.import_module(n)" % names)
 
 
 def resolves(dotted: str) -> bool:
@@ -186,10 +185,14 @@ def resolves(dotted: str) -> bool:
     return False
 
 
-def test_every_dotted_name_in_the_package_resolves():
-    """Docstrings and comments point at names that exist (``depthutils.cost.budget.pick_batch``), not at old homes."""
+def test_every_dotted_name_resolves():
+    """Docstrings, comments, the tests, the chapters and the pages point at names that exist
+    (``depthutils.cost.budget.pick_batch``), not at old homes."""
+    root = PKG.parent
+    paths = ([p for _, p in modules()] + sorted((root / "tests").rglob("*.py")) + sorted(root.glob("*.md"))
+             + sorted(root.glob("chapters/*.ipynb")) + [root / "bigger_models.ipynb", PKG / "ladder" / "README.md"])
     bad = []
-    for name, path in modules():
+    for path in paths:
         for line_no, line in enumerate(path.read_text().splitlines(), 1):
             for dotted in re.findall(r"(?<![\w/])depthutils(?:\.\w+)+", line):
                 if not resolves(dotted):
