@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from depthutils.book.claim_table import ACCURACY_FLOOR, CLAIMS, COMPLETENESS_LIMIT, GROWS, LEVEL, MIN_HALF, N_PERMUTATIONS, OUTCOMES, OUTPUT_AGAINST, OUTPUT_SHOWN, SCALE_WORDS, SHARED_TARGET, WHOLE_LAYER, Claim, Threshold
+from depthutils.book.claim_table import (
+    ACCURACY_FLOOR, CLAIMS, COMPLETENESS_LIMIT, GROWS, LEVEL, MIN_HALF, N_PERMUTATIONS, OUTCOMES, OUTPUT_AGAINST,
+    OUTPUT_SHOWN, SCALE_WORDS, SHARED_TARGET, WHOLE_LAYER, Claim, Threshold)
 from depthutils.measures.cross_model_mapping import MappingResult
 from depthutils.measures.depth_score_result import DepthScoreResult
 from depthutils.analysis.depth_use import MEASURES, DepthUse
 from depthutils.measures.future_effects import FutureEffectsResult
-from depthutils.book.grading import Verdict, _verdict, band, combine, grade, interval_text, judge, not_tested, paper_vs_run
+from depthutils.book.grading import (
+    Verdict, _verdict, band, combine, grade, interval_text, judge, not_tested, paper_vs_run)
 from depthutils.measures.integrated_gradients import IGResult
 from depthutils.analysis.known_facts import KINDS, FactPrompts
 from depthutils.measures.logit_lens import LogitLensResult

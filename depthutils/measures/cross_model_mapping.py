@@ -24,7 +24,7 @@ import torch
 
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError
-from depthutils.models.handle import check_residual
+from depthutils.models.architectures import check_residual
 from depthutils.models.remote import batches, each
 from depthutils.core.prompts import Prompt, encode
 from depthutils.core.results import Result, bootstrap, make_meta

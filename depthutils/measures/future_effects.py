@@ -38,7 +38,7 @@ from depthutils.measures import future_shared
 from depthutils.measures.future_effects_result import FutureEffectsResult
 from depthutils.measures.future_shared import sample_positions
 from depthutils.models import stack
-from depthutils.models.handle import check_residual
+from depthutils.models.architectures import check_residual
 from depthutils.models.remote import each
 
 PARTS = ("layer", "attn", "mlp")

@@ -13,7 +13,7 @@ from depthutils.cost.budget import dtype_of, shape_of, work_bytes
 from depthutils.cost.chunks import LENS_CHUNK_BYTES
 from depthutils.measures.curves import ed_kl, ed_overlap, ratio
 from depthutils.core.errors import check_finite
-from depthutils.models.handle import get_path, check_residual
+from depthutils.models.architectures import get_path, check_residual
 from depthutils.models.remote import each
 from depthutils.core.results import Result, describe, make_meta
 from depthutils.cost.accounting import Cost, Shape

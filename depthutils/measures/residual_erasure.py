@@ -34,7 +34,7 @@ from depthutils.core.encoding import encode_all
 from depthutils.core.progress import progress
 from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of
 from depthutils.core.errors import DepthError, check_finite
-from depthutils.models.handle import check_residual
+from depthutils.models.architectures import check_residual
 from depthutils.models.remote import each
 from depthutils.core.prompts import as_prompt
 from depthutils.core.results import Result, context_depth, describe, make_meta

@@ -27,7 +27,7 @@ import torch
 
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError, check_finite
-from depthutils.models.handle import check_residual, unwrap
+from depthutils.models.architectures import check_residual, unwrap
 from depthutils.models.remote import each
 from depthutils.core.results import Result, describe, make_meta
 from depthutils.cost.accounting import Cost, Shape

@@ -25,12 +25,14 @@ import nnsight
 import torch
 from nnsight.modeling import huggingface as nnsight_hf
 
-from depthutils.models.architectures import ARCHITECTURES, Arch, ShapeError, get_path, check_residual, rewrap, supported_families, unwrap  # noqa: F401
+from depthutils.models.architectures import (
+    ARCHITECTURES, Arch, ShapeError, get_path, rewrap, supported_families, unwrap)
 from depthutils.models.devices import _dense_bf16, _pick_device, _pick_dtype
 from depthutils.core.errors import DepthError
 from depthutils.ladder.registry import ALIASES
 from depthutils.core.prompts import bos_mode
-from depthutils.models.start_token import check_option as check_start, describe as describe_start, resolve as resolve_start
+from depthutils.models.start_token import (
+    check_option as check_start, describe as describe_start, resolve as resolve_start)
 from depthutils.models.remote import DEFAULT_TIMEOUT, Backend, ndif_reachable
 from depthutils.models.sources import _local_revision, _resolve_local, _tokenizer
 

@@ -21,7 +21,7 @@ import contextlib
 
 import torch
 
-from depthutils.models.handle import get_path, check_residual, rewrap, unwrap
+from depthutils.models.architectures import get_path, check_residual, rewrap, unwrap
 
 
 def usable(handle) -> bool:

@@ -37,7 +37,7 @@ from depthutils.perf.counting import Counter, floors
 from depthutils.perf.real_table import REAL_MODELS, real_rows
 from depthutils.core.prompts import P1_ARITHMETIC
 from depthutils.perf.harness import isolated, setup_model, timed
-from depthutils.models.handle import check_residual
+from depthutils.models.architectures import check_residual
 
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from depthutils.models.handle import get_path
+from depthutils.models.architectures import get_path
 
 
 class Counter:

@@ -39,7 +39,7 @@ def test_unsupported_family_lists_the_supported_ones(tmp_path):
                                      num_attention_heads=2, intermediate_size=32)).save_pretrained(tmp_path)
     with pytest.raises(DepthError) as e:
         depthutils.load_model(str(tmp_path))
-    from depthutils.models.handle import supported_families
+    from depthutils.models.architectures import supported_families
 
     msg = one_sentence(e.value)
     assert "'bert'" in msg and supported_families() in msg and "gemma2" in msg and "falcon" in msg

@@ -7,7 +7,7 @@ import torch
 
 import depthutils
 from conftest import REAL_EFFECT, zero_tol
-from depthutils.models.handle import ShapeError, check_residual, unwrap
+from depthutils.models.architectures import ShapeError, check_residual, unwrap
 from depthutils.core.prompts import encode
 
 

@@ -14,7 +14,7 @@ import depthutils
 from conftest import ATOL, FAMILIES
 from depthutils.perf import bench
 from depthutils.models import stack
-from depthutils.models.handle import get_path
+from depthutils.models.architectures import get_path
 from depthutils.core.prompts import encode
 
 

@@ -8,7 +8,8 @@ import torch
 
 from depthutils import data
 from depthutils.measures.contributions import prompt_stats
-from depthutils.models.handle import check_residual, load_model
+from depthutils.models.handle import load_model
+from depthutils.models.architectures import check_residual
 from depthutils.core.prompts import Encoded, Prompt, encode
 
 

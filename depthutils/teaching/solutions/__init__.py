@@ -14,7 +14,8 @@ a tuple: ``output[0]`` would be batch row 0.
 One module per chapter (``ch00`` … ``ch09``), as the exercises are (:mod:`depthutils.teaching.exercises`); the
 helpers they share are in ``common``.
 """
-from depthutils.teaching.solutions.common import _answer_gradient, _layer_parts, _output_probs, _residual_around, _run_hooked
+from depthutils.teaching.solutions.common import (
+    _answer_gradient, _layer_parts, _output_probs, _residual_around, _run_hooked)
 from depthutils.teaching.solutions.ch00 import *  # noqa: F401,F403
 from depthutils.teaching.solutions.ch01 import *  # noqa: F401,F403
 from depthutils.teaching.solutions.ch02 import *  # noqa: F401,F403
