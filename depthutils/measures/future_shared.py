@@ -55,6 +55,12 @@ def group_size(layers: int, heads: int, intermediate: int, rows: int, T: int, li
     return int(max(1, min(layers, limit // max(per_s, 1))))
 
 
+def output_chunk(vocab: int, limit: int) -> int:
+    """Positions per chunk of output distributions: their logits, probabilities and the clean ones (three float32
+    ``[vocab]`` rows each) within ``limit`` bytes (:data:`~depthutils.cost.chunks.UNEMBED_BYTES`)."""
+    return max(1, limit // (12 * vocab))
+
+
 def _group_size(st: Stack, n_rows: int, limit: int) -> int:
     """:func:`group_size` for the model of ``st``."""
     cfg = st.handle.text_config
@@ -166,7 +172,7 @@ def _output(st: Stack, members, x_full, x_suf, ts, first, full, mode, out_max, u
     if not pieces:
         return
     V = st.logits.shape[-1]
-    chunk = max(1, unembed_bytes // (12 * V))
+    chunk = output_chunk(V, unembed_bytes)
     owner = torch.cat([torch.full((len(p[2]),), i) for i, p in enumerate(pieces)])
     pos = torch.cat([p[2] for p in pieces]).to(st.logits.device)
     h = torch.cat([p[3] for p in pieces])
@@ -213,7 +219,7 @@ def cost(a: Acc, s: Shape, T: int, ts, dtype: str, part: str, mode: str, output:
                 for t in ts[:-1]:
                     a.layers(1, members, T - t, context=T)
         out_rows += sum(T - f for f in first) * sum(1 for sk in skips if not (mode == "future" and sk == L - 1))
-    chunk = max(1, unembed_bytes // (12 * s.vocab))
+    chunk = output_chunk(s.vocab, unembed_bytes)
     if output:
         for r0 in range(0, out_rows, chunk):
             a.unembed(min(chunk, out_rows - r0), 1)

@@ -107,7 +107,7 @@ def test_an_exercise_cell_of_the_students_copy_runs_its_checker_in_a_kernel(tmp_
     """Chapter 0's exercise cell, answered right and answered with the ``output[0]`` mistake, in a fresh kernel
     of this environment: the checker prints its tick, or its message names the mistake."""
     path = next(p for p in student_copy(tmp_path) if p.name.startswith("00_"))
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import torch\nfrom depthutils import exercises"),
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import torch\nfrom depthutils.teaching import exercises"),
                                          _exercise_cell(path, "layer_output", body)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True, config=kernel_config()).execute()
