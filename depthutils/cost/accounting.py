@@ -1,8 +1,8 @@
 """What a measurement costs, from a model's config alone (no weights): layer-passes, FLOPs, memory, NDIF.
 
-A :class:`Shape` is read from a ``config.json`` dictionary (:meth:`Shape.from_config`). Each function
-``cost_<measurement>`` returns a :class:`Cost` for one call of that measurement with the same
-algorithm the measurement itself picks: the fast ``stack`` path for a local float32 model (only the
+A :class:`Shape` is read from a ``config.json`` dictionary (:meth:`Shape.from_config`). Each measurement's
+``cost`` (in its module, :data:`depthutils.measures.MEASUREMENTS`) returns a :class:`Cost` for one call of that
+measurement with the algorithm the measurement itself picks: the fast ``stack`` path for a local float32 model (only the
 layers above an intervention, see :mod:`depthutils.models.stack`), the ``batched`` nnsight path for bf16, a
 GPU or NDIF (the clean row in every batch, the whole model per row).
 
