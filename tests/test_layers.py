@@ -144,28 +144,24 @@ def _fresh(code: str) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=PKG.parent)
 
 
-def test_the_root_loads_no_later_layer_and_its_measurement_names_are_functions():
-    """Importing ``depthutils`` loads no analysis, perf, teaching or book module; ``depthutils.<measurement>`` is
-    the function, whatever is imported after it (no module shadows it)."""
-    _fresh("import sys\nimport depthutils as du\n"
-           "late = sorted(m for m in sys.modules if m.split('.')[:2] in (['depthutils', 'book'], "
-           "['depthutils', 'teaching'], ['depthutils', 'perf'], ['depthutils', 'analysis']))\n"
-           "assert not late, late\n"
-           "import depthutils.measures.logit_lens, depthutils.measures.future_effects, depthutils.book.claims\n"
-           "assert callable(du.logit_lens) and du.logit_lens.__module__ == 'depthutils.measures.logit_lens'\n"
-           "assert callable(du.future_effects) and not isinstance(du.future_effects, type(du))\n")
-
-
 def test_load_model_is_defined_once():
     found = [str(p.relative_to(PKG.parent)) for _, p in modules()
              if re.search(r"^def load_model\(", p.read_text(), re.M)]
     assert found == ["depthutils/models/handle.py"], found
 
 
-def test_every_module_imports():
-    """Every module of the package imports (in one fresh interpreter, the later layers last)."""
+def test_the_root_loads_no_later_layer_and_every_module_imports():
+    """In one fresh interpreter: importing ``depthutils`` loads no analysis, perf, teaching or book module; then every
+    module of the package imports, the later layers last; ``depthutils.<measurement>`` is still the function
+    (no module shadows it)."""
     names = sorted((n for n, _ in modules() if not n.endswith("__main__")), key=lambda n: RANK[layer_of(n)])
-    _fresh("import importlib\nfor n in %r: importlib.import_module(n)" % names)
+    _fresh("import importlib, sys\nimport depthutils as du\n"
+           "late = sorted(m for m in sys.modules if m.split('.')[:2] in (['depthutils', 'book'], "
+           "['depthutils', 'teaching'], ['depthutils', 'perf'], ['depthutils', 'analysis']))\n"
+           "assert not late, late\n"
+           "for n in %r: importlib.import_module(n)\n"
+           "assert callable(du.logit_lens) and du.logit_lens.__module__ == 'depthutils.measures.logit_lens'\n"
+           "assert callable(du.future_effects) and not isinstance(du.future_effects, type(du))\n" % names)
 
 
 def resolves(dotted: str) -> bool:
