@@ -109,7 +109,7 @@ class Result:
     PER_PROMPT: ClassVar[dict] = {}
 
     def __init_subclass__(cls, **kw):
-        super().__init_subclass__(**kw)
+        super(Result, cls).__init_subclass__(**kw)  # NDIF rebuilds it from source: no __class__ cell
         _REGISTRY[cls.kind] = cls
 
     def arrays(self) -> dict[str, np.ndarray]:

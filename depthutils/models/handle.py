@@ -332,7 +332,7 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
     tokenizer = _tokenizer(source, local is not None, revision, trust_remote_code)
     if remote:
         nnsight.CONFIG.API.APIKEY = os.environ["NDIF_API_KEY"]  # from the environment only, never saved
-        nnsight.register(sys.modules[__package__])  # traces call depthutils helpers; ship its source with them
+        nnsight.register(sys.modules["depthutils"])  # traces call helpers of every subpackage; ship their source
         if local is not None:
             # nnsight asks the hub for a repo id's canonical spelling; a folder is its own id (the key a
             # self-hosted NDIF that deployed this folder serves it under)
