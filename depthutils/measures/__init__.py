@@ -17,11 +17,12 @@ class Measurement:
     chapter: str | None = None  #: the book's chapter that runs it
 
     def run(self) -> Callable:
+        """The measurement's function (``depthutils.<name>``)."""
         return getattr(importlib.import_module(self.module), self.function)
 
     def cost_function(self) -> Callable:
-        """The measurement's cost, looked up when called: what the run sizes its batches with is what the plan,
-        its check and the benchmark count."""
+        """The measurement's cost, looked up when called: what the run sizes its batches with is what the plan
+        and its check count."""
         return getattr(importlib.import_module(self.module), self.cost)
 
 
