@@ -65,7 +65,7 @@ def cmd_book(args) -> int:
     from depthutils.book.runner import build_book
 
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
-    build_book(model=args.model, models=models, real=not args.no_real)
+    build_book(model=args.model, models=models, real=not args.no_real, executed=args.executed)
     return 0
 
 
@@ -85,11 +85,27 @@ def cmd_student(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    import json
+    from pathlib import Path
+
     from depthutils.perf.bench import bench
 
-    bench(models=args.models.split(","), repeats=args.repeats, steps=args.steps, json_path=args.json,
-          threads=args.threads, device=args.device, dtype=args.dtype, ig_models=args.ig_models.split(","),
-          only=args.only, real=[m for m in args.real.split(",") if m and m != "none"])
+    real = [m for m in args.real.split(",") if m and m != "none"]
+    report = {}
+    if args.only != "dtype":
+        report = bench(models=args.models.split(","), repeats=args.repeats, steps=args.steps, json_path=None,
+                       threads=args.threads, device=args.device, dtype=args.dtype,
+                       ig_models=args.ig_models.split(","), only=args.only, real=real)
+    if args.only in ("all", "real", "dtype") and real:
+        from depthutils.book.precision import dtype_rows, dtype_table
+        from depthutils.perf.real_table import unavailable
+
+        print("\nfloat32 against bfloat16, each chapter's headline run on the real models "
+              "(seconds without the load; each run in a fresh process):", flush=True)
+        report["dtypes"] = dtype_rows(real, threads=args.threads, skip=unavailable)
+        print(dtype_table(report["dtypes"]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
     return 0
 
 
@@ -138,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--no-real", action="store_true",
                       help="leave out the real models' sections of chapters 00-06 (default: every real model that "
                            "is cached or can be fetched; gemma3-270m only after fetch gemma3-270m --accept-terms)")
+    book.add_argument("--executed", metavar="DIR",
+                      help="render the chapters already executed into DIR with the book's parameters (the tests' "
+                           "nbval run writes _build/executed) instead of executing them again")
     book.set_defaults(func=cmd_book)
     refresh = sub.add_parser("refresh", help="re-execute the source notebooks in place (nbval's reference outputs)")
     refresh.add_argument("chapter", nargs="?", help="one chapter (default: all)")
@@ -155,9 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--dtype", default="float32", help="float32 or bfloat16 (default: %(default)s)")
     bench.add_argument("--ig-models", default="default,ladder-16",
                        help="models of the integrated-gradients rule table (default: %(default)s)")
-    bench.add_argument("--only", choices=["all", "ig-rules", "real"], default="all",
+    bench.add_argument("--only", choices=["all", "ig-rules", "real", "dtype"], default="all",
                        help="run every table, or only the integrated-gradients rule table, or only the real "
-                            "models' rows (default: %(default)s)")
+                            "models' rows (their layer-passes, then float32 against bfloat16 per chapter), or only "
+                            "the float32-against-bfloat16 table (default: %(default)s)")
     bench.add_argument("--real", default="smollm2-135m,gemma3-270m",
                        help="cached real models with rows for chapters 2, 3 and 5 ('none': no rows; default: "
                             "%(default)s)")

@@ -18,6 +18,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 from depthutils.book.runner import KERNEL_ENV  # noqa: E402  the same kernel settings as the runner and the book
 
+#: nbval's run of each chapter is the book's (real models included), and the book renders it: tests/nbval_book.py
+pytest_plugins = ["nbval_book"]
+
 os.environ.update(KERNEL_ENV)  # nbval's kernels inherit these: no progress bars in chapter outputs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -60,6 +60,9 @@ class Run:
     claim: Callable                                   # (result(s), facts or None) -> Verdict
     figure: Callable                                  # one result -> Figure
     caption: str                                      # the figure's caption (what it shows, for any model)
+    #: the dtype it loads the model in: "auto" (bfloat16 where the CPU computes it natively), or "float32" where
+    #: bfloat16 would change the graded statistic (the table of both in depthutils.book.precision)
+    dtype: str = "auto"
 
 
 def _erasure(lm):
@@ -76,7 +79,10 @@ def _ig(lm):
 RUNS: dict[str, Run] = {
     "00": Run("N = 20 GSM8K test problems", lambda lm: residual_stream(lm, data.load("gsm8k", 20)),
               lambda r, f: claims.residual_stream(r), plotting.residual_stream,
-              "The residual stream's norm per layer, and the largest error of hₗ₊₁ = hₗ + aₗ + mₗ, on this model."),
+              "The residual stream's norm per layer, and the largest error of hₗ₊₁ = hₗ + aₗ + mₗ, on this model.",
+              # the identity holds to the dtype's rounding: bfloat16's (~4e-3 per addition) fails a test set
+              # at float32's, and this run takes seconds in either
+              dtype="float32"),
     "01": Run("N = 20 GSM8K test problems (P1's N)", lambda lm: contributions(lm, data.load("gsm8k", 20)),
               lambda r, f: claims.contributions(r), plotting.contributions,
               "Each layer's write into the residual stream (P1 Fig. 2) on this model: ‖part‖ / ‖residual‖ per layer "
@@ -138,7 +144,7 @@ def _figure_html(png, alt: str, caption: str) -> HTML:
 def _one(chapter: str, name: str):
     run = RUNS[chapter]
     t0 = time.perf_counter()
-    lm = load_model(name)
+    lm = load_model(name, dtype=run.dtype)
     out = run.measure(lm)
     results, facts = out if isinstance(out, tuple) else (out, None)
     seconds = time.perf_counter() - t0
@@ -147,8 +153,9 @@ def _one(chapter: str, name: str):
     return lm, results, v, seconds, peak, facts
 
 
-def _value(v) -> str:
-    return f"{v.outcome}: {v.value}" if v.value else v.outcome
+def _value(v, dtype: str) -> str:
+    """The intro table's cell: the outcome, the graded value with its interval, and the dtype it ran in."""
+    return (f"{v.outcome}: {v.value}" if v.value else v.outcome) + f" ({dtype})"
 
 
 def section(chapter: str, real_models, out_dir: str = "figures", left_out: dict | None = None) -> dict:
@@ -170,7 +177,7 @@ def section(chapter: str, real_models, out_dir: str = "figures", left_out: dict 
     for name in order:
         lm, results, v, seconds, peak, facts = done[name]
         title = TITLES[name]
-        display(Markdown(f"**{title}.** {run.what}; {lm.n_layers} layers. {lm.start} "
+        display(Markdown(f"**{title}.** {run.what}; {lm.n_layers} layers, in {lm.precision}. {lm.start} "
                          f"Measured in {seconds:.0f} s, with peak resident memory {peak:.1f} GiB "
                          "(this chapter's process)."))
         many = results if isinstance(results, dict) else {"": results}
@@ -187,7 +194,7 @@ def section(chapter: str, real_models, out_dir: str = "figures", left_out: dict 
             print(f"{title}{' · ' + key if key else ''}: {r.summary()}")
         display(Markdown(v.markdown()))
         if _glue is not None:
-            _glue(f"verdict_{slug(name)}", _value(v), display=False)
+            _glue(f"verdict_{slug(name)}", _value(v, lm.dtype_name), display=False)
     for name in REAL_MODELS:
         if name not in done:
             why = left_out.get(name, f"{TITLES[name]} is not in this run's real_models (`python -m depthutils book` "

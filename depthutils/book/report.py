@@ -19,6 +19,7 @@ from IPython.display import Markdown
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.claims import Verdict, paper_vs_run
 from depthutils.book.plotstyle import save
+from depthutils.models.handle import loaded_dtypes
 
 try:
     from myst_nb import glue as _glue
@@ -103,11 +104,19 @@ def machine() -> str:
 
 
 def ran_in() -> None:
-    """Glue ``ran_in`` (seconds since :func:`start`, whole) and ``ran_on`` (:func:`machine`) for the
-    chapter's "This chapter ran in N s on …" line; shows nothing."""
+    """Glue ``ran_in`` (seconds since :func:`start`, whole) and ``ran_on`` (:func:`machine`, then the dtype of
+    every model the chapter loaded) for the chapter's "This chapter ran in N s on …" line; shows nothing."""
     if _glue is not None:
         _glue("ran_in", f"{time.perf_counter() - _STARTED[0]:.0f}", display=False)
-        _glue("ran_on", machine(), display=False)
+        _glue("ran_on", machine() + precisions(loaded_dtypes()), display=False)
+
+
+def precisions(dtypes: dict[str, str]) -> str:
+    """``", with ladder-8 in float32 and smollm2-135m in bfloat16"``: what each model computed in ("" for none)."""
+    parts = [f"{name} in {dtype}" for name, dtype in dtypes.items()]
+    if not parts:
+        return ""
+    return ", with " + (parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1])
 
 
 def figure(fig, out_dir, name: str) -> None:

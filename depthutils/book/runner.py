@@ -170,13 +170,22 @@ def _execute(src: Path, dest: Path, params: dict, cwd: Path, quiet: bool = False
     return dest
 
 
-def build_book(*, model: str | None = None, models: list[str] | None = None, real: bool = True) -> Path:
+def real_parameters(path: Path, included: list[str], left_out: dict) -> dict:
+    """The parameters the book gives chapter ``path`` besides its defaults: the real models it runs
+    (``real_models``, ``real_left_out``) where the chapter takes them."""
+    return {"real_models": included, "real_left_out": left_out} if "real_models" in parameters(path) else {}
+
+
+def build_book(*, model: str | None = None, models: list[str] | None = None, real: bool = True,
+               executed: str | Path | None = None) -> Path:
     """Execute every chapter into ``_build/src``, then build the HTML book into ``_build/html``.
 
     ``model`` runs every chapter on that model (chapter 9 on ``[model]``); ``models`` sets the
     list of the chapters that compare several models (chapter 9). ``real``: chapters 0–6 also run on every
     named real model that is cached or can be fetched now (:func:`depthutils.book.realruns.available`); the book
-    says in one sentence why it leaves one out.
+    says in one sentence why it leaves one out. ``executed``: a folder of chapters already executed with the
+    book's parameters (the test run's nbval writes one, ``tests/nbval_book.py``): they are rendered as they
+    are, and only a chapter missing there is executed.
     """
     build_dir = ROOT / "_build"
     stage = build_dir / "src"
@@ -189,15 +198,20 @@ def build_book(*, model: str | None = None, models: list[str] | None = None, rea
         elif (ROOT / name).exists():
             shutil.copy(ROOT / name, stage / name)
     t0 = time.time()
-    included, left_out = available() if real else ([], {name: f"{name} is left out: the book was built with --no-real."
-                                                         for name in REAL_MODELS})
-    for name, why in left_out.items():
-        print(f"book: {why}")
+    done = {p.name: p for p in Path(executed).glob("*.ipynb")} if executed is not None else {}
+    if len(done) < len(chapters()):
+        included, left_out = available() if real else (
+            [], {name: f"{name} is left out: the book was built with --no-real." for name in REAL_MODELS})
+        for name, why in left_out.items():
+            print(f"book: {why}")
     for num, path in chapters().items():
-        valid = parameters(path)
-        takes_list = "models" in valid
-        extra = {"real_models": included, "real_left_out": left_out} if "real_models" in valid else {}
-        run_chapter(num, model=None if (takes_list and models) else model, params=extra,
+        if path.name in done:
+            shutil.copy(done[path.name], stage / "chapters" / path.name)
+            print(f"{path.stem}: rendered as executed in {done[path.name].parent}")
+            continue
+        takes_list = "models" in parameters(path)
+        run_chapter(num, model=None if (takes_list and models) else model,
+                    params=real_parameters(path, included, left_out),
                     models=models if takes_list else None, out=stage / "chapters")
     for name in PAGES:
         _execute(ROOT / name, stage / name, {}, stage)

@@ -2,9 +2,9 @@
 
 A :class:`Shape` is read from a ``config.json`` dictionary (:meth:`Shape.from_config`). Each measurement's
 ``cost`` (in its module, :data:`depthutils.measures.MEASUREMENTS`) returns a :class:`Cost` for one call of that
-measurement with the algorithm the measurement itself picks: the fast ``stack`` path for a local float32 model (only the
-layers above an intervention, see :mod:`depthutils.models.stack`), the ``batched`` nnsight path for bf16, a
-GPU or NDIF (the clean row in every batch, the whole model per row).
+measurement with the algorithm the measurement itself picks: the fast ``stack`` path for a local model in float32, or
+in bfloat16 on a CPU (only the layers above an intervention, see :mod:`depthutils.models.stack`), the ``batched``
+nnsight path for a GPU or NDIF (the clean row in every batch, the whole model per row).
 
 Counted, per call:
 
@@ -128,6 +128,13 @@ class Shape:
         converted weights (e.g. a bf16 checkpoint run in fp32), tied ones, and a GPU's copy are all resident."""
         mapped = device == "cpu" and not self.tied and self.stored_dtype == dtype
         return (self.params - (self.vocab * self.hidden if mapped else 0)) * BYTES[dtype]
+
+    def load_bytes(self, dtype: str, device: str = "cpu") -> int:
+        """What loading holds besides :meth:`resident_bytes`, at its peak: on a CPU, a checkpoint stored in another
+        dtype is read whole (its memory-mapped pages count as resident) while its weights are converted, and
+        released after (e.g. the real models' float32 folders run in bfloat16)."""
+        converted = device == "cpu" and self.stored_dtype in BYTES and self.stored_dtype != dtype
+        return self.params * BYTES[self.stored_dtype] if converted else 0
 
     def kv_bytes_per_token(self, dtype: str) -> int:
         """Keys and values of every layer for one position of one row (the KV cache of generation)."""

@@ -307,7 +307,8 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
         raise DepthError(f"method must be 'auto', 'stack' or 'batched', got {method!r}.")
     fast = method == "stack" or (method == "auto" and stack.usable(model) and not local)
     if fast and (local or not stack.usable(model)):
-        raise DepthError("method='stack' needs a local float32 model and local=False; use method='batched'.")
+        raise DepthError("method='stack' needs a local model in float32 (or in bfloat16 on batch-invariant kernels, see "
+                         "depthutils.models.stack.batch_invariant) and local=False; use method='batched'.")
     if batch_size is not None and batch_size < 2:
         raise DepthError("batch_size must be at least 2 (the clean row plus one intervention).")
     prompts, encs, fit = encode_all(model, prompts, max_tokens=max_tokens)

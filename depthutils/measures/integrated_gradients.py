@@ -156,7 +156,8 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
     pred, gold = torch.tensor(enc.predict_positions), torch.tensor(enc.answer_ids)
     fast = method == "stack" or (method == "auto" and stack.usable(model) and part == "layer")
     if fast and not (stack.usable(model) and part == "layer"):
-        raise DepthError("method='stack' needs a local float32 model and part='layer'; use method='batched'.")
+        raise DepthError("method='stack' needs a local model in float32 (or in bfloat16 on batch-invariant kernels, see "
+                         "depthutils.models.stack.batch_invariant) and part='layer'; use method='batched'.")
     if not fast and layers_per_pass is None and not getattr(model, "remote", False):
         n_fixed = steps if rule != "adaptive" else budget
         layers_per_pass = pick_batch(
@@ -240,9 +241,12 @@ class Integrand:
             for l, ks in spans:
                 x = st.outputs[l]
                 b = x.mean(dim=1, keepdim=True)  # mean over all positions (the sequence axis)
-                alpha = torch.as_tensor(np.asarray(alphas[l])[ks], dtype=x.dtype, device=x.device).view(-1, 1, 1)
-                zs.append((b + alpha * (x[:, :hi] - b)).detach().requires_grad_(True))
-                diffs.append(x[:, :hi] - b)
+                # the interpolation point in float32 (a bfloat16 alpha would move the quadrature's nodes), then
+                # in the model's dtype
+                alpha = torch.as_tensor(np.asarray(alphas[l])[ks], dtype=torch.float32, device=x.device).view(-1, 1, 1)
+                z = b.float() + alpha * (x[:, :hi] - b).float()
+                zs.append(z.to(x.dtype).detach().requires_grad_(True))
+                diffs.append(x[:, :hi].float() - b.float())
             with torch.enable_grad():
                 h = st.run_joined([(l + 1, z) for (l, _), z in zip(spans, zs)], first)
                 f = _answer_probability(st.unembed(h[:, pred - first]), gold)

@@ -7,7 +7,8 @@ baseline ``ĥ_l`` (by default the mean residual over every token of the first
 The text is cut after the last position that predicts an answer token, since
 later tokens cannot change those logits; erasing them has effect 0.
 
-Algorithms. On a local float32 model (``method="stack"``) the clean run is
+Algorithms. On a local model whose fast path applies (``method="stack"``: float32, or bfloat16 on
+batch-invariant kernels, :func:`depthutils.models.stack.usable`) the clean run is
 computed once; an erasure at ``(l, t)`` changes nothing below layer ``l`` nor at
 positions before ``t``, so for each ``t`` the erasures at every layer share one
 pass over positions ``t … T-1`` that reuses the clean keys and values of the

@@ -27,16 +27,24 @@ from nnsight.modeling import huggingface as nnsight_hf
 
 from depthutils.models.architectures import (
     ARCHITECTURES, Arch, ShapeError, get_path, rewrap, supported_families, unwrap)
-from depthutils.models.devices import _dense_bf16, _pick_device, _pick_dtype
+from depthutils.models.devices import _dense_bf16, _pick_device, _pick_dtype, auto_dtype
 from depthutils.core.errors import DepthError
-from depthutils.ladder.registry import ALIASES
+from depthutils.ladder.registry import ALIASES, is_embedded
 from depthutils.core.prompts import bos_mode
 from depthutils.models.start_token import (
     check_option as check_start, describe as describe_start, resolve as resolve_start)
 from depthutils.models.remote import DEFAULT_TIMEOUT, Backend, ndif_reachable
 from depthutils.models.sources import _local_revision, _resolve_local, _tokenizer
 
-__all__ = ["Arch", "ARCHITECTURES", "ModelHandle", "load_model", "unwrap", "check_residual"]
+__all__ = ["Arch", "ARCHITECTURES", "ModelHandle", "load_model", "loaded_dtypes", "unwrap", "check_residual"]
+
+#: model name -> the dtype it was last loaded in, in this process (a chapter's "ran in" line names them)
+_LOADED: dict[str, str] = {}
+
+
+def loaded_dtypes() -> dict[str, str]:
+    """Every model this process loaded, by name, with the dtype it last computed in (``"bfloat16"`` …)."""
+    return dict(_LOADED)
 
 
 class ModelHandle:
@@ -49,7 +57,7 @@ class ModelHandle:
     def __init__(self, nn_model: Any, arch: Arch, tokenizer: Any, *, name: str, revision: str,
                  remote: bool = False, device: str = "cpu", dtype: torch.dtype = torch.float32,
                  config: Any = None, prepend_bos: bool | str = True, timeout: float = DEFAULT_TIMEOUT,
-                 start_how: str = "as given"):
+                 start_how: str = "as given", dtype_how: str = "as given"):
         self.nn = nn_model
         self.arch = arch
         self.tokenizer = tokenizer
@@ -58,6 +66,7 @@ class ModelHandle:
         self.remote = remote
         self.device = device
         self.dtype = dtype
+        self.dtype_how = dtype_how  # how it was chosen: see depthutils.models.devices.auto_dtype
         self.config = config
         #: the decoder's own config (Gemma 3's multimodal config wraps a text config)
         self.text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -254,9 +263,19 @@ class ModelHandle:
 
     def meta(self) -> dict:
         return {"model": self.name, "revision": self.revision, "family": self.arch.family,
-                "n_layers": self.n_layers, "dtype": str(self.dtype).replace("torch.", ""),
+                "n_layers": self.n_layers, "dtype": self.dtype_name, "dtype_how": self.dtype_how,
                 "device": self.device, "remote": self.remote, "context": self.max_length,
                 "prepend_bos": self.prepend_bos, "bos": self.bos, "start": self.start_how}
+
+    @property
+    def dtype_name(self) -> str:
+        """``"float32"``, ``"bfloat16"``, …: the dtype the model computes in."""
+        return str(self.dtype).replace("torch.", "")
+
+    @property
+    def precision(self) -> str:
+        """The dtype and how it was chosen, in a few words for a page: ``"bfloat16 (auto: the CPU has avx512_bf16)"``."""
+        return f"{self.dtype_name} ({self.dtype_how})"
 
     @property
     def start(self) -> str:
@@ -264,7 +283,8 @@ class ModelHandle:
         return f"{describe_start(self.tokenizer, self.prepend_bos)[:-1]} (prepend_bos {self.start_how})."
 
     def __repr__(self) -> str:
-        return f"ModelHandle({self.name!r}, family={self.arch.family}, layers={self.n_layers}, remote={self.remote})"
+        return (f"ModelHandle({self.name!r}, family={self.arch.family}, layers={self.n_layers}, "
+                f"dtype={self.precision}, remote={self.remote})")
 
 
 # ---------------------------------------------------------------------------------------
@@ -279,7 +299,10 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         name_or_path: an alias of an embedded model (``python -m depthutils models``),
             a local Hugging Face folder, or a hub id such as ``meta-llama/Llama-3.1-8B``.
         device: ``"auto"`` (GPU if any, else CPU), ``"cpu"`` or ``"cuda[:i]"``.
-        dtype: ``"auto"`` (fp32 on CPU, bf16 on GPU), ``"float32"``, ``"bfloat16"``, ``"float16"``.
+        dtype: ``"auto"`` (default): bfloat16 on a GPU and on a CPU that computes it natively (AVX-512 BF16,
+            AMX or Arm BF16; :func:`depthutils.models.devices.native_bf16`), float32 on other CPUs and for the
+            book's embedded models; or ``"float32"``, ``"bfloat16"``, ``"float16"``. The handle's
+            :attr:`~ModelHandle.precision` and every result's ``meta`` say which, and why.
         remote: run on NDIF. The API key is read from ``NDIF_API_KEY`` in the environment
             and is never an argument, so it cannot end up in an executed notebook.
         revision: a hub revision (branch, tag or commit).
@@ -342,11 +365,14 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         rev = _local_revision(local) if local is not None else revision or "main"
         handle = ModelHandle(model, arch, tokenizer, name=name, revision=rev, remote=True,
                              device="remote", dtype=_pick_dtype(dtype, "cuda"), config=config,
+                             dtype_how="auto: NDIF's GPUs" if dtype == "auto" else "as given",
                              prepend_bos=True if prepend_bos == "auto" else prepend_bos, timeout=float(timeout),
                              start_how="auto: the tokenizer's BOS (the specification's rule)" if prepend_bos == "auto" else "as given")
         return handle
     dev = _pick_device(device)
-    dt = _pick_dtype(dtype, dev)
+    embedded = local is not None and is_embedded(str(local))
+    dt = _pick_dtype(dtype, dev, embedded)
+    how = auto_dtype(dev, embedded)[1] if dtype == "auto" else "as given"
     placement = {} if dev == "cpu" else {"device_map": dev}  # device_map needs accelerate
     model = TransformersModel(source, task="text-generation", tokenizer=tokenizer, dispatch=True,
                               revision=revision, dtype=dt, trust_remote_code=trust_remote_code,
@@ -358,6 +384,7 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
     if dev == "cpu" and dt == torch.bfloat16:  # nothing added to the float32 path
         get_path(module, arch.unembed).register_forward_pre_hook(_dense_bf16)
     rev = _local_revision(local) if local is not None else (getattr(config, "_commit_hash", None) or revision or "main")
-    start, how = resolve_start(prepend_bos, name, module, tokenizer)
+    start, start_how = resolve_start(prepend_bos, name, module, tokenizer)
+    _LOADED[name] = str(dt).replace("torch.", "")
     return ModelHandle(model, arch, tokenizer, name=name, revision=rev, remote=False, device=dev, dtype=dt,
-                       config=config, prepend_bos=start, start_how=how)
+                       config=config, prepend_bos=start, start_how=start_how, dtype_how=how)

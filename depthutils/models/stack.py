@@ -4,9 +4,12 @@ An intervention at layer ``s`` leaves every layer below ``s`` unchanged, so the
 fast algorithms of ``future_effects``, ``residual_erasure`` and
 ``integrated_gradients`` run the clean forward once, keep each layer's input
 and call arguments, and then run only layers ``s … L-1`` on a batch of
-intervened residuals. This needs the model's weights here (not NDIF) and is
-used in float32, where a clean run computed apart from the batch is exact;
-otherwise the measurements use their batched nnsight path, clean row in batch.
+intervened residuals. This needs the model's weights here (not NDIF) and a clean
+run that computes the same alone as inside a batch: float32, where the kernels'
+batch-dependent summation order stays below float32 rounding, or bfloat16 where
+this machine's kernels compute a row the same whatever the rows around it
+(checked once per model, :func:`batch_invariant`); otherwise the measurements
+use their batched nnsight path, clean row in batch.
 
 An intervention at position ``t`` also leaves every position before ``t``
 unchanged (attention is causal), so :meth:`Stack.suffix` runs a layer on
@@ -25,8 +28,52 @@ from depthutils.models.architectures import get_path, check_residual, rewrap, un
 
 
 def usable(handle) -> bool:
-    """Whether the fast path applies: a local model in float32."""
-    return not handle.remote and handle.dtype == torch.float32
+    """Whether the fast path applies: a local model in float32, or in bfloat16 where :func:`batch_invariant`."""
+    if handle.remote:
+        return False
+    return handle.dtype == torch.float32 or (handle.dtype == torch.bfloat16 and batch_invariant(handle))
+
+
+#: rows and positions of :func:`batch_invariant`'s check: one row alone against the same row among others
+INVARIANCE_ROWS, INVARIANCE_TOKENS = (1, 3, 17), 40
+
+
+def batch_invariant(handle) -> bool:
+    """Whether this model's clean run gives every layer the same input alone and inside batches of
+    :data:`INVARIANCE_ROWS` rows (exactly, up to 1e-6 of the residual's norm): then the fast path may compare
+    intervened rows, run in batches, with a clean run made alone. In float32 the kernels' batch-dependent
+    order of additions moves a row by ~1e-7 (below any effect); in bfloat16 it can move it by a rounding
+    unit (~4e-3), which is why the answer is measured, once per handle, on random tokens."""
+    known = getattr(handle, "_batch_invariant", None)
+    if known is not None:
+        return known
+    module = handle.nn._module
+    layers = list(get_path(module, handle.arch.layers))
+    vocab = int(handle.text_config.vocab_size)
+    gen = torch.Generator().manual_seed(0)
+    seen: list = []
+    hooks = [layer.register_forward_pre_hook(
+        lambda mod, args, kwargs: seen.append((args[0] if args else kwargs["hidden_states"])[0].float()),
+        with_kwargs=True) for layer in layers]
+    try:
+        runs = []
+        for rows in INVARIANCE_ROWS:
+            ids = torch.randint(1, vocab, (max(INVARIANCE_ROWS), INVARIANCE_TOKENS), generator=gen)
+            ids[0] = runs[0][0] if runs else ids[0]  # row 0 is the same sequence in every run
+            seen.clear()
+            with torch.no_grad():
+                try:
+                    module(ids[:rows].to(handle.device), use_cache=False, logits_to_keep=1)
+                except TypeError:  # a family without logits_to_keep
+                    module(ids[:rows].to(handle.device), use_cache=False)
+            runs.append((ids[0], [h.clone() for h in seen]))
+    finally:
+        for h in hooks:
+            h.remove()
+    alone = runs[0][1]
+    handle._batch_invariant = all(
+        float((b - a).norm()) <= 1e-6 * float(a.norm()) for _, hs in runs[1:] for a, b in zip(alone, hs))
+    return handle._batch_invariant
 
 
 class _Stop(Exception):

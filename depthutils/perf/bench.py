@@ -200,7 +200,7 @@ def _lens_memory(vocab, L, tokens):
 
     path = random_model("llama", vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=L,
                         num_attention_heads=4, max_position_embeddings=1024)
-    handle = du.load_model(str(path), device="cpu")
+    handle = du.load_model(str(path), device="cpu", dtype="float32")
     prompt = du.Prompt.from_parts("5 + 7 + " * (tokens // 4), "1")
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     du.logit_lens(handle, [prompt], progress_bar=False)

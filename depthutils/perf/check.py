@@ -1,8 +1,8 @@
 """``python -m depthutils plan --check``: the cost model against measured runs on this CPU.
 
 Random-init Llamas of Llama 3.1 8B's exact width (hidden 4096, MLP 14336, 32 query and 8 KV heads,
-vocabulary 128256), truncated to 2 and 4 layers, in float32 (the stack path) and bfloat16 (the batched
-path), plus the embedded ``ladder-16`` and the book's real model SmolLM2-135M (from its cache). Every
+vocabulary 128256), truncated to 2 and 4 layers, in float32 and bfloat16 (both on the stack path where
+:func:`depthutils.models.stack.usable`), plus the embedded ``ladder-16`` and the book's real model SmolLM2-135M (from its cache). Every
 measurement runs in a fresh process, on short prompts (what is checked is the time per layer-pass and the
 peak memory, not a chapter's length); the process's peak RSS (``VmHWM``, as ``/usr/bin/time`` reports
 it), the **process CPU seconds** of the measurement (user + system, the clock the calibration uses), its
@@ -116,8 +116,8 @@ def _run(path: str, measurement: str, dtype: str, threads: int) -> dict:
 
 
 def predict(shape: Shape, measurement: str, dtype: str, lengths: dict):
-    """The plan's cost of what :func:`_run` ran."""
-    fast = dtype == "float32"
+    """The plan's cost of what :func:`_run` ran (on this CPU: the stack path in float32 and in bfloat16)."""
+    fast = dtype in ("float32", "bfloat16")
     if measurement in ("contributions", "logit_lens"):
         return cost_of(measurement)(shape, [lengths["gsm"]], dtype, False)
     if measurement == "future_effects":

@@ -22,7 +22,8 @@ from depthutils.measures import MEASUREMENTS, cost_of
 from depthutils.measures.depth_score import TASKS, levels_of, new_tokens
 from depthutils.core.errors import DepthError
 from depthutils.cost.model_info import ModelInfo, model_info
-from depthutils.models.devices import available_memory
+from depthutils.models.devices import auto_dtype, available_memory
+from depthutils.ladder.registry import is_embedded
 from depthutils.perf.timing import DEVICES, base_rss, calibration, cpu_seconds, gpu_seconds, wall_estimate
 from depthutils.analysis.study import OWN_TASKS
 
@@ -190,10 +191,13 @@ def make_plan(num: str, p: dict, device: str = "cpu", memory: str | float | None
     threads = threads or torch.get_num_threads()
     remote = bool(p.get("remote"))
     dtype = p.get("dtype", "auto")
-    if remote or dtype == "auto":
-        dtype = "bfloat16" if remote or device == "cuda" else "float32"
-    fast = not remote and dtype == "float32"
     names = p["models"] if "models" in p else [p["model"]]
+    if remote or dtype == "auto":  # what load_model's "auto" picks (every model of the chapter alike)
+        embedded = all(is_embedded(n) for n in names)
+        dtype = "bfloat16" if remote else str(auto_dtype(device, embedded)[0]).replace("torch.", "")
+    # the fast stack path: float32, or bfloat16 on a CPU, whose kernels are batch-invariant where it computes
+    # bfloat16 natively (depthutils.models.stack.batch_invariant checks each model when it runs)
+    fast = not remote and (dtype == "float32" or (dtype == "bfloat16" and device == "cpu"))
     infos = [model_info(n) for n in names]
     budget = parse_bytes(memory) if isinstance(memory, str) else memory
     if budget is None:
@@ -204,10 +208,14 @@ def make_plan(num: str, p: dict, device: str = "cpu", memory: str | float | None
     together = num in ("07", "08")  # these chapters hold every model at once
     weights = [i.shape.resident_bytes(dtype, "cpu" if device == "cpu" and not remote else "gpu") for i in infos]
     held = sum(weights) if together else max(weights)
+    # loading a checkpoint stored in another dtype: the stored weights and the converted ones at once
+    loading = base + held + max(i.shape.load_bytes(dtype, "cpu" if device == "cpu" and not remote else "gpu")
+                                for i in infos)
 
     def evaluate(batch, lpp):
         calls = chapter_costs(num, infos, p, dtype, fast, remote, batch, lpp)
-        peak = max(base + (held if together else weights[infos.index(info)]) + c.peak for info, c in calls)
+        peak = max([loading] + [base + (held if together else weights[infos.index(info)]) + c.peak
+                                for info, c in calls])
         return calls, peak
 
     L = max(i.shape.layers for i in infos)

@@ -206,12 +206,16 @@ _BASE: list = []
 
 
 def base_rss() -> int:
-    """Peak RSS of a fresh process that has imported depthutils (and so torch, transformers, nnsight),
-    loaded the embedded default model (a few MB) and traced one short prompt: the memory every run has
-    besides its model's weights and its measurement's tensors. Measured once per process."""
+    """Peak RSS of a fresh process that has imported what a chapter's kernel imports (ipykernel, matplotlib,
+    seaborn, depthutils and so torch, transformers, nnsight), loaded the embedded default model (a few MB) and
+    traced one short prompt: the memory every run has besides its model's weights and its measurement's
+    tensors. Measured once per process."""
     if _BASE:
         return _BASE[0]
-    code = ("import depthutils as du; from depthutils.perf.timing import peak_rss_now; "
+    code = ("import importlib\n"
+            "for m in ('ipykernel.ipkernel', 'matplotlib.pyplot', 'seaborn', 'IPython.display'):\n"
+            "    try:\n        importlib.import_module(m)\n    except ImportError:\n        pass\n"
+            "import depthutils as du; from depthutils.perf.timing import peak_rss_now; "
             "du.contributions(du.load_model('default', device='cpu'), ['5 + 7 = 12'], progress_bar=False); "
             "print(peak_rss_now())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

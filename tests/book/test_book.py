@@ -22,6 +22,7 @@ import pytest
 from depthutils.book import plan_page
 from depthutils.book.runner import PAGES, ROOT, chapters, find_chapter, parameters
 from depthutils.core.errors import DepthError
+from nbval_book import EXECUTED
 
 HTML = ROOT / "_build" / "html"
 
@@ -121,14 +122,21 @@ def _book_is_fresh() -> bool:
     if not index.exists():
         return False
     sources = list(chapters().values()) + [ROOT / "intro.md", ROOT / "_toc.yml", ROOT / "_config.yml"] + \
-        [ROOT / page for page in PAGES]
+        [ROOT / page for page in PAGES] + list(EXECUTED.glob("*.ipynb"))
     return index.stat().st_mtime > max(p.stat().st_mtime for p in sources)
+
+
+def _executed_by_nbval() -> bool:
+    """Whether this test run's nbval executed every chapter as the book does (tests/nbval_book.py)."""
+    return all((EXECUTED / p.name).exists() and (EXECUTED / p.name).stat().st_mtime > p.stat().st_mtime
+               for p in chapters().values())
 
 
 @pytest.fixture(scope="module")
 def book_url():
     if not _book_is_fresh():
-        proc = subprocess.run([sys.executable, "-m", "depthutils", "book"], capture_output=True, text=True,
+        render = ["--executed", str(EXECUTED)] if _executed_by_nbval() else []  # each chapter executes once
+        proc = subprocess.run([sys.executable, "-m", "depthutils", "book", *render], capture_output=True, text=True,
                               cwd=ROOT, timeout=3600)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(HTML))

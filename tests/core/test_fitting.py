@@ -16,7 +16,7 @@ def nobos(tiny_root):
     from transformers import AutoModelForCausalLM
 
     path = build_tiny("llama", tiny_root, context=128, add_bos=False)
-    return depthutils.load_model(str(path), device="cpu"), AutoModelForCausalLM.from_pretrained(path).eval()
+    return depthutils.load_model(str(path), device="cpu", dtype="float32"), AutoModelForCausalLM.from_pretrained(path).eval()
 
 
 def long_prompt(n_words: int = 80) -> Prompt:
@@ -86,7 +86,7 @@ def test_bos_is_prepended_when_the_tokenizer_adds_none(nobos, prompts):
 
 def test_prepending_can_be_turned_off_and_is_recorded(tiny_root, prompts):
     path = build_tiny("llama", tiny_root, context=128, add_bos=False)
-    handle = depthutils.load_model(str(path), device="cpu", prepend_bos=False)
+    handle = depthutils.load_model(str(path), device="cpu", dtype="float32", prepend_bos=False)
     enc = encode(handle.tokenizer, prompts[0], prepend_bos=False)
     assert enc.input_ids[0].tolist() == handle.tokenizer(prompts[0].text)["input_ids"]
     r = depthutils.logit_lens(handle, prompts)

@@ -137,7 +137,7 @@ def test_half_precision_on_a_cpu_that_cannot_run_it(tiny_root, monkeypatch):
 
 
 def test_nan_activations_are_reported_not_plotted(tiny_root, prompts):
-    handle = depthutils.load_model(str(build_tiny("llama", tiny_root)), device="cpu")
+    handle = depthutils.load_model(str(build_tiny("llama", tiny_root)), device="cpu", dtype="float32")
     with torch.no_grad():
         handle.nn._module.model.layers[1].mlp.down_proj.weight[0, 0] = float("nan")
     for call in (lambda: depthutils.contributions(handle, prompts[:1]),

@@ -47,7 +47,7 @@ def test_a_model_mapped_onto_itself_is_the_diagonal(tiny):
 
 def test_shallow_to_deep_gives_a_full_matrix(tiny, tiny_root):
     shallow, _ = tiny("llama")
-    deep = depthutils.load_model(str(build_tiny("llama", tiny_root, layers=5)), device="cpu")
+    deep = depthutils.load_model(str(build_tiny("llama", tiny_root, layers=5)), device="cpu", dtype="float32")
     r = depthutils.cross_model_mapping(shallow, deep, texts())
     assert r.error.shape == (3, 5) and np.isfinite(r.error).all() and (r.error > 0).all()
     assert r.meta["params"]["fit_tokens"] > 0 and r.meta["params"]["scored_tokens"] > 0
@@ -66,7 +66,7 @@ def test_models_must_share_a_tokenizer(tiny):
 def test_a_tokenizer_without_bos_still_maps_onto_its_bos_twin(tiny, tiny_root):
     """depthutils prepends the BOS the other tokenizer adds itself: both models read the same ids."""
     with_bos, _ = tiny("llama")
-    without = depthutils.load_model(str(build_tiny("llama", tiny_root, context=128, add_bos=False)), device="cpu")
+    without = depthutils.load_model(str(build_tiny("llama", tiny_root, context=128, add_bos=False)), device="cpu", dtype="float32")
     r = depthutils.cross_model_mapping(with_bos, without, texts())
     assert r.error.shape == (3, 3)
 

@@ -23,7 +23,7 @@ def loaded(tiny_root):
     def get(family):
         if family not in cache:
             path = build_tiny(family, tiny_root)
-            cache[family] = (depthutils.load_model(str(path), device="cpu"),
+            cache[family] = (depthutils.load_model(str(path), device="cpu", dtype="float32"),
                              AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval())
         return cache[family]
     return get

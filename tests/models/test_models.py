@@ -15,7 +15,7 @@ from depthutils.core.results import Result
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_family_loads_with_its_adapter(tiny_root, family, prompts):
-    handle = depthutils.load_model(str(build_tiny(family, tiny_root)), device="cpu")
+    handle = depthutils.load_model(str(build_tiny(family, tiny_root)), device="cpu", dtype="float32")
     assert handle.arch.family == family and handle.n_layers == 3
     r = depthutils.contributions(handle, prompts[:1])
     assert r.attn_ratio.shape == (3,) and np.isfinite(r.mlp_cos).all()
@@ -57,3 +57,30 @@ def test_the_bf16_unembedding_gets_a_dense_input_on_cpu():
         hook.remove()
     assert seen[0] == (h.shape[-1], h.shape[-1], 1)
     torch.testing.assert_close(got, want, rtol=0, atol=0)  # one copy of the same values, one kernel
+
+
+def test_auto_dtype_is_bfloat16_where_the_cpu_computes_it_natively(tiny_root, monkeypatch, prompts):
+    """``dtype="auto"``: bfloat16 on a CPU with native bfloat16 (its flags), float32 on one without, forced either
+    way by DEPTHUTILS_CPU_BF16; the embedded models stay float32; the handle and every result say which."""
+    from depthutils.models import devices
+
+    path = str(build_tiny("llama", tiny_root))
+    monkeypatch.delenv(devices.BF16_ENV, raising=False)
+    monkeypatch.setattr(devices, "_cpu_flags", lambda: {"fpu", "avx2", "avx512f"})
+    lm = depthutils.load_model(path, device="cpu")
+    assert lm.dtype == torch.float32 and lm.precision == "float32 (auto: the CPU has no bfloat16 instructions)"
+    monkeypatch.setattr(devices, "_cpu_flags", lambda: {"fpu", "avx512f", "avx512_bf16"})
+    lm = depthutils.load_model(path, device="cpu")
+    assert lm.dtype == torch.bfloat16 and lm.precision == "bfloat16 (auto: the CPU has avx512_bf16)"
+    r = depthutils.contributions(lm, prompts[:1])
+    assert r.meta["dtype"] == "bfloat16" and r.meta["dtype_how"] == "auto: the CPU has avx512_bf16"
+    assert depthutils.load_model("default").dtype == torch.float32  # the embedded models: float32 everywhere
+    monkeypatch.setenv(devices.BF16_ENV, "0")  # the detection forced off, whatever the CPU
+    lm = depthutils.load_model(path, device="cpu")
+    assert lm.dtype == torch.float32 and lm.precision == "float32 (auto: DEPTHUTILS_CPU_BF16=0)"
+    assert "dtype=float32 (auto: DEPTHUTILS_CPU_BF16=0)" in repr(lm)
+    assert depthutils.load_model(path, device="cpu", dtype="bfloat16").precision == "bfloat16 (as given)"
+    monkeypatch.delenv(devices.BF16_ENV)
+    monkeypatch.setattr(devices, "_cpu_flags", lambda: None)  # no /proc/cpuinfo: a measured matmul decides
+    monkeypatch.setattr(devices, "_bf16_speedup", lambda: 0.4)
+    assert devices.native_bf16() == (False, "bfloat16 matmul 0.4x float32's speed here")

@@ -185,3 +185,25 @@ def test_ig_batches_that_span_layers_give_the_one_layer_batches_result(tiny, pro
         assert spanning.meta["params"]["method"] == "stack"
         np.testing.assert_allclose(spanning.attribution, single.attribution, atol=ATOL)
         assert np.abs(spanning.attribution).max() > 1e-4
+
+
+def test_the_fast_path_runs_in_bfloat16_only_on_batch_invariant_kernels(tiny_root, prompts, monkeypatch):
+    """In bfloat16 the fast path compares intervened rows, run in batches, with a clean run made alone: it is
+    taken only where :func:`stack.batch_invariant` found every layer's input the same alone and in a batch, and
+    then gives the batched nnsight path's effects (clean row in the batch) within bfloat16's rounding."""
+    from conftest import build_tiny
+
+    handle = depthutils.load_model(str(build_tiny("llama", tiny_root)), device="cpu", dtype="bfloat16")
+    invariant = stack.batch_invariant(handle)
+    assert stack.usable(handle) == invariant and handle._batch_invariant == invariant  # measured once, kept
+    if invariant:
+        fast = depthutils.future_effects(handle, prompts[:2], method="stack", progress_bar=False)
+        slow = depthutils.future_effects(handle, prompts[:2], method="batched", progress_bar=False)
+        upper = np.triu(np.ones_like(fast.layer_effect, bool), 1)
+        assert np.nanmax(np.abs(fast.layer_effect - slow.layer_effect)[upper]) < 3e-2  # ~8 bfloat16 rounding units
+        assert np.nanmax(fast.layer_effect[upper]) > 0.1  # a real effect, compared
+    handle._batch_invariant = False  # kernels whose rows depend on the batch: the batched path, clean row in batch
+    assert not stack.usable(handle)
+    with pytest.raises(depthutils.DepthError, match="method='stack' needs a local model in float32"):
+        depthutils.future_effects(handle, prompts[:1], method="stack", progress_bar=False)
+    assert stack.usable(depthutils.load_model(str(build_tiny("llama", tiny_root)), device="cpu", dtype="float32"))

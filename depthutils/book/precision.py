@@ -1,0 +1,113 @@
+"""float32 against bfloat16 on the real models: each chapter's headline run (:data:`~depthutils.book.realruns.RUNS`)
+in both dtypes, side by side, with its CPU time, peak memory, graded statistic and verdict.
+
+``python -m depthutils bench --only real`` prints this table (:func:`dtype_table`). Each (model, chapter, dtype)
+runs in a fresh process (:func:`depthutils.perf.harness.isolated`), so that its peak resident memory is its own,
+and the two dtypes of a chapter run one after the other, so that both see the same load on the machine.
+
+A chapter's bfloat16 run *agrees* (:func:`agrees`) when its verdict is the same and every graded value lies
+inside the float32 value's 95% bootstrap interval; the prompts a chapter chose (chapters 4 and 5 pick prompts
+the model answers) are compared too, since a different choice makes the values incomparable.
+"""
+from __future__ import annotations
+
+import re
+import resource
+import time
+
+import torch
+
+from depthutils.models.real.catalog import REAL_MODELS
+from depthutils.perf.harness import isolated
+
+__all__ = ["DTYPES", "measure", "dtype_rows", "agrees", "dtype_table"]
+
+DTYPES = ("float32", "bfloat16")
+_NUMBER = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+#: ``0.66 [0.61, 0.77]``: a graded value with its interval, as :func:`~depthutils.book.grading.interval_text` writes it
+_INTERVAL = re.compile(rf"({_NUMBER}) \[({_NUMBER}), ({_NUMBER})\]")
+
+
+def measure(model: str, chapter: str, dtype: str, threads: int | None = None) -> dict:
+    """Chapter ``chapter``'s headline run on real model ``model`` in ``dtype``, in this process: seconds (load
+    apart), peak resident memory, the verdict's outcome and graded value(s), and the prompts it used."""
+    from depthutils.book.realruns import RUNS
+    from depthutils.models.handle import load_model
+
+    if threads:
+        torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    lm = load_model(model, dtype=dtype)
+    t1 = time.perf_counter()
+    cpu0 = time.process_time()
+    run = RUNS[chapter]
+    out = run.measure(lm)
+    results, facts = out if isinstance(out, tuple) else (out, None)
+    seconds, cpu = time.perf_counter() - t1, time.process_time() - cpu0
+    v = run.claim(results, facts)
+    prompts = sorted(f"{k}: {p.text}" for k, p in facts.prompts.items()) if facts is not None else []
+    return {"model": model, "chapter": chapter, "dtype": lm.dtype_name, "load_seconds": round(t1 - t0, 1),
+            "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1),
+            "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+            "outcome": v.outcome, "value": v.value, "prompts": prompts}
+
+
+def _worker(args, queue):
+    try:
+        queue.put(measure(*args))
+    except BaseException as e:  # reported by the parent
+        queue.put({"error": f"{type(e).__name__}: {e}"})
+
+
+def values(text: str) -> list[tuple[float, float, float]]:
+    """Every ``value [lo, hi]`` in a verdict's value text, in order."""
+    return [tuple(float(x) for x in m) for m in _INTERVAL.findall(text or "")]
+
+
+def agrees(f32: dict, b16: dict) -> tuple[bool, str]:
+    """Whether the bfloat16 row agrees with the float32 one (same verdict, same prompts, every graded bfloat16
+    value inside its float32 interval), and why not in a few words."""
+    if f32["prompts"] != b16["prompts"]:
+        return False, "other prompts chosen"
+    if f32["outcome"] != b16["outcome"]:
+        return False, f"verdict {f32['outcome']} -> {b16['outcome']}"
+    a, b = values(f32["value"]), values(b16["value"])
+    if len(a) != len(b):
+        return False, "graded values differ in number"
+    out = [i for i, ((_, lo, hi), (v, _, _)) in enumerate(zip(a, b)) if not lo <= v <= hi]
+    return (not out), ("" if not out else f"value {out[0] + 1} outside the float32 interval")
+
+
+def dtype_rows(models=tuple(REAL_MODELS), chapters=("00", "01", "02", "03", "04", "05", "06"),
+               threads: int | None = None, skip=None) -> list[dict]:
+    """Every (model, chapter) in both dtypes, each in a fresh process, printed as they finish. ``skip(model)``
+    returns a sentence for a model that cannot run here (not cached, terms not accepted), or None."""
+    rows = []
+    for model in models:
+        why = skip(model) if skip else None
+        if why:
+            print(f"[{model}] skipped: {why}", flush=True)
+            continue
+        for ch in chapters:
+            pair = {dt: isolated(_worker, model, ch, dt, threads) for dt in DTYPES}
+            ok, why_not = agrees(pair["float32"], pair["bfloat16"])
+            row = {"model": model, "chapter": ch, **{dt: pair[dt] for dt in DTYPES}, "agrees": ok, "why": why_not}
+            rows.append(row)
+            print(_line(row), flush=True)
+    return rows
+
+
+def _line(row: dict) -> str:
+    f, b = row["float32"], row["bfloat16"]
+    ratio = f["seconds"] / b["seconds"] if b["seconds"] else float("nan")
+    return (f"| {row['model']} | {row['chapter']} | {f['seconds']:.0f} | {b['seconds']:.0f} | {ratio:.2f}x | "
+            f"{f['peak_rss_gb']:.2f} / {b['peak_rss_gb']:.2f} | {f['outcome']}: {f['value']} | "
+            f"{b['outcome']}: {b['value']} | {'yes' if row['agrees'] else 'no: ' + row['why']} |")
+
+
+def dtype_table(rows: list[dict]) -> str:
+    """The rows as one Markdown table: seconds (load apart) in each dtype and their ratio, peak memory, the
+    verdict and graded value in each dtype, and whether bfloat16 agrees."""
+    head = ("| model | chapter | float32 s | bfloat16 s | speed-up | peak GB (f32 / bf16) | float32 verdict | "
+            "bfloat16 verdict | agrees |\n|---|---|---|---|---|---|---|---|---|")
+    return "\n".join([head] + [_line(r) for r in rows])

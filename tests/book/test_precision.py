@@ -1,0 +1,45 @@
+"""float32 against bfloat16 on a real model: the agreement rule (depthutils.book.precision) and a small real slice."""
+from __future__ import annotations
+
+import pytest
+
+from depthutils import data
+from depthutils.book import claims, precision
+from depthutils.measures.contributions import contributions
+from depthutils.measures.logit_lens import logit_lens
+from depthutils.models.handle import load_model
+from depthutils.models.real.catalog import cache_root
+
+
+def _row(outcome, value, prompts=()):
+    return {"outcome": outcome, "value": value, "prompts": list(prompts)}
+
+
+def test_agreement_needs_the_same_verdict_prompts_and_every_value_inside_its_interval():
+    f32 = _row("mixed", "0.66 [0.61, 0.77]; on the output 1.2e-01 [1.0e-01, 1.5e-01]")
+    assert precision.values(f32["value"]) == [(0.66, 0.61, 0.77), (0.12, 0.10, 0.15)]
+    assert precision.agrees(f32, _row("mixed", "0.70 [0.60, 0.80]; 1.4e-01 [1.0e-01, 2.0e-01]")) == (True, "")
+    assert precision.agrees(f32, _row("mixed", "0.70 [0.60, 0.80]; 1.6e-01 [1.0e-01, 2.0e-01]")) == \
+        (False, "value 2 outside the float32 interval")
+    assert precision.agrees(f32, _row("shown", "0.66 [0.61, 0.77]; 1.2e-01 [1.0e-01, 1.5e-01]")) == \
+        (False, "verdict mixed -> shown")
+    assert precision.agrees(_row("shown", "1", ["a"]), _row("shown", "1", ["b"])) == (False, "other prompts chosen")
+
+
+@pytest.mark.skipif(not (cache_root() / "smollm2-135m" / "depthutils-manifest.json").exists(),
+                    reason="SmolLM2-135M is not cached here (the chapters' run under nbval fetches it)")
+def test_bfloat16_agrees_with_float32_on_a_slice_of_smollm2():
+    """Chapters 1 and 3's statistics on 20 GSM8K problems: the bfloat16 run's verdict and value agree with the
+    float32 run's (its value inside float32's 95% bootstrap interval)."""
+    prompts = data.load("gsm8k", 20)  # P1's N, as chapters 1 and 3 run it
+    rows = {}
+    for dtype in precision.DTYPES:
+        lm = load_model("smollm2-135m", dtype=dtype)
+        assert lm.dtype_name == dtype
+        vs = [claims.contributions(contributions(lm, prompts, progress_bar=False)),
+              claims.logit_lens(logit_lens(lm, prompts, progress_bar=False))]
+        rows[dtype] = [_row(v.outcome, v.value) for v in vs]
+        del lm
+    for f32, b16 in zip(rows["float32"], rows["bfloat16"]):
+        ok, why = precision.agrees(f32, b16)
+        assert ok, f"{why}: float32 {f32}, bfloat16 {b16}"

@@ -1,0 +1,137 @@
+"""Each chapter executed once per test run: nbval's run of a chapter is the book's.
+
+nbval executes every chapter (``chapters/*.ipynb``) and compares its outputs with the source's. This plugin
+(loaded with ``-p nbval_book``, see ``pyproject.toml``) makes that execution the one the book renders:
+
+* right after a chapter's parameters cell, it sets the parameters the book gives the chapter
+  (:func:`depthutils.book.runner.real_parameters`: the real models the build can include), as papermill's
+  injected cell does, so the real-model sections run inside nbval's kernel; the cells they change are
+  the ones nbval ignores (figures, the sections themselves) or sanitizes (``tests/nbval_sanitize.cfg``);
+* it writes each chapter whose every cell passed, with the outputs nbval saw, to :data:`EXECUTED`.
+
+``tests/book/test_book.py`` then renders the book from those notebooks (``python -m depthutils book
+--executed _build/executed``) instead of executing every chapter again. Only the chapters of
+``chapters/`` are touched; any other notebook nbval collects runs as nbval runs it.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = ROOT / "chapters"
+#: where the executed chapters go; the book's fixture renders them from here
+EXECUTED = ROOT / "_build" / "executed"
+
+_state: dict = {"real": None, "failed": set(), "outputs": {}}
+
+
+def _is_chapter(path) -> bool:
+    return Path(path).resolve().parent == CHAPTERS
+
+
+def _book_real() -> tuple[list, dict]:
+    """The real models the book can include here (fetched once per test run), and why each other is left out."""
+    if _state["real"] is None:
+        from depthutils.book.realruns import available
+
+        _state["real"] = available()
+    return _state["real"]
+
+
+def pytest_configure(config):
+    if not (config.option.nbval or config.option.nbval_lax):
+        return
+    from nbval import plugin as nbval
+
+    if getattr(nbval.IPyNbCell, "_book_wrapped", False):
+        return
+    run_cell, teardown = nbval.IPyNbCell.runtest, nbval.IPyNbFile.teardown
+
+    def runtest(self):
+        path = Path(self.parent.fspath)
+        if not _is_chapter(path):
+            return run_cell(self)
+        try:
+            run_cell(self)
+        except BaseException:
+            _state["failed"].add(path.name)
+            raise
+        finally:
+            _state["outputs"].setdefault(path.name, {})[self.cell_num] = list(getattr(self, "test_outputs", []))
+        if "parameters" in self.cell.metadata.get("tags", []):
+            _inject(self.parent, path)
+
+    def file_teardown(self):
+        try:
+            if _is_chapter(self.fspath):
+                _write(Path(self.fspath), self.nb)
+        finally:
+            teardown(self)
+
+    nbval.IPyNbCell.runtest, nbval.IPyNbFile.teardown = runtest, file_teardown
+    nbval.IPyNbCell._book_wrapped = True
+
+
+def _injected_source(path: Path) -> str:
+    from depthutils.book.runner import real_parameters
+
+    params = real_parameters(path, *_book_real())
+    return "".join(f"{name} = {value!r}\n" for name, value in params.items())
+
+
+def _inject(nb_file, path: Path) -> None:
+    """Run the book's parameters in the chapter's kernel, after its parameters cell."""
+    source = _injected_source(path)
+    if not source:
+        return
+    kernel = nb_file.kernel
+    msg_id = kernel.execute_cell_input(source, allow_stdin=False)
+    kernel.await_reply(msg_id, timeout=600)  # the shell's reply; what went wrong comes on iopub
+    while True:
+        msg = kernel.get_message(stream="iopub", timeout=600)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "error":
+            raise RuntimeError(f"{path.name}: the book's parameters failed in the kernel: "
+                               f"{msg['content']['ename']}: {msg['content']['evalue']}")
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return
+
+
+def _write(path: Path, nb) -> None:
+    """The chapter with the outputs nbval saw, into :data:`EXECUTED`, if every cell ran and passed."""
+    outputs = _state["outputs"].pop(path.name, {})
+    target = EXECUTED / path.name
+    if target.exists():
+        target.unlink()  # never leave an older run where this one failed
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    if path.name in _state["failed"] or len(outputs) != len(code):
+        return
+    out = nbformat.from_dict(nb)
+    count = 0
+    for cell in out.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.outputs = [nbformat.from_dict(o) for o in outputs[count]]
+        count += 1
+        cell.execution_count = count
+    source = _injected_source(path)
+    if source:
+        at = next(i for i, c in enumerate(out.cells) if "parameters" in c.metadata.get("tags", []))
+        cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters", "remove-cell"]})
+        out.cells.insert(at + 1, cell)
+    EXECUTED.mkdir(parents=True, exist_ok=True)
+    nbformat.write(out, target)
+
+
+
+
+def pytest_sessionstart(session):
+    """Only this run's chapters are rendered: clear what an earlier run executed."""
+    if EXECUTED.exists():
+        for old in EXECUTED.glob("*.ipynb"):
+            old.unlink()
