@@ -65,6 +65,13 @@ class Run:
     dtype: str = "auto"
 
 
+#: chapters 4 and 5 grade only prompts the model answers, by greedy decoding (the fact check), and a prompt near
+#: that decision can flip with the dtype's rounding: in bfloat16 SmolLM2 "answers" a two-hop prompt it does not
+#: answer in float32 (``bench --only dtype``), so these sections run in float32, the faithful computation of
+#: the dequantized weights
+FACT_CHECK_DTYPE = "float32"
+
+
 def _erasure(lm):
     facts = prompts_for(lm, n=3, tried=80, seed=123)
     base = residual_means(lm, data.load("gsm8k", 10))
@@ -103,12 +110,13 @@ RUNS: dict[str, Run] = {
               lambda rs, f: claims.context(rs, "erasing the residual", facts=f), plotting.residual_erasure,
               "The effect on the answer of erasing the residual at each layer (rows) and position (columns) "
               "(P1 Fig. 6b), on this model. Position 0 (the BOS, an attention sink) is never erased here, while P1's "
-              "notebook erases every position, BOS included."),
+              "notebook erases every position, BOS included.",
+              dtype=FACT_CHECK_DTYPE),
     "05": Run("one arithmetic and one two-hop prompt the model answers, chosen as in chapter 4; the adaptive rule "
               "(tolerance 1e-4, at most 64 evaluations per layer)", _ig,
               lambda rs, f: claims.context(rs, "the |attribution|", facts=f), plotting.integrated_gradients,
               "Integrated-gradients attribution of the answer's probability to each layer (rows) and position "
-              "(columns) (P1 Fig. 6a), on this model, by the adaptive rule."),
+              "(columns) (P1 Fig. 6a), on this model, by the adaptive rule.", dtype=FACT_CHECK_DTYPE),
     "06": Run("N = 20 problems per difficulty level (P1's N): few-shot sums of one digit + one digit (level 1) and "
               "two digits + one (level 2), the levels calibrated so that both real models solve enough of each "
               "(depth_tasks.tasks_for)", lambda lm: depth_score(lm, "auto", n=20, seed=123),
