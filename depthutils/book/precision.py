@@ -23,7 +23,7 @@ from depthutils.perf.harness import isolated
 __all__ = ["DTYPES", "measure", "dtype_rows", "agrees", "dtype_table"]
 
 DTYPES = ("float32", "bfloat16")
-_NUMBER = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+_NUMBER = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
 #: ``0.66 [0.61, 0.77]``: a graded value with its interval, as :func:`~depthutils.book.grading.interval_text` writes it
 _INTERVAL = re.compile(rf"({_NUMBER}) \[({_NUMBER}), ({_NUMBER})\]")
 

@@ -24,6 +24,7 @@ def test_agreement_needs_the_same_verdict_prompts_and_every_value_inside_its_int
     assert precision.agrees(f32, _row("shown", "0.66 [0.61, 0.77]; 1.2e-01 [1.0e-01, 1.5e-01]")) == \
         (False, "verdict mixed -> shown")
     assert precision.agrees(_row("shown", "1", ["a"]), _row("shown", "1", ["b"])) == (False, "other prompts chosen")
+    assert precision.values("sums: -0.005 [-0.011, +0.001]") == [(-0.005, -0.011, 0.001)]  # a signed bound
 
 
 @pytest.mark.skipif(not (cache_root() / "smollm2-135m" / "depthutils-manifest.json").exists(),
