@@ -34,6 +34,7 @@ from depthutils.core.prompts import bos_mode
 from depthutils.models.start_token import (
     check_option as check_start, describe as describe_start, resolve as resolve_start)
 from depthutils.models.remote import DEFAULT_TIMEOUT, Backend, ndif_reachable
+from depthutils.models.stack import batch_invariant
 from depthutils.models.sources import _local_revision, _resolve_local, _tokenizer
 
 __all__ = ["Arch", "ARCHITECTURES", "ModelHandle", "load_model", "loaded_dtypes", "unwrap", "check_residual"]
@@ -386,5 +387,8 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
     rev = _local_revision(local) if local is not None else (getattr(config, "_commit_hash", None) or revision or "main")
     start, start_how = resolve_start(prepend_bos, name, module, tokenizer)
     _LOADED[name] = str(dt).replace("torch.", "")
-    return ModelHandle(model, arch, tokenizer, name=name, revision=rev, remote=False, device=dev, dtype=dt,
-                       config=config, prepend_bos=start, start_how=start_how, dtype_how=how)
+    handle = ModelHandle(model, arch, tokenizer, name=name, revision=rev, remote=False, device=dev, dtype=dt,
+                         config=config, prepend_bos=start, start_how=start_how, dtype_how=how)
+    if dev == "cpu" and dt == torch.bfloat16:  # whether the fast path may run: measured here, not inside a measurement
+        batch_invariant(handle)
+    return handle
