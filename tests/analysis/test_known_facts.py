@@ -160,7 +160,8 @@ def test_bad_counts_are_refused(tiny):
 def test_smollm2_answers_what_plain_transformers_says_it_answers():
     from transformers import AutoModelForCausalLM
 
-    lm = du.load_model("smollm2-135m", prepend_bos=False)  # no start token: it then answers P1's chain (28)
+    # the oracle's dtype; no start token: it then answers P1's chain (28)
+    lm = du.load_model("smollm2-135m", dtype="float32", prepend_bos=False)
     fp = kf.prompts_for(lm, tried=4, tried_arithmetic=2, seed=1, progress_bar=False)
     assert fp.prompts["arithmetic"].context == kf.P1_ARITHMETIC[0] and fp.prompts["arithmetic"].answer == "28"
     hf = AutoModelForCausalLM.from_pretrained(SMOL_CACHE.parent, dtype=torch.float32).eval()
