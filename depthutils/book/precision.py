@@ -20,7 +20,7 @@ import torch
 from depthutils.models.real.catalog import REAL_MODELS
 from depthutils.perf.harness import isolated
 
-__all__ = ["DTYPES", "measure", "dtype_rows", "agrees", "dtype_table"]
+__all__ = ["DTYPES", "measure", "dtype_rows", "values", "agrees", "largest_difference", "dtype_table"]
 
 DTYPES = ("float32", "bfloat16")
 _NUMBER = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
@@ -97,17 +97,27 @@ def dtype_rows(models=tuple(REAL_MODELS), chapters=("00", "01", "02", "03", "04"
     return rows
 
 
+def largest_difference(f32: dict, b16: dict) -> float | None:
+    """The largest difference between the two rows' graded values (None where they cannot be paired)."""
+    a, b = values(f32["value"]), values(b16["value"])
+    return max(abs(x[0] - y[0]) for x, y in zip(a, b)) if a and len(a) == len(b) else None
+
+
 def _line(row: dict) -> str:
     f, b = row["float32"], row["bfloat16"]
-    ratio = f["seconds"] / b["seconds"] if b["seconds"] else float("nan")
-    return (f"| {row['model']} | {row['chapter']} | {f['seconds']:.0f} | {b['seconds']:.0f} | {ratio:.2f}x | "
+    ratio = f["cpu_seconds"] / b["cpu_seconds"] if b["cpu_seconds"] else float("nan")
+    diff = largest_difference(f, b)
+    return (f"| {row['model']} | {row['chapter']} | {f['seconds']:.0f} / {b['seconds']:.0f} | "
+            f"{f['cpu_seconds']:.0f} / {b['cpu_seconds']:.0f} | {ratio:.2f}x | "
             f"{f['peak_rss_gb']:.2f} / {b['peak_rss_gb']:.2f} | {f['outcome']}: {f['value']} | "
-            f"{b['outcome']}: {b['value']} | {'yes' if row['agrees'] else 'no: ' + row['why']} |")
+            f"{b['outcome']}: {b['value']} | {'—' if diff is None else f'{diff:.3g}'} | "
+            f"{'yes' if row['agrees'] else 'no: ' + row['why']} |")
 
 
 def dtype_table(rows: list[dict]) -> str:
-    """The rows as one Markdown table: seconds (load apart) in each dtype and their ratio, peak memory, the
-    verdict and graded value in each dtype, and whether bfloat16 agrees."""
-    head = ("| model | chapter | float32 s | bfloat16 s | speed-up | peak GB (f32 / bf16) | float32 verdict | "
-            "bfloat16 verdict | agrees |\n|---|---|---|---|---|---|---|---|---|")
+    """The rows as one Markdown table: wall and CPU seconds (load apart) in each dtype and the CPU ratio, peak
+    memory, the verdict and graded value in each dtype, their largest difference, and whether bfloat16 agrees."""
+    head = ("| model | chapter | wall s (f32 / bf16) | CPU s (f32 / bf16) | speed-up (CPU) | peak GB (f32 / bf16) | "
+            "float32 verdict | bfloat16 verdict | largest difference | agrees |\n"
+            "|---|---|---|---|---|---|---|---|---|---|")
     return "\n".join([head] + [_line(r) for r in rows])
