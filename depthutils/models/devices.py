@@ -2,6 +2,7 @@
 one workaround (a dense input for the bfloat16 unembedding)."""
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ def _cpu_flags() -> set[str] | None:
     return set()
 
 
+@functools.lru_cache(maxsize=None)
 def _bf16_speedup(n: int = 512, repeats: int = 3) -> float:
     """float32's time over bfloat16's for an ``n × n`` matmul, best of ``repeats`` (0 where bfloat16 fails)."""
     import time
@@ -86,9 +88,9 @@ def auto_dtype(device: str, embedded: bool = False) -> tuple[torch.dtype, str]:
     return (torch.bfloat16, f"auto: {why}") if native else (torch.float32, f"auto: {why}")
 
 
-def _pick_dtype(dtype: Any, device: str, embedded: bool = False) -> torch.dtype:
+def _pick_dtype(dtype: Any, device: str) -> torch.dtype:
     if dtype == "auto":
-        return auto_dtype(device, embedded)[0]
+        return auto_dtype(device)[0]
     if isinstance(dtype, torch.dtype):
         out = dtype
     else:

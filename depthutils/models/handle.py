@@ -372,8 +372,8 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         return handle
     dev = _pick_device(device)
     embedded = local is not None and is_embedded(str(local))
-    dt = _pick_dtype(dtype, dev, embedded)
-    how = auto_dtype(dev, embedded)[1] if dtype == "auto" else "as given"
+    # "auto" is decided once (off Linux, native_bf16 times a matmul); a named dtype is checked against this CPU
+    dt, how = auto_dtype(dev, embedded) if dtype == "auto" else (_pick_dtype(dtype, dev), "as given")
     placement = {} if dev == "cpu" else {"device_map": dev}  # device_map needs accelerate
     model = TransformersModel(source, task="text-generation", tokenizer=tokenizer, dispatch=True,
                               revision=revision, dtype=dt, trust_remote_code=trust_remote_code,
@@ -386,9 +386,9 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         get_path(module, arch.unembed).register_forward_pre_hook(_dense_bf16)
     rev = _local_revision(local) if local is not None else (getattr(config, "_commit_hash", None) or revision or "main")
     start, start_how = resolve_start(prepend_bos, name, module, tokenizer)
-    _LOADED[name] = str(dt).replace("torch.", "")
     handle = ModelHandle(model, arch, tokenizer, name=name, revision=rev, remote=False, device=dev, dtype=dt,
                          config=config, prepend_bos=start, start_how=start_how, dtype_how=how)
+    _LOADED[name] = handle.dtype_name
     if dev == "cpu" and dt == torch.bfloat16:  # whether the fast path may run: measured here, not inside a measurement
         batch_invariant(handle)
     return handle
