@@ -8,6 +8,7 @@
   python -m depthutils plan CHAPTER --model M       what a chapter's run costs, before it runs (--check: vs measured)
   python -m depthutils refresh [CHAPTER]            re-execute the source notebooks (nbval references)
   python -m depthutils student OUT                  the chapters with their solutions stripped, for students
+  python -m depthutils objectives [--seeds 1,2,3]   train the objectives experiment (resumes) and measure its snapshots
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import argparse
 import sys
 
 from depthutils.core.errors import DepthError
+from depthutils.ladder.registry import DEFAULT_CKPT_DIR
 from depthutils.models.real.catalog import ACCEPT_WORDS, REAL_MODELS, accept_terms, card, spec
 
 
@@ -109,6 +111,17 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_objectives(args) -> int:
+    from depthutils.analysis.objectives import DYNAMICS_CSV, write_dynamics
+    from depthutils.ladder.__main__ import main as ladder_main
+
+    if not args.measure_only:
+        ladder_main(["--ckpt", str(args.ckpt), "objectives", "--seeds", args.seeds])
+    rows = write_dynamics(args.ckpt, DYNAMICS_CSV)
+    print(f"{len(rows)} snapshots measured: {DYNAMICS_CSV}")
+    return 0
+
+
 def cmd_plan(args) -> int:
     from depthutils.book.runner import find_chapter, parameters, parse_value
     from depthutils.perf.plan import chapter_parameters, format_plan, make_plan
@@ -182,6 +195,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="cached real models with rows for chapters 2, 3 and 5 ('none': no rows; default: "
                             "%(default)s)")
     bench.set_defaults(func=cmd_bench)
+    objectives = sub.add_parser("objectives", help="train the objectives experiment's 9 runs (resumable; "
+                                "models into data/models) and write the training-dynamics table")
+    objectives.add_argument("--seeds", default="1,2,3", help="comma-separated seeds to train (default: %(default)s)")
+    objectives.add_argument("--ckpt", default=str(DEFAULT_CKPT_DIR),
+                            help="checkpoints and snapshots, outside the repository (default: %(default)s)")
+    objectives.add_argument("--measure-only", action="store_true",
+                            help="only measure the snapshots already kept under --ckpt")
+    objectives.set_defaults(func=cmd_objectives)
     plan = sub.add_parser("plan", help="layer-passes, FLOPs, peak memory, batch size and time of a chapter's run")
     plan.add_argument("chapter", nargs="?", help="chapter number (2, 02) or name (future_effects)")
     plan.add_argument("--model", help="model alias, local folder, one of the papers' models, or a hub id")

@@ -243,6 +243,21 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                       "OpenReview wording; preliminary), a difference above 0 (ours)",
           paper_facts=(("models", "MoEUT against a standard transformer, same task and data"),
                        ("status", "P1: preliminary; no large shared-layer model exists"))),
+    Claim("objectives", "10", "P1", "the authors' replies on OpenReview",
+          "“Our hypothesis is that if we were to take the same task and combine it with language modeling, the model "
+          "would likely use fewer layers for the task and dedicate the final layers to probability refinement.” … "
+          "“forcing the model to learn the question distribution seems to force the feature building stage to end "
+          "earlier.”",
+          "on five measures where larger means the later layers do more (contribution ratio, later-layer effect "
+          "ratio, ED_KL and ED_overlap ratios, normalised depth score), the answer-only objective (A) minus Q+A and "
+          "Q+A minus LM, seed means, with 95% intervals over seeds and prompts",
+          Threshold(0.0, "a difference whose interval lies wholly above 0 is outside the noise of seeds and prompts"),
+          Threshold(0.0, "the same 0 from below"),
+          fact="d_{pair}_{measure}", below=False, whole_layer=True, short="A minus Q+A, Q+A minus LM",
+          paper_value="no number given: a hypothesis, A > Q+A > LM in depth used (ours, from the authors' words); "
+                      "“Studying this systematically would be an interesting follow-up work.”",
+          paper_facts=(("models", "none trained: a hypothesis, with P1's Q and Q+A models (Figs. 31, 32) as a hint"),
+                       ("this book", "8 layers, chains of operations mod 10, 3 objectives × 3 seeds"))),
     Claim("scale", "09", "P2", "abstract; Table 1",
           "“while the number of effective layers grows with model size, the effective depth ratio remains stable”",
           "the least-squares slope of the mean ED (over tasks, in layers) against L across the ladder (ED grows), "

@@ -133,6 +133,9 @@ def run_chapter(chapter: str, *, model: str | None = None, models: list[str] | N
             raise DepthError(f"Chapter {src.stem} takes one model; use --model instead of --models.")
         params["models"] = list(models)
     if model is not None:
+        if "model" not in valid and "models" not in valid:
+            raise DepthError(f"Chapter {src.stem} runs models of its own and takes no --model; its parameters are: "
+                             f"{', '.join(valid)}.")
         params["model" if "model" in valid else "models"] = model if "model" in valid else [model]
     unknown = sorted(set(params) - set(valid))
     if unknown:
@@ -209,8 +212,8 @@ def build_book(*, model: str | None = None, models: list[str] | None = None, rea
             shutil.copy(done[path.name], stage / "chapters" / path.name)
             print(f"{path.stem}: rendered as executed in {done[path.name].parent}")
             continue
-        takes_list = "models" in parameters(path)
-        run_chapter(num, model=None if (takes_list and models) else model,
+        takes_list, takes_one = "models" in parameters(path), "model" in parameters(path)
+        run_chapter(num, model=None if (takes_list and models) or not (takes_list or takes_one) else model,
                     params=real_parameters(path, included, left_out),
                     models=models if takes_list else None, out=stage / "chapters")
     for name in PAGES:

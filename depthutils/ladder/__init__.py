@@ -16,8 +16,11 @@ Modules, one concern each:
 * :mod:`.corpus`    -- public-domain English text and the training-batch mixer.
 * :mod:`.train`     -- AdamW + cosine trainer with checkpoint-and-resume.
 * :mod:`.evaluate`  -- greedy exact-match evaluation, model cards, book prompts.
+* :mod:`.objectives` -- chapter 10's experiment: chains of operations mod 10 under three training
+  objectives (answer only, question and answer, with language modelling), their batches and cards.
 
-Reproduce with ``python -m depthutils.ladder train ladder-8`` (see README.md).
+Reproduce with ``python -m depthutils.ladder train ladder-8`` (see README.md), and the objectives experiment
+with ``python -m depthutils.ladder objectives``.
 This subpackage only imports the standard library at import time; torch and
 transformers are imported by the modules that need them.
 """

@@ -3,6 +3,7 @@
     python -m depthutils.ladder train ladder-8      # train (resumes if interrupted)
     python -m depthutils.ladder evaluate ladder-8   # write README.md + card.json
     python -m depthutils.ladder all                 # whole ladder, in order
+    python -m depthutils.ladder objectives          # the objectives experiment: 3 objectives x 3 seeds
 
 On a shared machine export OMP_WAIT_POLICY=PASSIVE first (see train.py).
 """
@@ -37,6 +38,9 @@ def main(argv=None) -> None:
     e.add_argument("name")
     sub.add_parser("book-prompts", help="choose data/prompts/book_prompts.json with the default model")
     sub.add_parser("all", help="tokenizer, prompts, every model in order, cards, book prompts")
+    o = sub.add_parser("objectives", help="train the objectives experiment's runs, seed by seed (resumes)")
+    o.add_argument("--seeds", default=",".join(map(str, registry.OBJECTIVE_SEEDS)),
+                   help="comma-separated seeds (default: %(default)s)")
     sub.add_parser("list", help="list the shipped models")
     args = p.parse_args(argv)
 
@@ -58,6 +62,15 @@ def main(argv=None) -> None:
         from depthutils.ladder.train import train
         train(args.name, args.corpus, args.ckpt, steps=args.steps, threads=args.threads,
               out_dir=args.out, device=args.device)
+        return
+    if args.cmd == "objectives":
+        from depthutils.ladder.objectives import write_card
+        from depthutils.ladder.train import train
+        seeds = [int(x) for x in args.seeds.split(",")]
+        for name in registry.OBJECTIVE_RUNS:
+            if registry.SPECS[name]["seed"] in seeds:
+                train(name, args.corpus, args.ckpt, threads=args.threads, device=args.device)
+                write_card(name)
         return
     if args.cmd == "evaluate":
         from depthutils.ladder.evaluate import write_card

@@ -76,3 +76,8 @@ class BatchMaker:
                 body = self._text_doc(rng) if k == "text" else next(enc)
                 stream += [self.bos, *body, self.eos]
         return torch.tensor(stream[:need], dtype=torch.long).view(self.batch_size, self.seq_len + 1)
+
+    def pairs(self, step: int) -> list:
+        """``[(inputs, targets)]`` of training step ``step``: the batch without its last and first token."""
+        batch = self.batch(step)
+        return [(batch[:, :-1], batch[:, 1:])]

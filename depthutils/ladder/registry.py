@@ -78,6 +78,32 @@ SPECS: dict[str, dict] = {
     "ladder-16": dict(layers=16, style="direct", steps=3500, lr=3e-3, warmup=150,
                       description="16-layer Llama, direct answers (deep rung)"),
 }
+# The objectives experiment (:mod:`.objectives`): one 8-layer architecture of the ladder's width (a narrower
+# MLP, 256, so that nine models stored in float16 fit 30 MB), one task, three objectives, three seeds. A seed
+# fixes the initial weights and the task examples, so the objectives of a seed differ only in their loss.
+OBJECTIVE_WIDTH = dict(WIDTH, intermediate_size=256)
+OBJECTIVE_SEEDS = (1, 2, 3)
+OBJECTIVE_STEPS = 2400
+#: the steps whose weights are kept for the training-dynamics table: 8, log-spaced up to the last
+OBJECTIVE_SNAPSHOTS = (19, 38, 75, 150, 300, 600, 1200, 2400)
+_OBJECTIVE_WORDS = {"a": "loss on the answer only", "qa": "loss on question and answer",
+                    "lm": "loss on question, answer and English text rows"}
+
+
+def objective_name(objective: str, seed: int) -> str:
+    """``("qa", 2)`` -> ``"objective-qa-2"``, the folder of that run's final model."""
+    return f"objective-{objective}-{seed}"
+
+
+for _seed in OBJECTIVE_SEEDS:
+    for _obj, _words in _OBJECTIVE_WORDS.items():
+        SPECS[objective_name(_obj, _seed)] = dict(
+            layers=8, style="direct", steps=OBJECTIVE_STEPS, lr=1e-3, warmup=50, objective=_obj, seed=_seed,
+            width=OBJECTIVE_WIDTH, snapshots=OBJECTIVE_SNAPSHOTS, export_dtype="float16",
+            description=f"8-layer Llama on chains of operations mod 10, {_words}, seed {_seed}")
+#: the objectives experiment's runs, seed by seed (a seed's three objectives are trained together)
+OBJECTIVE_RUNS = [objective_name(o, s) for s in OBJECTIVE_SEEDS for o in _OBJECTIVE_WORDS]
+
 #: Training order of ``python -m depthutils.ladder all``.
 ORDER = ["ladder-8", "ladder-4", "ladder-8-cot", "ladder-12", "ladder-16", "ladder-8-shared"]
 

@@ -56,17 +56,18 @@ def ensure_tokenizer(corpus_dir: Path):
 
 
 def build_model(spec: dict, tok):
-    """A fresh ``LlamaForCausalLM`` of the ladder width, or the ``init_from`` model."""
+    """A fresh ``LlamaForCausalLM`` of the spec's width (default: the ladder's) from its seed, or the
+    ``init_from`` model."""
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
     if spec.get("init_from"):
         return AutoModelForCausalLM.from_pretrained(str(registry.MODELS_DIR / spec["init_from"]),
                                                     dtype=torch.float32)
-    torch.manual_seed(registry.SEED)
+    torch.manual_seed(spec.get("seed", registry.SEED))
     cfg = LlamaConfig(num_hidden_layers=spec["layers"], bos_token_id=tok.bos_token_id,
                       eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                      **registry.WIDTH)
+                      **spec.get("width", registry.WIDTH))
     return LlamaForCausalLM(cfg)
 
 
@@ -124,6 +125,42 @@ def count_params(model) -> tuple[int, int]:
     return unique, total
 
 
+def export(model, tok, out: Path, dtype: str = "float32") -> Path:
+    """Save ``model`` (weights cast to ``dtype`` on a copy: training goes on in float32) with the tokenizer
+    as a Hugging Face folder."""
+    import copy
+
+    import torch
+
+    from depthutils.ladder.tokenizer import save_tokenizer
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    saved = copy.deepcopy(model).to("cpu", getattr(torch, dtype))
+    saved.generation_config.bos_token_id = tok.bos_token_id
+    saved.generation_config.eos_token_id = tok.eos_token_id
+    saved.generation_config.pad_token_id = tok.pad_token_id
+    saved.save_pretrained(str(out), safe_serialization=True)
+    save_tokenizer(tok, out)
+    return out
+
+
+def loss_of(model, pairs, device="cpu"):
+    """The training loss of one step: the mean next-token cross-entropy over every counted target (those not
+    :data:`~depthutils.ladder.objectives.IGNORE`) of its ``(inputs, targets)`` pairs."""
+    import torch.nn.functional as F
+
+    from depthutils.ladder.objectives import IGNORE
+
+    counted = sum(int((t != IGNORE).sum()) for _, t in pairs)
+    loss = 0.0
+    for inputs, targets in pairs:
+        logits = model(input_ids=inputs.to(device), use_cache=False).logits
+        loss = loss + F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.to(device).reshape(-1),
+                                      ignore_index=IGNORE, reduction="sum") / counted
+    return loss
+
+
 def make_optimizer(model, lr: float, weight_decay: float = 0.1):
     """AdamW with weight decay on matrices only."""
     import torch
@@ -157,12 +194,11 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     rounding of the arithmetic differs.  The card records the device.
     """
     import torch
-    import torch.nn.functional as F
     import transformers
     from tqdm import tqdm
 
     from depthutils.ladder.corpus import BatchMaker
-    from depthutils.ladder.tokenizer import save_tokenizer
+    from depthutils.ladder.objectives import IGNORE, Geometry, ObjectiveBatches
 
     torch.set_num_threads(threads)
     spec = registry.SPECS[name]
@@ -176,19 +212,26 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     opt = make_optimizer(model, spec["lr"])
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_lambda(s, spec["warmup"], total))
-    maker = BatchMaker(tok, Path(corpus_dir), style=spec["style"], batch_size=registry.BATCH_SIZE,
-                       seq_len=registry.SEQ_LEN, seed=registry.SEED)
+    seed = spec.get("seed", registry.SEED)
+    if spec.get("objective"):
+        maker = ObjectiveBatches(tok, spec["objective"], seed, Geometry(), Path(corpus_dir))
+    else:
+        maker = BatchMaker(tok, Path(corpus_dir), style=spec["style"], batch_size=registry.BATCH_SIZE,
+                           seq_len=registry.SEQ_LEN, seed=seed)
+    snapshots = set(spec.get("snapshots", ()))
 
     ckpt_dir = Path(ckpt_root) / name
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     state_path, log_path = ckpt_dir / "state.pt", ckpt_dir / "train_log.csv"
     start, elapsed = 0, 0.0
+    seen = dict(tokens=0, task_tokens=0, text_tokens=0, loss_targets=0)  # padding not counted
     if state_path.is_file():
         state = torch.load(state_path, weights_only=False, map_location=device)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         sched.load_state_dict(state["sched"])
         start, elapsed = state["step"], state["elapsed"]
+        seen = state.get("seen", seen)
         print(f"resuming {name} at step {start} ({elapsed / 60:.1f} min done)", flush=True)
         _truncate_log(log_path, start)
     else:
@@ -197,18 +240,20 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     def save(step):
         tmp = state_path.with_suffix(".tmp")
         torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), sched=sched.state_dict(),
-                        step=step, elapsed=elapsed, total=total), tmp)
+                        step=step, elapsed=elapsed, total=total, seen=seen), tmp)
         tmp.replace(state_path)
 
-    tokens_per_step = registry.BATCH_SIZE * registry.SEQ_LEN
     t0, last_ckpt, running = time.time(), time.time(), []
     bar = tqdm(range(start, total), initial=start, total=total, desc=name, mininterval=5)
     with log_path.open("a", newline="") as log_fh:
         writer = csv.writer(log_fh)
         for step in bar:
-            batch = maker.batch(step).to(device)
-            logits = model(input_ids=batch[:, :-1], use_cache=False).logits
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
+            pairs = maker.pairs(step)
+            real = [int((x != tok.pad_token_id).sum()) for x, _ in pairs]
+            seen.update(tokens=seen["tokens"] + sum(real), task_tokens=seen["task_tokens"] + real[0],
+                        text_tokens=seen["text_tokens"] + sum(real[1:]),
+                        loss_targets=seen["loss_targets"] + sum(int((t != IGNORE).sum()) for _, t in pairs))
+            loss = loss_of(model, pairs, device)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -222,10 +267,12 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
                 mean = sum(running) / len(running)
                 running = []
                 writer.writerow([step + 1, f"{mean:.4f}", f"{sched.get_last_lr()[0]:.6g}",
-                                 (step + 1) * tokens_per_step, f"{elapsed:.1f}"])
+                                 seen["tokens"], f"{elapsed:.1f}"])
                 log_fh.flush()
                 bar.set_postfix(loss=f"{mean:.3f}")
-            if now - last_ckpt > ckpt_minutes * 60 or step + 1 == total:
+            if step + 1 in snapshots:
+                export(model, tok, ckpt_dir / "snapshots" / f"step-{step + 1:06d}")
+            if now - last_ckpt > ckpt_minutes * 60 or step + 1 == total or step + 1 in snapshots:
                 save(step + 1)
                 last_ckpt = now
     bar.close()
@@ -235,20 +282,23 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     untie_layers(model)  # safetensors refuses shared tensors; export repeats them
     out = Path(out_dir) if out_dir else registry.MODELS_DIR / name
     out.mkdir(parents=True, exist_ok=True)
-    model.generation_config.bos_token_id = tok.bos_token_id
-    model.generation_config.eos_token_id = tok.eos_token_id
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.save_pretrained(str(out), safe_serialization=True)
-    save_tokenizer(tok, out)
+    export(model, tok, out, dtype=spec.get("export_dtype", "float32"))
     shutil.copy(log_path, out / "train_log.csv")
     info = dict(name=name, layers=spec["layers"], style=spec["style"], steps=total,
                 batch_size=registry.BATCH_SIZE, seq_len=registry.SEQ_LEN,
-                tokens=total * tokens_per_step, wall_time_s=round(elapsed, 1),
+                tokens=seen["tokens"], wall_time_s=round(elapsed, 1),
                 lr=spec["lr"], warmup=spec["warmup"], init_from=spec.get("init_from"),
-                seed=registry.SEED, threads=threads, device=str(device),
+                seed=seed, threads=threads, device=str(device),
                 torch_version=torch.__version__, transformers_version=transformers.__version__,
                 shared_blocks=spec.get("shared_blocks"),
                 params_unique=params_unique, params_total=params_total)
+    if spec.get("objective"):
+        geo = Geometry()
+        info.update(objective=spec["objective"], batch_size=geo.examples, seq_len=None,
+                    text_rows=geo.text_rows if spec["objective"] == "lm" else 0, text_len=geo.text_len,
+                    task_tokens=seen["task_tokens"], text_tokens=seen["text_tokens"],
+                    loss_targets=seen["loss_targets"], snapshots=sorted(snapshots),
+                    width=spec["width"], stored_dtype=spec.get("export_dtype", "float32"))
     (out / "training.json").write_text(json.dumps(info, indent=2) + "\n")
     print(f"saved {out} ({elapsed / 60:.1f} min)", flush=True)
     return out

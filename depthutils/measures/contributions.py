@@ -55,6 +55,12 @@ class ContributionsResult(Result):
         """``c̄_l``, the mean of the three cosines (P2's effective-depth input)."""
         return (self.attn_cos + self.mlp_cos + self.layer_cos) / 3
 
+    def half_ratio(self) -> float:
+        """P1's statistic unrounded: the whole layers' mean relative contribution over the second half of
+        layers 1 … L−1 divided by that over the first half (layer 0 writes onto the bare embedding: apart)."""
+        first, second = halves(self.layer_ratio[1:])
+        return second / first
+
     def facts(self) -> dict:
         """The numbers the chapter's prose states, rounded as printed."""
         L = len(self.layer_ratio)
@@ -63,7 +69,7 @@ class ContributionsResult(Result):
         # ours (P1 gives no number on it): how much does the last layer alone move the second half?
         wo_last = float(np.mean(self.layer_ratio[mid:-1])) if L - mid > 1 else None
         return {"L": L, "layer0": round(float(self.layer_ratio[0]), 3), "first": round(first, 3),
-                "second": round(second, 3), "ratio": round(second / first, 2), "mid": mid, "first_end": mid - 1,
+                "second": round(second, 3), "ratio": round(self.half_ratio(), 2), "mid": mid, "first_end": mid - 1,
                 "second_wo_last": None if wo_last is None else round(wo_last, 3),
                 "ratio_wo_last": None if wo_last is None else round(wo_last / first, 2),
                 "last": L - 1, "half_size": min(half_sizes(self.layer_ratio[1:])),

@@ -36,18 +36,29 @@ class FutureEffectsResult(Result):
             return []
         return list(range(L)) if p.get("local") else [L - 1]
 
+    def on_later(self) -> np.ndarray:
+        """``[L]``: each layer's mean effect on the layers above it, ``mean_{j>s} D[s, j]`` (the last: NaN)."""
+        L = len(self.output_effect)
+        return np.array([np.nanmean(self.layer_effect[s, s + 1:]) if s < L - 1 else np.nan for s in range(L)])
+
+    def later_ratio(self) -> float | None:
+        """The later-layer effect ratio unrounded: :meth:`on_later`'s mean over the second half of the layers
+        over that over the first (None when the first half has no effect)."""
+        f1, f2 = halves(self.on_later())
+        return f2 / f1 if f1 > 0 else None
+
     def facts(self) -> dict:
         """The numbers the chapter's prose states (means over each half of the layers), rounded; the output
         halves leave out :meth:`structural_zeros`."""
         L = len(self.output_effect)
-        on_later = np.array([np.nanmean(self.layer_effect[s, s + 1:]) if s < L - 1 else np.nan for s in range(L)])
+        on_later = self.on_later()
         out = np.asarray(self.output_effect, float).copy()
         structural = self.structural_zeros()
         out[structural] = np.nan
         (f1, f2), (o1, o2) = halves(on_later), halves(out)
         r2 = lambda v: None if not np.isfinite(v) else round(float(v), 3)
         return {"L": L, "later_first": round(f1, 3), "later_second": round(f2, 3), "out_first": r2(o1),
-                "out_second": r2(o2), "later_ratio": round(f2 / f1, 2) if f1 > 0 else None,
+                "out_second": r2(o2), "later_ratio": None if self.later_ratio() is None else round(self.later_ratio(), 2),
                 "out_ratio": round(o2 / o1, 2) if np.isfinite(o1) and np.isfinite(o2) and o1 > 0 else None,
                 "half_size": min(half_sizes(on_later)), "structural": structural}
 

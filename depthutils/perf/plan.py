@@ -25,7 +25,9 @@ from depthutils.cost.model_info import ModelInfo, model_info
 from depthutils.models.devices import auto_dtype, available_memory
 from depthutils.ladder.registry import is_embedded
 from depthutils.perf.timing import DEVICES, base_rss, calibration, cpu_seconds, gpu_seconds, wall_estimate
+from depthutils.analysis.objectives import chain_prompts, shipped_runs
 from depthutils.analysis.study import OWN_TASKS
+from depthutils.ladder.objectives import EVAL_STEPS, TRAIN_STEPS
 
 MULTI = {"07": "models", "08": "models", "09": "models"}
 
@@ -62,7 +64,7 @@ def _score_prompts(info, tasks, n, seed, max_new_tokens):
 
 def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fast: bool, remote: bool,
                   batch: int | None = None, layers_per_pass: int | None = None) -> list[tuple[ModelInfo, Cost]]:
-    """Every measurement call of ``chapter`` (a number "00"–"09") with parameters ``p``; for another chapter,
+    """Every measurement call of ``chapter`` (a number "00"–"10") with parameters ``p``; for another chapter,
     every measurement registered for it (:data:`depthutils.measures.MEASUREMENTS`) on the chapter's
     ``n_examples`` prompts of its ``dataset``."""
     out = []
@@ -117,6 +119,14 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
                     (info, cost_of("depth_score")(s, _score_prompts(info, p["tasks"], 10 if "n_per_level" not in p else
                                                             p["n_per_level"], p["seed"], 48), dtype, fast, remote,
                                         batch=batch))]
+        elif chapter == "10":
+            Ts = [info.count(q.text) for q in chain_prompts(p["n_examples"], TRAIN_STEPS[-1], p["seed"])]
+            score = [(info.count(q.text), 1, info.count(q.context), new_tokens(1, False, 48)) for k in EVAL_STEPS
+                     for q in chain_prompts(p["n_per_level"], k, p["seed"] + 1)]
+            out += [(info, cost_of("contributions")(s, Ts, dtype, remote)),
+                    (info, cost_of("future_effects")(s, Ts, dtype, fast, remote, batch=batch)),
+                    (info, cost_of("logit_lens")(s, Ts, dtype, remote)),
+                    (info, cost_of("depth_score")(s, score, dtype, fast, remote, batch=batch))]
         elif chapter == "09":
             for task in p["tasks"]:
                 n = p["aime_n"] if task == "aime24" else p["n_per_task"]
@@ -184,14 +194,14 @@ def chapter_parameters(path, defaults: dict, model: str | None, models: list[str
 
 def make_plan(num: str, p: dict, device: str = "cpu", memory: str | float | None = None,
               threads: int | None = None, timing: bool = True) -> Plan:
-    """The plan of chapter ``num`` ("00"–"09") with parameters ``p`` (:func:`chapter_parameters`); without
+    """The plan of chapter ``num`` ("00"–"10") with parameters ``p`` (:func:`chapter_parameters`); without
     ``timing`` no calibration is run and ``seconds`` is 0 (what :func:`preflight` needs is the memory)."""
     if device not in ("cpu", "cuda"):
         raise DepthError(f"--device must be 'cpu' or 'cuda', got {device!r}.")
     threads = threads or torch.get_num_threads()
     remote = bool(p.get("remote"))
     dtype = p.get("dtype", "auto")
-    names = p["models"] if "models" in p else [p["model"]]
+    names = p["models"] if "models" in p else [p["model"]] if "model" in p else (p.get("runs") or shipped_runs())
     if remote or dtype == "auto":  # what load_model's "auto" picks (every model of the chapter alike)
         embedded = all(is_embedded(n) for n in names)
         dtype = "bfloat16" if remote else str(auto_dtype(device, embedded)[0]).replace("torch.", "")

@@ -239,7 +239,29 @@ def first(kl):
 
 
 #: (exercise, the mistake, the wrong answer, a phrase the checker's message must contain)
+# --------------------------------------------------------------------------- 10.2 answer_only_targets
+def _targets(mask=lambda a: a[:, 1:], fill=-100, shift=True):
+    """:func:`solutions.answer_only_targets` with one step written wrong."""
+    def answer_only_targets(input_ids, answer_mask):
+        targets = (input_ids[:, 1:] if shift else input_ids[:, :-1]).clone()
+        targets[~mask(answer_mask)] = fill
+        return targets
+    return answer_only_targets
+
+
+def _qa_targets(input_ids, answer_mask):
+    targets = input_ids[:, 1:].clone()
+    targets[targets == 2] = -100  # the pad token
+    return targets
+
+
 MUTATIONS = [
+    ("answer_only_targets", "mask answer_mask[:, :-1]", _targets(mask=lambda a: a[:, :-1]), "answer_mask[:, 1:]"),
+    ("answer_only_targets", "ignored targets filled with 0", _targets(fill=0), "ignore_index"),
+    ("answer_only_targets", "the mask inverted", _targets(mask=lambda a: ~a[:, 1:]), "inverted the mask"),
+    ("answer_only_targets", "every token kept (Q+A)", _qa_targets, "Q+A targets"),
+    ("answer_only_targets", "no shift: each position's own token", _targets(mask=lambda a: a[:, :-1], shift=False),
+     "did not shift"),
     ("layer_output", "`output[0]` (batch row 0)", out_row0, "dropped the batch axis"),
     ("layer_output", "`output[0].unsqueeze(0)` (one row kept)", out_row0_kept, "kept batch row 0 only"),
     ("layer_output", "`.input` instead of `.output`", out_input, "read the layer's input"),

@@ -97,6 +97,10 @@ WRONG_LAYER = {  # id -> (wrong answer, phrases its message must contain)
     "diagonal_distance": (lambda error, n_perm, seed: solutions.diagonal_distance(np.asarray(error).T, n_perm, seed),
                           ["argmin over axis 0"]),
     "later_ratio": (lambda D: 1 / solutions.later_ratio(D), ["first half / second half"]),
+    "answer_only_targets": (lambda input_ids, answer_mask: solutions.answer_only_targets(input_ids, ~answer_mask),
+                            ["inverted the mask"]),
+    "answer_only_loss": (lambda lm, input_ids, answer_mask: solutions.answer_only_loss(
+        lm, input_ids, torch.ones_like(answer_mask)), ["mean over every position"]),
     "mean_cosine": (lambda lm, input_ids: solutions.mean_cosine(lm, input_ids[:1]), ["batch row 0"]),
     # the stretch exercises (their full mutation tables: tests/teaching/test_stretch_mutations_0to4.py)
     "residual_terms": (lambda lm, input_ids: (lambda t: torch.stack([t[0], *(t[1::2] + t[2::2])]))(
@@ -151,6 +155,10 @@ OFF_BY_ONE = {
         scores, levels, n_layers + 1, n_boot, seed), ["off by one", "not score / L"]),
     "diagonal_distance": (_zero_based_depth, ["is l / L"]),
     "later_ratio": (_split_at_half, ["middle layer of an odd L"]),
+    "answer_only_targets": (lambda input_ids, answer_mask: solutions.answer_only_targets(
+        input_ids, torch.cat([answer_mask[:, :1], answer_mask[:, :-1]], 1)), ["answer_mask[:, 1:]"]),
+    "answer_only_loss": (lambda lm, input_ids, answer_mask: solutions.answer_only_loss(
+        lm, input_ids, torch.cat([answer_mask[:, :1], answer_mask[:, :-1]], 1)), ["answer_only_loss"]),
     "mean_cosine": (lambda lm, input_ids: _cosines_without_bos(lm, input_ids), ["position 0"]),
     "residual_terms": (lambda lm, input_ids: solutions.residual_terms(lm, input_ids)[1:], ["no h_0"]),
     "layer_cosines": (shifted("layer_cosines", layer=-1), ["layer=0", "previous layer"]),

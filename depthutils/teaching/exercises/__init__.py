@@ -18,7 +18,7 @@ what differs: which layer or position, by how much, and the likely mistake when 
 what a known mistake gives (the layer's input instead of its output, batch row 0, the KL the wrong
 way round, position 0, ...). It leaves the model as it found it, whatever the student's code did.
 
-One module per chapter (``ch00`` … ``ch09``) holds that chapter's exercises, their cases and the
+One module per chapter (``ch00`` … ``ch10``) holds that chapter's exercises, their cases and the
 mistakes their checkers name; :mod:`.core` holds what they share (the :class:`Exercise` record and the
 checker), :mod:`.guard` what protects a check from the student's code, :mod:`.inputs` the model and
 token ids the cases use. The reference solutions are in :mod:`depthutils.teaching.solutions`.
@@ -26,7 +26,7 @@ token ids the cases use. The reference solutions are in :mod:`depthutils.teachin
 from __future__ import annotations
 
 from depthutils.teaching.exercises import (  # noqa: F401  each registers its exercises
-    ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09)
+    ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10)
 from depthutils.teaching.exercises.core import ATOL, EXERCISES, RTOL, Exercise, check, show, solution, source, task
 from depthutils.teaching.exercises.inputs import _model, batch
 

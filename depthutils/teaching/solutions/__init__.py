@@ -11,7 +11,7 @@ library's measurements also handle the families that post-norm or scale what a l
 A decoder layer of today's ``transformers`` returns a tensor ``[batch, tokens, hidden]``, not
 a tuple: ``output[0]`` would be batch row 0.
 
-One module per chapter (``ch00`` … ``ch09``), as the exercises are (:mod:`depthutils.teaching.exercises`); the
+One module per chapter (``ch00`` … ``ch10``), as the exercises are (:mod:`depthutils.teaching.exercises`); the
 helpers they share are in ``common``.
 """
 from depthutils.teaching.solutions.common import (
@@ -26,6 +26,7 @@ from depthutils.teaching.solutions.ch06 import *  # noqa: F401,F403
 from depthutils.teaching.solutions.ch07 import *  # noqa: F401,F403
 from depthutils.teaching.solutions.ch08 import *  # noqa: F401,F403
 from depthutils.teaching.solutions.ch09 import *  # noqa: F401,F403
-from depthutils.teaching.solutions import ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09  # noqa: E402
+from depthutils.teaching.solutions.ch10 import *  # noqa: F401,F403
+from depthutils.teaching.solutions import ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10  # noqa: E402
 
-__all__ = [name for chapter in (ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09) for name in chapter.__all__]
+__all__ = [name for chapter in (ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10) for name in chapter.__all__]
