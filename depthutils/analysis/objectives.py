@@ -132,7 +132,8 @@ class ObjectivesResult:
             lv = [np.concatenate([rng.choice(np.flatnonzero(levels == k), (levels == k).sum())
                                   for k in np.unique(levels)]) for _ in drawn]
             for j, o in enumerate(objs):
-                vals = [self.run(o, s).value(measure, i, l) for s, i, l in zip(drawn, idx, lv)]
+                runs = [self.run(o, s) for s in drawn]
+                vals = [None if r is None else r.value(measure, i, l) for r, i, l in zip(runs, idx, lv)]
                 if all(v is not None for v in vals):
                     out[b, j] = np.mean(vals)
         self._draws[measure] = out
@@ -146,7 +147,8 @@ class ObjectivesResult:
         return float(lo), float(hi)
 
     def mean(self, measure: str, objective: str) -> float | None:
-        vals = [self.run(objective, s).value(measure) for s in self.seeds]
+        """The seed mean of ``measure`` (None where a seed's run is missing or its value undefined)."""
+        vals = [None if r is None else r.value(measure) for r in (self.run(objective, s) for s in self.seeds)]
         return None if any(v is None for v in vals) else float(np.mean(vals))
 
     def per_objective(self, measure: str) -> dict:
@@ -157,6 +159,8 @@ class ObjectivesResult:
     def difference(self, measure: str, a: str, b: str) -> tuple:
         """``(mean, lo, hi)`` of ``measure(a) − measure(b)``, paired by seed and prompt."""
         objs = self.objectives()
+        if a not in objs or b not in objs:
+            return None, None, None
         ma, mb = self.mean(measure, a), self.mean(measure, b)
         draws = self._draw(measure)
         d = draws[:, objs.index(a)] - draws[:, objs.index(b)]
@@ -164,13 +168,14 @@ class ObjectivesResult:
 
     def seed_values(self, measure: str) -> dict:
         """``{objective: [value per seed]}``."""
-        return {o: [self.run(o, s).value(measure) for s in self.seeds] for o in self.objectives()}
+        return {o: [r.value(measure) for r in (self.run(o, s) for s in self.seeds) if r is not None]
+                for o in self.objectives()}
 
     def accuracy(self) -> dict:
         """``{objective: {step count: (seed mean, min, max)}}`` of the cards' greedy accuracy."""
         out = {}
         for o in self.objectives():
-            rows = [self.run(o, s).accuracy for s in self.seeds]
+            rows = [r.accuracy for r in (self.run(o, s) for s in self.seeds) if r is not None]
             out[o] = {k: (float(np.mean([r[k] for r in rows])), min(r[k] for r in rows), max(r[k] for r in rows))
                       for k in EVAL_STEPS}
         return out
@@ -188,7 +193,7 @@ class ObjectivesResult:
         for o, by_k in self.accuracy().items():
             out[f"{o}_acc_trained"] = round(float(np.mean([by_k[k][0] for k in TRAIN_STEPS])), 2)
             out[f"{o}_acc_longer"] = round(float(np.mean([by_k[k][0] for k in EVAL_STEPS if k not in TRAIN_STEPS])), 2)
-            slopes = [self.run(o, s).score.slope(DEPTH_TASK) for s in self.seeds]
+            slopes = [r.score.slope(DEPTH_TASK) for r in (self.run(o, s) for s in self.seeds) if r is not None]
             out[f"{o}_slope"] = None if None in slopes else round(float(np.mean(slopes)), 3)
         return {**out, **self.dynamics_facts()}
 

@@ -250,7 +250,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           "earlier.”",
           "on five measures where larger means the later layers do more (contribution ratio, later-layer effect "
           "ratio, ED_KL and ED_overlap ratios, normalised depth score), the answer-only objective (A) minus Q+A and "
-          "Q+A minus LM, seed means, with 95% intervals over seeds and prompts",
+          "Q+A minus LM, on the seeds' means (paired by seed and prompt)",
           Threshold(0.0, "a difference whose interval lies wholly above 0 is outside the noise of seeds and prompts"),
           Threshold(0.0, "the same 0 from below"),
           fact="d_{pair}_{measure}", below=False, whole_layer=True, short="A minus Q+A, Q+A minus LM",

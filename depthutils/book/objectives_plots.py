@@ -72,7 +72,8 @@ def accuracy(result: ObjectivesResult) -> plt.Figure:
         ks = list(EVAL_STEPS)
         a.plot(ks, [acc[o][k][0] for k in ks], color=COLORS[o], marker="o", label=OBJECTIVE_LABELS[o])
         a.fill_between(ks, [acc[o][k][1] for k in ks], [acc[o][k][2] for k in ks], color=COLORS[o], alpha=0.2, lw=0)
-        scores = [[result.run(o, s).depth_scores().get(k) for s in result.seeds] for k in ks]
+        runs = [r for r in (result.run(o, s) for s in result.seeds) if r is not None]
+        scores = [[r.depth_scores().get(k) for r in runs] for k in ks]
         b.plot(ks, [np.mean([v for v in sc if v is not None]) if any(v is not None for v in sc) else np.nan
                     for sc in scores], color=COLORS[o], marker="o", label=OBJECTIVE_LABELS[o])
     for ax in (a, b):

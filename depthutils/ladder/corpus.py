@@ -78,6 +78,7 @@ class BatchMaker:
         return torch.tensor(stream[:need], dtype=torch.long).view(self.batch_size, self.seq_len + 1)
 
     def pairs(self, step: int) -> list:
-        """``[(inputs, targets)]`` of training step ``step``: the batch without its last and first token."""
+        """``[(inputs, targets, None)]`` of training step ``step``: the batch without its last and first token,
+        every target weighed alike."""
         batch = self.batch(step)
-        return [(batch[:, :-1], batch[:, 1:])]
+        return [(batch[:, :-1], batch[:, 1:], None)]

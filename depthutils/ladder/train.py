@@ -146,18 +146,20 @@ def export(model, tok, out: Path, dtype: str = "float32") -> Path:
 
 
 def loss_of(model, pairs, device="cpu"):
-    """The training loss of one step: the mean next-token cross-entropy over every counted target (those not
-    :data:`~depthutils.ladder.objectives.IGNORE`) of its ``(inputs, targets)`` pairs."""
+    """The training loss of one step from its ``(inputs, targets, weights)``: ``Σ weights · cross-entropy`` over
+    the targets (``weights`` None: the mean over every counted target, those not
+    :data:`~depthutils.ladder.objectives.IGNORE`, of all the step's pairs)."""
     import torch.nn.functional as F
 
     from depthutils.ladder.objectives import IGNORE
 
-    counted = sum(int((t != IGNORE).sum()) for _, t in pairs)
+    counted = sum(int((t != IGNORE).sum()) for _, t, _ in pairs)
     loss = 0.0
-    for inputs, targets in pairs:
+    for inputs, targets, weights in pairs:
         logits = model(input_ids=inputs.to(device), use_cache=False).logits
-        loss = loss + F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.to(device).reshape(-1),
-                                      ignore_index=IGNORE, reduction="sum") / counted
+        ce = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.to(device).reshape(-1),
+                             ignore_index=IGNORE, reduction="none")
+        loss = loss + (ce.sum() / counted if weights is None else (ce * weights.to(device).reshape(-1)).sum())
     return loss
 
 
@@ -249,10 +251,10 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
         writer = csv.writer(log_fh)
         for step in bar:
             pairs = maker.pairs(step)
-            real = [int((x != tok.pad_token_id).sum()) for x, _ in pairs]
+            real = [int((x != tok.pad_token_id).sum()) for x, _, _ in pairs]
             seen.update(tokens=seen["tokens"] + sum(real), task_tokens=seen["task_tokens"] + real[0],
                         text_tokens=seen["text_tokens"] + sum(real[1:]),
-                        loss_targets=seen["loss_targets"] + sum(int((t != IGNORE).sum()) for _, t in pairs))
+                        loss_targets=seen["loss_targets"] + sum(int((t != IGNORE).sum()) for _, t, _ in pairs))
             loss = loss_of(model, pairs, device)
             opt.zero_grad(set_to_none=True)
             loss.backward()

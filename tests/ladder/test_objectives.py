@@ -82,9 +82,13 @@ def test_targets_of_each_objective(tok, objective):
     assert not torch.equal(ids, ObjectiveBatches(tok, "a", seed=2).task_rows(700)[0])
     pairs = batches.pairs(700)
     assert len(pairs) == (2 if objective == "lm" else 1)
-    x, y = pairs[0]
+    x, y, w = pairs[0]
     assert torch.equal(x, ids[:, :-1])
     counted = y != IGNORE
+    # one mean per modelled part: the answer weighs 1 under every objective, the rest of the chains 1 more
+    assert float(w[answer[:, 1:]].sum()) == pytest.approx(1.0)
+    assert float(w.sum()) == pytest.approx(1.0 if objective == "a" else 2.0)
+    assert bool((w[~counted] == 0).all())
     if objective == "a":
         assert counted.sum(1).tolist() == [1] * len(ids)  # one answer digit per chain
         for row, t in zip(ids, y):
@@ -96,11 +100,38 @@ def test_targets_of_each_objective(tok, objective):
     else:
         assert torch.equal(counted, real[:, 1:])
     if objective == "lm":
-        tx, ty = pairs[1]
+        tx, ty, tw = pairs[1]
         assert tx.shape == (Geometry().text_rows, Geometry().text_len) and bool((ty != IGNORE).all())
+        assert float(tw.sum()) == pytest.approx(1.0)
         assert torch.equal(tx[:, 1:], ty[:, :-1])
     again = ObjectiveBatches(tok, objective, seed=1, corpus_dir=registry.DEFAULT_CORPUS_DIR).pairs(700)
     assert all(torch.equal(a, b) for p, q in zip(pairs, again) for a, b in zip(p, q))  # a resume sees the same
+
+
+def test_the_loss_is_one_mean_per_part():
+    """An independent route to the trainer's loss: the answer tokens' mean cross-entropy plus the other tokens'
+    mean, computed position by position; A's is the answer mean alone, which is also the plain token mean."""
+    from depthutils.ladder.train import loss_of
+
+    tok = load_tokenizer(registry.TOKENIZER_DIR)
+    torch.manual_seed(0)
+    from transformers import LlamaConfig, LlamaForCausalLM
+    model = LlamaForCausalLM(LlamaConfig(num_hidden_layers=2, hidden_size=32, intermediate_size=64,
+                                         num_attention_heads=2, num_key_value_heads=2, vocab_size=2048)).eval()
+    for objective in ("a", "qa"):
+        ids, answer, real = ObjectiveBatches(tok, objective, seed=3).task_rows(900)
+        with torch.no_grad():
+            log_p = model(input_ids=ids[:, :-1]).logits.log_softmax(-1)
+            ce = -log_p.gather(-1, ids[:, 1:, None])[..., 0]
+            want = ce[answer[:, 1:]].mean()
+            if objective == "qa":
+                want = want + ce[real[:, 1:] & ~answer[:, 1:]].mean()
+            got = loss_of(model, ObjectiveBatches(tok, objective, seed=3).pairs(900))
+        assert float(got) == pytest.approx(float(want), rel=1e-5)
+        if objective == "a":
+            (x, y, _), = ObjectiveBatches(tok, objective, seed=3).pairs(900)
+            with torch.no_grad():
+                assert float(loss_of(model, [(x, y, None)])) == pytest.approx(float(want), rel=1e-5)
 
 
 def test_training_keeps_snapshots_exports_float16_and_resumes(tmp_path, monkeypatch):

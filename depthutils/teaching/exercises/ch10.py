@@ -74,7 +74,7 @@ def _loss_reference(lm, case):
     targets = case["input_ids"][:, 1:].clone()
     targets[~case["answer_mask"][:, 1:]] = IGNORE
     with torch.no_grad():
-        return float(loss_of(lm.hf, [(case["input_ids"][:, :-1], targets)]))
+        return float(loss_of(lm.hf, [(case["input_ids"][:, :-1], targets, None)]))
 
 
 def _loss_mistakes(lm, case):
