@@ -217,15 +217,13 @@ class ObjectivesResult:
         return out
 
     def summary(self) -> str:
-        lines = [f"{'measure':<36}" + "".join(f"{OBJECTIVE_LABELS[o]:>22}" for o in self.objectives())]
+        """One line per objective and measure: the seed mean and its interval over seeds and prompts."""
+        lines = [f"{'objective':<18}{'measure':<36}seed mean [95% interval]"]
         for m in MEASURES:
-            cells = []
-            for mean, lo, hi in self.per_objective(m).values():
-                cells.append("—" if mean is None else f"{mean:.3f} [{lo:.2f}, {hi:.2f}]" if lo is not None
-                             else f"{mean:.3f}")
-            lines.append(f"{MEASURE_LABELS[m]:<36}" + "".join(f"{c:>22}" for c in cells))
+            for o, (mean, lo, hi) in self.per_objective(m).items():
+                cell = "—" if mean is None else f"{mean:.3f}" + ("" if lo is None else f" [{lo:.2f}, {hi:.2f}]")
+                lines.append(f"{OBJECTIVE_LABELS[o]:<18}{MEASURE_LABELS[m]:<36}{cell}")
         return "\n".join(lines)
-
 
 def measure_run(name: str, *, n: int = 20, n_per_level: int = 10, seed: int = 0, progress_bar: bool = False,
                 **load) -> Measured:

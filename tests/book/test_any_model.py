@@ -1,6 +1,7 @@
 """Every chapter on a model from outside the project: a 128-token or 96-token context, a tokenizer
 that adds no BOS, two families. Each chapter runs through papermill with its default parameters
-(only the model changes), as a reader's `python -m depthutils run CHAPTER --model FOLDER` does."""
+(only the model changes), as a reader's `python -m depthutils run CHAPTER --model FOLDER` does. Chapter 10 measures
+the models of its own experiment and takes no model; the runner refuses one in one sentence."""
 from __future__ import annotations
 
 import json
@@ -9,7 +10,7 @@ import nbformat
 import pytest
 
 from conftest import build_tiny
-from depthutils.book.runner import chapters, run_chapter
+from depthutils.book.runner import chapters, parameters, run_chapter
 
 #: (family, context): two families, both with a tokenizer that adds no BOS
 OUTSIDERS = [("llama", 128), ("gpt2", 96)]
@@ -30,7 +31,7 @@ def _outputs(nb) -> str:
 
 
 @pytest.mark.parametrize("spec", OUTSIDERS, ids=lambda s: f"{s[0]}-ctx{s[1]}")
-@pytest.mark.parametrize("chapter", list(chapters()))
+@pytest.mark.parametrize("chapter", [n for n, p in chapters().items() if {"model", "models"} & set(parameters(p))])
 def test_every_chapter_runs_on_an_outside_model(outsider, tmp_path, chapter, spec):
     path = outsider[spec]
     dest = run_chapter(chapter, model=str(path), out=tmp_path, quiet=True)
@@ -51,3 +52,10 @@ def test_every_chapter_runs_on_an_outside_model(outsider, tmp_path, chapter, spe
         if meta.get("fit"):
             assert meta["fit"]["max_tokens"] == spec[1]
     assert list((tmp_path / "figures").glob("*.png")) and list((tmp_path / "figures").glob("*.pdf"))
+
+
+def test_a_chapter_of_its_own_models_refuses_a_model(tmp_path):
+    from depthutils.core.errors import DepthError
+
+    with pytest.raises(DepthError, match="runs models of its own and takes no --model"):
+        run_chapter("10", model="ladder-4", out=tmp_path, quiet=True)
