@@ -256,7 +256,8 @@ def read_dynamics(path: Path = DYNAMICS_CSV) -> list[dict] | None:
     with open(path, newline="") as fh:
         rows = list(csv.DictReader(fh))
     num = lambda v: None if v in ("", None) else float(v)
-    return [{k: (v if k in ("run", "objective") else num(v)) for k, v in r.items()} for r in rows]
+    return [{k: v if k in ("run", "objective") else int(v) if k in ("seed", "step") else num(v) for k, v in r.items()}
+            for r in rows]
 
 
 def objectives(runs=None, *, n: int = 20, n_per_level: int = 10, seed: int = 0, n_boot: int = 400,
@@ -297,10 +298,12 @@ def snapshot_row(folder: Path, run: str, step: int, *, n: int = 10, seed: int = 
 
 def write_dynamics(ckpt_root: Path = registry.DEFAULT_CKPT_DIR, out: Path = DYNAMICS_CSV, *, n: int = 10,
                    progress_bar: bool = True) -> list[dict]:
-    """Measure every kept snapshot of every run under ``ckpt_root`` and write the table to ``out``."""
+    """Measure every kept snapshot of every run under ``ckpt_root`` and write the table to ``out``. A snapshot
+    whose row the table at ``out`` already holds keeps that row (delete the table to measure everything again)."""
     todo = [(run, p) for run in registry.OBJECTIVE_RUNS
             for p in sorted((Path(ckpt_root) / run / "snapshots").glob("step-*"))]
-    rows = [snapshot_row(p, run, int(p.name.split("-")[1]), n=n)
+    done = {(r["run"], int(r["step"])): r for r in read_dynamics(out) or []}
+    rows = [done.get((run, int(p.name.split("-")[1]))) or snapshot_row(p, run, int(p.name.split("-")[1]), n=n)
             for run, p in progress(todo, "snapshots", enabled=progress_bar)]
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -227,6 +227,7 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     state_path, log_path = ckpt_dir / "state.pt", ckpt_dir / "train_log.csv"
     start, elapsed = 0, 0.0
     seen = dict(tokens=0, task_tokens=0, text_tokens=0, loss_targets=0)  # padding not counted
+    used = []  # the thread counts of the processes that ran its steps (a resumed run may have had several)
     if state_path.is_file():
         state = torch.load(state_path, weights_only=False, map_location=device)
         model.load_state_dict(state["model"])
@@ -234,6 +235,7 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
         sched.load_state_dict(state["sched"])
         start, elapsed = state["step"], state["elapsed"]
         seen = state.get("seen", seen)
+        used = state.get("threads", used)
         print(f"resuming {name} at step {start} ({elapsed / 60:.1f} min done)", flush=True)
         _truncate_log(log_path, start)
     else:
@@ -242,7 +244,7 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     def save(step):
         tmp = state_path.with_suffix(".tmp")
         torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), sched=sched.state_dict(),
-                        step=step, elapsed=elapsed, total=total, seen=seen), tmp)
+                        step=step, elapsed=elapsed, total=total, seen=seen, threads=used), tmp)
         tmp.replace(state_path)
 
     t0, last_ckpt, running = time.time(), time.time(), []
@@ -250,6 +252,8 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     with log_path.open("a", newline="") as log_fh:
         writer = csv.writer(log_fh)
         for step in bar:
+            if threads not in used:
+                used.append(threads)
             pairs = maker.pairs(step)
             real = [int((x != tok.pad_token_id).sum()) for x, _, _ in pairs]
             seen.update(tokens=seen["tokens"] + sum(real), task_tokens=seen["task_tokens"] + real[0],
@@ -290,7 +294,7 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
                 batch_size=registry.BATCH_SIZE, seq_len=registry.SEQ_LEN,
                 tokens=seen["tokens"], wall_time_s=round(elapsed, 1),
                 lr=spec["lr"], warmup=spec["warmup"], init_from=spec.get("init_from"),
-                seed=seed, threads=threads, device=str(device),
+                seed=seed, threads=(used[0] if len(used) == 1 else used) if used else threads, device=str(device),
                 torch_version=torch.__version__, transformers_version=transformers.__version__,
                 shared_blocks=spec.get("shared_blocks"),
                 params_unique=params_unique, params_total=params_total)

@@ -126,3 +126,6 @@ def test_the_dynamics_table_round_trips(tmp_path):
     back = read_dynamics(tmp_path / "dyn.csv")
     assert len(rows) == len(back) == 1 and back[0]["step"] == 10 and back[0]["run"] == RUNS[0]
     assert back[0]["contributions"] == pytest.approx(rows[0]["contributions"])
+    (tmp_path / RUNS[0] / "snapshots" / "step-000020").symlink_to(snap)
+    again = write_dynamics(tmp_path, tmp_path / "dyn.csv", n=3, progress_bar=False)  # the row kept, one measured
+    assert len(again) == 2 and again[0] == back[0] and read_dynamics(tmp_path / "dyn.csv")[1]["step"] == 20
