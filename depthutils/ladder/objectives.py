@@ -259,6 +259,7 @@ def write_card(name: str, ckpt_root=None) -> dict:
     if last.is_dir():
         card["float16_check"] = float16_check(folder, last, tok)
     (folder / "card.json").write_text(json.dumps(card, indent=2) + "\n")
+    threads = " then ".join(map(str, info["threads"])) if isinstance(info["threads"], list) else info["threads"]
     rows = "\n".join(f"| {k} | {'trained' if k in TRAIN_STEPS else 'longer than trained'} | {v:.2f} |"
                      for k, v in acc.items())
     (folder / "README.md").write_text(
@@ -267,7 +268,7 @@ def write_card(name: str, ckpt_root=None) -> dict:
         f"examples).\n- {info['layers']} layers, {info['params_total']:,} parameters, stored in "
         f"{info['stored_dtype']}.\n- {info['steps']} steps of {info['batch_size']} chains: "
         f"{info['task_tokens']:,} task tokens, {info['text_tokens']:,} text tokens; {info['wall_time_s'] / 60:.1f} "
-        f"min on {info['threads']} CPU thread(s).\n\n"
+        f"min on {threads} CPU thread(s).\n\n"
         "Greedy accuracy on 100 chains per step count (held out of training from 2 operations on; chance is 0.10):\n\n"
         "| operations | range | accuracy |\n|---|---|---|\n" + rows + "\n\n"
         + (f"Stored in float16: the largest logit difference from the float32 weights on 100 held-out "
