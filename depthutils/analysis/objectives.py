@@ -194,7 +194,7 @@ class ObjectivesResult:
             out[f"{o}_acc_trained"] = round(float(np.mean([by_k[k][0] for k in TRAIN_STEPS])), 2)
             out[f"{o}_acc_longer"] = round(float(np.mean([by_k[k][0] for k in EVAL_STEPS if k not in TRAIN_STEPS])), 2)
             slopes = [r.score.slope(DEPTH_TASK) for r in (self.run(o, s) for s in self.seeds) if r is not None]
-            out[f"{o}_slope"] = None if None in slopes else round(float(np.mean(slopes)), 3)
+            out[f"{o}_slope"] = None if None in slopes else round(float(np.mean(slopes)), 3) + 0.0  # no "-0.0"
         return {**out, **self.dynamics_facts()}
 
     def dynamics_facts(self) -> dict:
@@ -225,22 +225,24 @@ class ObjectivesResult:
                 lines.append(f"{OBJECTIVE_LABELS[o]:<18}{MEASURE_LABELS[m]:<36}{cell}")
         return "\n".join(lines)
 
-def measure_run(name: str, *, n: int = 20, n_per_level: int = 10, seed: int = 0, progress_bar: bool = False,
-                **load) -> Measured:
-    """Every measurement of one shipped run (an embedded model folder name, e.g. ``"objective-a-1"``)."""
+def measure_run(name: str, *, n: int = 20, n_per_level: int = 10, seed: int = 0, max_tokens: int | None = None,
+                progress_bar: bool = False, **load) -> Measured:
+    """Every measurement of one shipped run (an embedded model folder name, e.g. ``"objective-a-1"``);
+    ``max_tokens`` as every measurement takes it (default: the model's context)."""
     from depthutils.models import load_model
 
     lm = load_model(name, **load)
     folder = registry.resolve_alias(name)
     card = json.loads((folder / "card.json").read_text())
     prompts = chain_prompts(n, TRAIN_STEPS[-1], seed)
-    contrib = contributions(lm, prompts, progress_bar=progress_bar)
-    lens = logit_lens(lm, prompts, progress_bar=progress_bar)
+    contrib = contributions(lm, prompts, max_tokens=max_tokens, progress_bar=progress_bar)
+    lens = logit_lens(lm, prompts, max_tokens=max_tokens, progress_bar=progress_bar)
     groups = {DEPTH_TASK: {k: chain_prompts(n_per_level, k, seed + 1) for k in EVAL_STEPS}}
     return Measured(name, card["objective"], int(card["seed"]), contrib,
-                    future_effects(lm, prompts, progress_bar=progress_bar),
+                    future_effects(lm, prompts, max_tokens=max_tokens, progress_bar=progress_bar),
                     EffectiveDepthResult.from_prompts(contrib, lens, meta=dict(contrib.meta)),
-                    depth_score(lm, groups=groups, n=n_per_level, seed=seed, progress_bar=progress_bar),
+                    depth_score(lm, groups=groups, n=n_per_level, seed=seed, max_tokens=max_tokens,
+                                progress_bar=progress_bar),
                     {int(k): v for k, v in card["accuracy"].items()})
 
 
@@ -261,7 +263,8 @@ def read_dynamics(path: Path = DYNAMICS_CSV) -> list[dict] | None:
 
 
 def objectives(runs=None, *, n: int = 20, n_per_level: int = 10, seed: int = 0, n_boot: int = 400,
-               dynamics: Path | None = DYNAMICS_CSV, progress_bar: bool = True, **load) -> ObjectivesResult:
+               max_tokens: int | None = None, dynamics: Path | None = DYNAMICS_CSV, progress_bar: bool = True,
+               **load) -> ObjectivesResult:
     """Measure the experiment's shipped runs (``runs``: folder names; default all shipped) and read the
     training-dynamics table.
 
@@ -269,13 +272,14 @@ def objectives(runs=None, *, n: int = 20, n_per_level: int = 10, seed: int = 0, 
         n: held-out 6-operation chains for the contributions, future effects and lens.
         n_per_level: held-out chains per step count (1–8) for the depth score.
         n_boot: draws of the seed-and-prompt bootstrap.
-        load: passed to :func:`depthutils.load_model` (``device``, ``dtype``).
+        max_tokens: as every measurement takes it (default: each model's context).
+        load: passed to :func:`depthutils.load_model` (``device``, ``dtype``, ``remote``, ``prepend_bos``).
     """
     names = list(runs) if runs is not None else shipped_runs()
     if not names:
         raise FileNotFoundError("No run of the objectives experiment is in data/models; train them with "
                                 "`python -m depthutils objectives`.")
-    measured = [measure_run(name, n=n, n_per_level=n_per_level, seed=seed, **load)
+    measured = [measure_run(name, n=n, n_per_level=n_per_level, seed=seed, max_tokens=max_tokens, **load)
                 for name in progress(names, "objectives", enabled=progress_bar)]
     return ObjectivesResult(measured, read_dynamics(dynamics) if dynamics else None, n_boot=n_boot)
 
