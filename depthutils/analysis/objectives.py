@@ -33,8 +33,9 @@ import numpy as np
 from depthutils.core.progress import progress
 from depthutils.core.prompts import Prompt
 from depthutils.ladder import registry
-from depthutils.ladder.objectives import (EVAL_STEPS, OBJECTIVE_LABELS, OBJECTIVES, TRAIN_STEPS, accuracy,
+from depthutils.ladder.objectives import (EVAL_STEPS, MOD, OBJECTIVE_LABELS, OBJECTIVES, TRAIN_STEPS, accuracy,
                                           eval_chains)
+from depthutils.measures.curves import OVERLAP_THRESHOLD
 from depthutils.measures.contributions import ContributionsResult, contributions
 from depthutils.measures.depth_score import depth_score
 from depthutils.measures.depth_score_result import DepthScoreResult
@@ -52,6 +53,8 @@ DYNAMICS_CSV = registry.REPO_ROOT / "data" / "experiments" / "objectives_dynamic
 DYNAMICS_FIELDS = ("run", "objective", "seed", "step", "contributions", "ed_kl", "ed_overlap", "accuracy_trained",
                    *(f"accuracy_{k}" for k in EVAL_STEPS))
 DEPTH_TASK = "opchain"
+#: the training-dynamics table's "learned" mark: accuracy over the trained step counts above this share
+LEARNED = 0.5
 
 
 def chain_prompts(n: int, steps: int, seed: int = 0) -> list[Prompt]:
@@ -183,7 +186,8 @@ class ObjectivesResult:
     def facts(self) -> dict:
         """The numbers the chapter states, rounded as printed."""
         r3 = lambda v: None if v is None else round(v, 3)
-        out = {"n_seeds": len(self.seeds), "n_runs": len(self.runs), "L": self.runs[0].contributions.facts()["L"]}
+        out = {"n_seeds": len(self.seeds), "n_runs": len(self.runs), "L": self.runs[0].contributions.facts()["L"],
+               "chance": round(1 / MOD, 2), "overlap_threshold": OVERLAP_THRESHOLD, "learned": LEARNED}
         for m in MEASURES:
             for o, (mean, lo, hi) in self.per_objective(m).items():
                 out.update({f"{o}_{m}": r3(mean), f"{o}_{m}_lo": r3(lo), f"{o}_{m}_hi": r3(hi)})
@@ -200,7 +204,7 @@ class ObjectivesResult:
     def dynamics_facts(self) -> dict:
         """Per objective, from the training-dynamics table (seed means): the contribution ratio and the KL
         effective-depth ratio at the first and the last snapshot, and the first step at which the accuracy over
-        the trained step counts passes 0.5 (None: never)."""
+        the trained step counts passes :data:`LEARNED` (None: never)."""
         out = {}
         for o in self.objectives():
             mine = [r for r in self.dynamics or [] if r["objective"] == o]
@@ -211,7 +215,7 @@ class ObjectivesResult:
             mean = lambda v: round(float(np.mean(v)), 3) if v else None  # noqa: E731
             for k in ("contributions", "ed_kl"):
                 out[f"{o}_{k}_first"], out[f"{o}_{k}_last"] = mean(at(steps[0], k)), mean(at(steps[-1], k))
-            passed = [s for s in steps if (mean(at(s, "accuracy_trained")) or 0) > 0.5]
+            passed = [s for s in steps if (mean(at(s, "accuracy_trained")) or 0) > LEARNED]
             out[f"{o}_learned_at"] = int(passed[0]) if passed else None
             out["first_step"], out["last_step"] = int(steps[0]), int(steps[-1])
         return out

@@ -5,6 +5,8 @@ The chapter's prediction exercise is 10.1 (prose only, on the page); 10.2 is che
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch
 
 from depthutils.ladder import registry
@@ -12,6 +14,7 @@ from depthutils.ladder.objectives import IGNORE, ObjectiveBatches
 from depthutils.teaching.exercises.core import Exercise, register
 
 
+@lru_cache(maxsize=None)
 def _batches(objective: str) -> ObjectiveBatches:
     from depthutils.ladder.tokenizer import load_tokenizer
 
@@ -35,7 +38,7 @@ def _mistakes(lm, case):
     ids, answer = case["input_ids"], case["answer_mask"]
     nxt = ids[:, 1:]
     masked = lambda keep, fill=IGNORE: torch.where(keep, nxt, torch.full_like(nxt, fill))  # noqa: E731
-    eos = nxt == ids[0, -1].new_tensor(_batches("a").eos)
+    eos = nxt == _batches("a").eos
     qa = _batches("qa").pairs(case["_step"])[0][1][:8]
     return {"you masked with answer_mask[:, :-1]: the target of position p is token p + 1, so its mask is "
             "answer_mask[:, 1:]": masked(answer[:, :-1]),
