@@ -258,6 +258,31 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                       "“Studying this systematically would be an interesting follow-up work.”",
           paper_facts=(("models", "none trained: a hypothesis, with P1's Q and Q+A models (Figs. 31, 32) as a hint"),
                        ("this book", "8 layers, chains of operations mod 10, 3 objectives × 3 seeds"))),
+    Claim("norm_growth", "01", "P1", "abstract; Fig. 2; a reviewer's question on residual-norm growth",
+          "in our words: a reviewer asked whether “layers in the second half contribute much less than those in the "
+          "first half” only because the residual's norm grows; graded here on what each layer writes, ‖Δₗ‖, not "
+          "divided by ‖hₗ‖",
+          "the mean whole-layer ‖Δₗ‖ of the second half of the layers over that of the first half (layer 0, which "
+          "writes onto the bare embedding, apart; position 0, an attention sink on some models, apart)",
+          Threshold(0.5, "ours: chapter 1's reading of “much less”, at most half"),
+          Threshold(1.0, "ours: above 1 the second half writes more than the first"),
+          fact="abs_ratio", short="second-half over first-half mean ‖Δₗ‖",
+          paper_value="— (P1 measures only ‖Δₗ‖ / ‖hₗ‖ and gives no number for ‖Δₗ‖; ours: its claim, if not only "
+                      "norm growth, would put this ratio at most at 0.5 as well)",
+          paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems"))),
+    Claim("early_exit", "03", "P1", "Fig. 4; a reviewer's question on whether the late refinement is needed",
+          "in our words: a reviewer asked whether the second half's refinement is needed or could be cut; P1's "
+          "logit lens (Fig. 4) has the prediction form in the second half, so a model whose second half is skipped "
+          "should lose most of the answers the full model gets right",
+          "the share of the answer tokens the full model predicts (top-1) that the model with its second half "
+          "skipped, whose output is the logit lens on the residual after the first half, gets wrong; per set of "
+          "prompts, each graded",
+          Threshold(0.5, "ours: a prediction that forms late read as most of the full model's correct answer tokens, "
+                         "more than half, formed in the second half"),
+          Threshold(0.5, "the same half from below: most of them survive the cut"),
+          fact="lost", below=False, short="share of correct answer tokens lost with the second half skipped",
+          paper_value="— (P1 gives no early-exit accuracy; ours: its Fig. 4 read as more than 0.5)",
+          paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems (Fig. 4)"))),
     Claim("scale", "09", "P2", "abstract; Table 1",
           "“while the number of effective layers grows with model size, the effective depth ratio remains stable”",
           "the least-squares slope of the mean ED (over tasks, in layers) against L across the ladder (ED grows), "

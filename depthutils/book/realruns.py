@@ -34,6 +34,9 @@ from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted
 from depthutils.measures.residual_erasure import residual_erasure, residual_means
 from depthutils.measures.residual_stream import residual_stream
 from depthutils.analysis.study import study
+from depthutils.analysis.early_exit import early_exit_on
+from depthutils.analysis.norm_growth import norm_growth
+from depthutils.book import reviews, review_plots
 
 try:
     from myst_nb import glue as _glue
@@ -63,6 +66,8 @@ class Run:
     #: the dtype it loads the model in: "auto" (bfloat16 where the CPU computes it natively), or "float32" where
     #: bfloat16 would change the graded statistic (the table of both in depthutils.book.precision)
     dtype: str = "auto"
+    #: the figure takes the whole ``{name: result}`` (one figure), not one result per figure
+    together: bool = False
 
 
 #: chapters 4 and 5 grade only prompts the model answers, by greedy decoding (the fact check), and a prompt near
@@ -123,6 +128,20 @@ RUNS: dict[str, Run] = {
               lambda r, f: claims.depth_score(r), plotting.depth_score,
               "The depth score per difficulty level on this model, with its 95% bootstrap interval where the model "
               "solved enough problems."),
+    # the reviewers' questions, each a section of its chapter: "<chapter>-<name>", glued as verdict_<name>_<slug>
+    "01-norms": Run("N = 20 GSM8K test problems, every token but the first",
+                    lambda lm: norm_growth(lm, data.load("gsm8k", 20)), lambda r, f: reviews.norm_growth(r),
+                    review_plots.norm_growth,
+                    "The residual's norm ‖hₗ‖ (position 0 apart, and at position 0), what each layer writes ‖Δₗ‖, "
+                    "and their ratio (chapter 1's statistic), with 95% bootstrap bands over prompts."),
+    # in the model's own dtype: the fact check and the measurement then see the same computation
+    "03-exit": Run("the answers of N = 20 GSM8K test problems, and up to 20 sums and 20 two-hop facts the model "
+                   "answers (checked as in chapter 4, in this run's dtype)",
+                   lambda lm: early_exit_on(lm, n=20), lambda rs, f: reviews.early_exit(rs, facts=f),
+                   review_plots.early_exit,
+                   "Gold accuracy and top-1 agreement with the full model when each residual hₗ is decoded directly "
+                   "(early exit), and the model with its second half skipped (star), with 95% bootstrap intervals "
+                   "over prompts.", together=True),
 }
 
 
@@ -140,6 +159,12 @@ def available(names=None) -> tuple[list[str], dict[str, str]]:
         except DepthError as e:
             why[name] = f"{TITLES.get(name, name)} is left out: {e}"
     return ok, why
+
+
+def glue_name(key: str) -> str:
+    """The glue of a run's verdicts: ``verdict`` for a chapter's headline (``"03"``), ``verdict_<name>`` for one
+    of its sections (``"03-exit"``)."""
+    return "verdict" + ("_" + key.split("-", 1)[1] if "-" in key else "")
 
 
 def _figure_html(png, alt: str, caption: str) -> HTML:
@@ -189,7 +214,7 @@ def section(chapter: str, real_models, out_dir: str = "figures", left_out: dict 
                          f"Measured in {seconds:.0f} s, with peak resident memory {peak:.1f} GiB "
                          "(this chapter's process)."))
         many = results if isinstance(results, dict) else {"": results}
-        for key, r in many.items():
+        for key, r in ({"": results} if run.together else many).items():
             fig = run.figure(r)
             png, _ = save(fig, out_dir, f"real_{slug(name)}_{chapter}{'_' + key if key else ''}")  # PNG and PDF
             plt.close(fig)
@@ -202,14 +227,14 @@ def section(chapter: str, real_models, out_dir: str = "figures", left_out: dict 
             print(f"{title}{' · ' + key if key else ''}: {r.summary()}")
         display(Markdown(v.markdown()))
         if _glue is not None:
-            _glue(f"verdict_{slug(name)}", _value(v, lm.dtype_name), display=False)
+            _glue(f"{glue_name(chapter)}_{slug(name)}", _value(v, lm.dtype_name), display=False)
     for name in REAL_MODELS:
         if name not in done:
             why = left_out.get(name, f"{TITLES[name]} is not in this run's real_models (`python -m depthutils book` "
                                      "runs every real model that is cached or can be fetched).")
             display(Markdown(f"*{why}*"))
             if _glue is not None:
-                _glue(f"verdict_{slug(name)}", "not run", display=False)
+                _glue(f"{glue_name(chapter)}_{slug(name)}", "not run", display=False)
     return {TITLES[n]: done[n][2] for n in order}
 
 

@@ -1,0 +1,145 @@
+"""Is the second half's refinement needed, or could it be cut? (a reviewer's question on P1's late layers)
+
+Early exit: at every answer token, the residual ``h_l`` entering layer ``l`` is decoded directly with the model's
+final norm and unembedding (the logit lens of chapter 3, ``l = 0 … L−1``; exit ``L`` is the model's own output),
+and its top-1 token is compared with the gold token (*gold accuracy*) and with the full model's top-1 (*top-1
+agreement*). The model with its whole second half skipped (layers ``L//2 … L−1`` pass their input through) outputs
+the lens on ``h_{L//2}``: its final norm and unembedding see the residual after the first half (the tests run
+that model and check it).
+
+The graded statistic is the share of the answer tokens the full model gets right that the half model gets wrong
+(``lost``): the accuracy the second half adds, as a share of the full model's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import nnsight
+import numpy as np
+import torch
+
+from depthutils import data
+from depthutils.analysis.known_facts import prompts_for
+from depthutils.core.encoding import encode_all
+from depthutils.core.errors import DepthError
+from depthutils.core.results import Result, describe, make_meta
+from depthutils.models.architectures import check_residual
+from depthutils.ladder.registry import is_embedded
+from depthutils.models.remote import each
+
+__all__ = ["EarlyExitResult", "early_exit", "early_exit_on", "prompt_exits", "FORMED"]
+
+#: "the prediction has formed" at the first exit whose gold accuracy reaches this share of the full model's (ours)
+FORMED = 0.5
+
+
+@dataclass
+class EarlyExitResult(Result):
+    """Per prompt (a mean over its answer tokens) and exit ``l = 0 … L`` (``L``: the full model's output):
+    ``gold_by_prompt`` ``[N, L+1]`` (top-1 is the gold token) and ``agree_by_prompt`` ``[N, L+1]`` (top-1 is the full
+    model's). With the second half skipped: ``skip_gold_by_prompt``, ``skip_agree_by_prompt`` ``[N]``. The counts
+    behind the graded share: ``correct_by_prompt`` (answer tokens the full model gets right) and ``kept_by_prompt``
+    (those the half model gets right too). Aggregates: plain means over prompts."""
+
+    gold: np.ndarray = None
+    agree: np.ndarray = None
+    skip_gold: np.ndarray = None
+    skip_agree: np.ndarray = None
+    correct: np.ndarray = None
+    kept: np.ndarray = None
+    gold_by_prompt: np.ndarray = None
+    agree_by_prompt: np.ndarray = None
+    skip_gold_by_prompt: np.ndarray = None
+    skip_agree_by_prompt: np.ndarray = None
+    correct_by_prompt: np.ndarray = None
+    kept_by_prompt: np.ndarray = None
+    kind: ClassVar[str] = "early_exit"
+    PER_PROMPT: ClassVar[dict] = {k: (f"{k}_by_prompt", "mean")
+                                  for k in ("gold", "agree", "skip_gold", "skip_agree", "correct", "kept")}
+    INTERVAL_FACTS: ClassVar[tuple] = ("full_gold", "skip_gold", "added", "lost", "skip_agree")
+
+    def facts(self) -> dict:
+        """The numbers the prose states, rounded as printed (None: undefined, e.g. ``lost`` when the full model
+        gets no answer token right)."""
+        L = len(self.gold) - 1
+        full = float(self.gold[L])
+        reach = [l for l in range(L + 1) if full > 0 and self.gold[l] >= FORMED * full]
+        formed = reach[0] if reach else None
+        lost = None if self.correct <= 0 else 1 - float(self.kept) / float(self.correct)
+        return {"L": L, "half": L // 2, "full_gold": round(full, 3), "skip_gold": round(float(self.skip_gold), 3),
+                "added": round(full - float(self.skip_gold), 3), "skip_agree": round(float(self.skip_agree), 3),
+                "lost": None if lost is None else round(lost, 3), "formed_layer": formed,
+                "formed_rel": None if formed is None else round(formed / L, 2),
+                "n": self.n_prompts, "answer_tokens": int(self.meta.get("params", {}).get("answer_tokens", 0))}
+
+    def findings(self) -> str:
+        f = self.facts()
+        lost = "undefined (the full model gets no answer token right)" if f["lost"] is None else f"{f['lost']:.2f}"
+        formed = "never" if f["formed_layer"] is None else f"at exit {f['formed_layer']} of {f['L']}"
+        return (f"Gold accuracy: full model {f['full_gold']:.2f}, second half skipped {f['skip_gold']:.2f} (the half "
+                f"model agrees with the full one on {f['skip_agree']:.2f} of the answer tokens); share of the full "
+                f"model's correct answer tokens lost without the second half: {lost}. The lens reaches {FORMED} of "
+                f"the full accuracy {formed}.")
+
+
+def prompt_exits(model, enc) -> torch.Tensor:
+    """``[L + 1, P]`` for one prompt's ``P`` answer tokens: the top-1 token of the lens on each ``h_l``
+    (``l = 0 … L−1``) and of the model's output (one trace). Row ``L // 2`` is also the output of the model with
+    layers ``L//2 … L−1`` skipped: skipping a layer passes its input through, so that model's final norm and
+    unembedding see ``h_{L//2}`` (the tests run the skipped model and check it)."""
+    L, T = model.n_layers, enc.n_tokens
+    pp = list(enc.predict_positions)
+    with model.no_grad(), model.trace(enc.input_ids):
+        tops = nnsight.save([])
+        for l in range(L):
+            h = check_residual(model.layers_input(l), 1, T, f"layer {l} input")
+            tops.append(model.lens(h[:, pp]).float().argmax(-1)[0].save())
+        tops.append(model.logits()[0, pp].float().argmax(-1).save())
+    return torch.stack(list(tops)).cpu().to(torch.float64)
+
+
+def early_exit(model, prompts, *, max_tokens: int | None = None, progress_bar: bool = True) -> EarlyExitResult:
+    """Gold accuracy and top-1 agreement with the full model of every early exit, and of the model with its
+    second half skipped, at the answer tokens of ``prompts`` (each needs an answer). One forward per prompt; a
+    prompt longer than ``max_tokens`` (default: the model's context) is skipped (its answer would be cut)."""
+    if model.n_layers < 2:
+        raise DepthError(f"early_exit needs at least 2 layers to skip a second half; the model has {model.n_layers}.")
+    prompts, encs, fit = encode_all(model, prompts, need_answer=True, max_tokens=max_tokens)
+    L = model.n_layers
+    per = {k: [] for k in EarlyExitResult.PER_PROMPT}
+    for enc, s in zip(encs, each(model, prompt_exits, encs, "early exit", enabled=progress_bar)):
+        gold_ids = torch.tensor(enc.answer_ids, dtype=torch.float64)
+        exits, skip = s, s[L // 2]
+        full_ok, skip_ok = exits[L] == gold_ids, skip == gold_ids
+        per["gold"].append((exits == gold_ids).double().mean(-1).numpy())
+        per["agree"].append((exits == exits[L]).double().mean(-1).numpy())
+        per["skip_gold"].append(float(skip_ok.double().mean()))
+        per["skip_agree"].append(float((skip == exits[L]).double().mean()))
+        per["correct"].append(float(full_ok.sum()))
+        per["kept"].append(float((full_ok & skip_ok).sum()))
+    if not encs:
+        raise DepthError("early_exit has no prompt left to measure: every prompt was longer than max_tokens.")
+    ds, n = describe(prompts)
+    return EarlyExitResult(meta=make_meta(model, dataset=ds, n=n, fit=fit,
+                                          answer_tokens=sum(len(e.answer_ids) for e in encs)),
+                           **{f"{k}_by_prompt": np.asarray(v, float) for k, v in per.items()}
+                           ).with_aggregates()
+
+
+def early_exit_on(model, sets="auto", *, n: int = 20, seed: int = 123, progress_bar: bool = True) -> tuple[dict, object]:
+    """:func:`early_exit` on each set of prompts of ``sets`` (``{name: prompts}``), or with ``"auto"`` the sets a
+    model can be graded on: an embedded model's own tasks (``n`` addition chains and ``n`` invented-world
+    questions), another model's ``n`` GSM8K answers and the facts it knows (:func:`known_facts.prompts_for`:
+    sums and two-hop questions it answers, each checked). Returns ``({name: result}, FactPrompts or None)``; a
+    set with no prompt is left out (the fact check says why)."""
+    facts = None
+    if isinstance(sets, str):
+        if sets != "auto":
+            raise DepthError(f"sets must be 'auto' or a dict of name → prompts, got {sets!r}.")
+        if is_embedded(model):
+            sets = {"addition": data.load("addition", n, seed=seed), "multihop": data.load("multihop", n, seed=seed)}
+        else:
+            facts = prompts_for(model, n=n, n_arithmetic=n, seed=seed, progress_bar=progress_bar)
+            sets = {"GSM8K answers": data.load("gsm8k", n), "facts it knows": list(facts.prompts.values())}
+    return {k: early_exit(model, p, progress_bar=progress_bar) for k, p in sets.items() if p}, facts

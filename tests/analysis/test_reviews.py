@@ -1,0 +1,131 @@
+"""The reviewers' questions: early exit and norm growth against plain PyTorch (forward hooks on a plain
+``transformers`` model, :mod:`oracle`), on families whose layers add what their modules output (Llama), add a
+normed output (Gemma 3) and scale it (Granite); and their verdicts, which can come out every way."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import oracle
+from conftest import ATOL
+from depthutils.analysis.early_exit import EarlyExitResult, early_exit
+from depthutils.analysis.norm_growth import NormGrowthResult, norm_growth
+from depthutils.book import reviews
+from depthutils.core.encoding import encode_all
+
+FAMILIES = ["llama", "gemma3_text", "granite"]
+
+
+def _skipped_logits(hf, family, ids, first):
+    """The model's logits with layers ``first … L−1`` skipped: each returns its input (plain hooks)."""
+    P = oracle.parts(hf, family)
+    seen = {}
+
+    def pre(i):
+        def f(mod, args, kwargs):
+            seen[i] = args[0] if args else kwargs["hidden_states"]
+        return f
+
+    def post(i):
+        def f(mod, args, out):
+            return (seen[i],) + tuple(out[1:]) if isinstance(out, tuple) else seen[i]
+        return f
+
+    layers = P["layers"][first:]
+    handles = [m.register_forward_pre_hook(pre(id(m)), with_kwargs=True) for m in layers]
+    handles += [m.register_forward_hook(post(id(m))) for m in layers]
+    with oracle.hooks(*handles), torch.no_grad():
+        return hf(ids).logits[0]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_early_exit_matches_a_plain_pytorch_oracle(tiny, prompts, family):
+    handle, hf = tiny(family)
+    got = early_exit(handle, prompts, progress_bar=False)
+    _, encs, _ = encode_all(handle, prompts, need_answer=True)
+    P, L = oracle.parts(hf, family), handle.n_layers
+    for i, e in enumerate(encs):
+        with torch.no_grad():
+            h, _, _, logits = oracle.record(hf, family, e.input_ids)
+            pp, gold = e.predict_positions, torch.tensor(e.answer_ids)
+            tops = [P["finish"](P["head"](P["norm"](h[l])))[pp].argmax(-1) for l in range(L)] + [logits[pp].argmax(-1)]
+            skipped = _skipped_logits(hf, family, e.input_ids, L // 2)[pp].argmax(-1)
+        np.testing.assert_allclose(got.gold_by_prompt[i], [(t == gold).double().mean().item() for t in tops])
+        np.testing.assert_allclose(got.agree_by_prompt[i], [(t == tops[L]).double().mean().item() for t in tops])
+        # the skipped model, run for real, is what the result reports for it
+        assert got.skip_gold_by_prompt[i] == pytest.approx((skipped == gold).double().mean().item())
+        assert got.skip_agree_by_prompt[i] == pytest.approx((skipped == tops[L]).double().mean().item())
+        assert got.correct_by_prompt[i] == (tops[L] == gold).sum().item()
+        assert got.kept_by_prompt[i] == ((tops[L] == gold) & (skipped == gold)).sum().item()
+    assert got.agree_by_prompt[:, L].min() == 1.0  # the exit after the last layer is the model's output
+    f = got.facts()
+    correct, kept = got.correct_by_prompt.sum(), got.kept_by_prompt.sum()
+    assert f["lost"] == (None if correct == 0 else pytest.approx(1 - kept / correct, abs=5e-4))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_norm_growth_matches_a_plain_pytorch_oracle(tiny, prompts, family):
+    handle, hf = tiny(family)
+    got = norm_growth(handle, prompts, progress_bar=False)
+    _, encs, _ = encode_all(handle, prompts)
+    rows = {"h_norm": [], "delta_norm": [], "ratio": [], "h_first": []}
+    weights = []
+    for e in encs:
+        with torch.no_grad():
+            h = oracle.record(hf, family, e.input_ids)[0].double()  # [L+1, T, H]
+        n = h.norm(dim=-1)
+        d = (h[1:] - h[:-1]).norm(dim=-1)
+        rows["h_norm"].append(n[:, 1:].mean(-1))
+        rows["delta_norm"].append(d[:, 1:].mean(-1))
+        rows["ratio"].append((d / n[:-1])[:, 1:].mean(-1))
+        rows["h_first"].append(n[:, 0])
+        weights.append(e.n_tokens - 1)
+    w = torch.tensor(weights, dtype=torch.float64)
+    for key, per in rows.items():
+        per = torch.stack(per)
+        want = per.mean(0) if key == "h_first" else (w[:, None] * per).sum(0) / w.sum()
+        np.testing.assert_allclose(getattr(got, key), want.numpy(), rtol=1e-5, atol=ATOL, err_msg=key)
+    # the statistic: chapter 1's halves of layers 1 … L−1, on ‖Δ‖
+    d = got.delta_norm[1:]
+    first, second = d[:len(d) // 2].mean(), d[len(d) // 2:].mean()
+    assert got.facts()["abs_ratio"] == pytest.approx(second / first, abs=5e-3)
+
+
+def _exit_result(correct, kept, n=20, L=8) -> EarlyExitResult:
+    """A result of ``n`` prompts with these counts of answer tokens right (full model; half model too)."""
+    per = np.zeros((n, L + 1))
+    return EarlyExitResult(gold_by_prompt=per, agree_by_prompt=per, skip_gold_by_prompt=np.zeros(n),
+                           skip_agree_by_prompt=np.zeros(n), correct_by_prompt=np.asarray(correct, float),
+                           kept_by_prompt=np.asarray(kept, float)).with_aggregates()
+
+
+def test_the_early_exit_verdict_can_come_out_every_way():
+    n = 20
+    all_lost = _exit_result([1] * n, [0] * n)
+    none_lost = _exit_result([1] * n, [1] * n)
+    half = _exit_result([1] * n, [0, 1] * (n // 2))
+    assert reviews.early_exit({"a": all_lost}).outcome == "shown"
+    assert reviews.early_exit({"a": none_lost}).outcome == "not shown"
+    assert reviews.early_exit({"a": half}).outcome == "mixed"
+    assert reviews.early_exit({"a": all_lost, "b": none_lost}).outcome == "mixed"
+    few = _exit_result([1, 1] + [0] * (n - 2), [0] * n)  # 2 correct answer tokens: below MIN_CORRECT
+    v = reviews.early_exit({"a": few})
+    assert v.outcome == "not tested" and str(reviews.MIN_CORRECT) in v.notes[0]
+
+
+def _norm_result(delta: np.ndarray, n=10) -> NormGrowthResult:
+    L = len(delta)
+    rng = np.random.default_rng(0)
+    d = delta[None] * (1 + 0.01 * rng.standard_normal((n, L)))
+    h = np.ones((n, L + 1)) * 10
+    return NormGrowthResult(h_norm_by_prompt=h, delta_norm_by_prompt=d, ratio_by_prompt=d / 10,
+                            h_first_by_prompt=h, prompt_tokens=np.full(n, 5)).with_aggregates()
+
+
+def test_the_norm_growth_verdict_can_come_out_every_way():
+    flat = np.ones(8)
+    assert reviews.norm_growth(_norm_result(np.r_[1.0, 1, 1, 1, 1, 0.3, 0.3, 0.3])).outcome == "shown"
+    assert reviews.norm_growth(_norm_result(np.r_[1.0, 1, 1, 1, 1, 2, 2, 2])).outcome == "not shown"
+    assert reviews.norm_growth(_norm_result(np.r_[1.0, 1, 1, 1, 1, 0.75, 0.75, 0.75])).outcome == "mixed"
+    assert reviews.norm_growth(_norm_result(flat[:3])).outcome == "not tested"  # halves of one layer
