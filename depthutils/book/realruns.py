@@ -34,9 +34,6 @@ from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted
 from depthutils.measures.residual_erasure import residual_erasure, residual_means
 from depthutils.measures.residual_stream import residual_stream
 from depthutils.analysis.study import study
-from depthutils.analysis.early_exit import early_exit_on
-from depthutils.analysis.norm_growth import norm_growth
-from depthutils.book import reviews, review_plots
 
 try:
     from myst_nb import glue as _glue
@@ -128,20 +125,6 @@ RUNS: dict[str, Run] = {
               lambda r, f: claims.depth_score(r), plotting.depth_score,
               "The depth score per difficulty level on this model, with its 95% bootstrap interval where the model "
               "solved enough problems."),
-    # the reviewers' questions, each a section of its chapter: "<chapter>-<name>", glued as verdict_<name>_<slug>
-    "01-norms": Run("N = 20 GSM8K test problems, every token but the first",
-                    lambda lm: norm_growth(lm, data.load("gsm8k", 20)), lambda r, f: reviews.norm_growth(r),
-                    review_plots.norm_growth,
-                    "The residual's norm ‖hₗ‖ (position 0 apart, and at position 0), what each layer writes ‖Δₗ‖, "
-                    "and their ratio (chapter 1's statistic), with 95% bootstrap bands over prompts."),
-    # in the model's own dtype: the fact check and the measurement then see the same computation
-    "03-exit": Run("the answers of N = 20 GSM8K test problems, and up to 20 sums and 20 two-hop facts the model "
-                   "answers (checked as in chapter 4, in this run's dtype)",
-                   lambda lm: early_exit_on(lm, n=20), lambda rs, f: reviews.early_exit(rs, facts=f),
-                   review_plots.early_exit,
-                   "Gold accuracy and top-1 agreement with the full model when each residual hₗ is decoded directly "
-                   "(early exit), and the model with its second half skipped (star), with 95% bootstrap intervals "
-                   "over prompts.", together=True),
 }
 
 
@@ -174,8 +157,7 @@ def _figure_html(png, alt: str, caption: str) -> HTML:
                 f'style="max-width:100%"></a><figcaption>{caption}</figcaption></figure>')
 
 
-def _one(chapter: str, name: str):
-    run = RUNS[chapter]
+def _one(run: Run, name: str):
     t0 = time.perf_counter()
     lm = load_model(name, dtype=run.dtype)
     out = run.measure(lm)
@@ -191,20 +173,28 @@ def _value(v, dtype: str) -> str:
     return (f"{v.outcome}: {v.value}" if v.value else v.outcome) + f" ({dtype})"
 
 
-def section(chapter: str, real_models, out_dir: str = "figures", left_out: dict | None = None) -> dict:
+def section(chapter: str | dict, real_models, out_dir: str = "figures", left_out: dict | None = None) -> dict:
     """Run chapter ``chapter``'s headline on each model of ``real_models`` and show it; returns ``{name: Verdict}``.
+
+    ``chapter`` is a chapter's number (its :data:`RUNS` entry), or a section's own run: the keyword arguments of a
+    :class:`Run` with its ``key`` ``"<chapter>-<name>"`` (a reviewer's question: ``REAL_RUN`` of a module of
+    :mod:`depthutils.book.reviews`), whose verdicts are glued as ``verdict_<name>_<slug>``.
 
     Every named real model gets its glue ``verdict_<slug>`` (the intro's table): its outcome, or "not run" with
     the reason (``left_out``, from :func:`available`, or not listed in ``real_models``)."""
-    if chapter not in RUNS:
+    if isinstance(chapter, dict):
+        run, chapter = Run(**{k: v for k, v in chapter.items() if k != "key"}), chapter["key"]
+    elif chapter in RUNS:
+        run = RUNS[chapter]
+    else:
         raise DepthError(f"Chapter {chapter} has no real-model section; chapters {', '.join(RUNS)} have one.")
     unknown = [m for m in real_models if m not in REAL_MODELS]
     if unknown:
         raise DepthError(f"real_models names {', '.join(unknown)}; the named real models are {', '.join(REAL_MODELS)}.")
-    run, left_out = RUNS[chapter], dict(left_out or {})
+    left_out = dict(left_out or {})
     done = {}
     for name in real_models:
-        done[name] = _one(chapter, name)
+        done[name] = _one(run, name)
     # the model that can test the claim first
     order = sorted(done, key=lambda n: (done[n][2].outcome == "not tested", OUTCOMES.index(done[n][2].outcome)))
     for name in order:

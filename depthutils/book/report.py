@@ -18,6 +18,7 @@ from IPython.display import Markdown
 
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.claims import Verdict, paper_vs_run
+from depthutils.book.grading import interval_text
 from depthutils.book.plotstyle import save
 from depthutils.models.handle import loaded_dtypes
 
@@ -132,3 +133,21 @@ def glue_markdown(name: str, text: str) -> None:
     """Glue Markdown (a table) as ``name`` for ``{glue:md}`` in a tab or a narrow place; shows nothing."""
     if _glue is not None:
         _glue(name, Markdown(text), display=False)
+
+
+def ladder_table(results: dict, keys: dict[str, str], grade=None) -> str:
+    """A Markdown table, one row per model (``{model: result}``, or ``{model: {set: result}}``): each fact of
+    ``keys`` (``{fact: column}``) with its 95% bootstrap interval over prompts, and the outcome of ``grade`` (a
+    function of one model's result(s), returning a verdict) where given."""
+    head = ["model", "set", *keys.values()] + (["verdict"] if grade else [])
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for model, rs in results.items():
+        many = rs if isinstance(rs, dict) else {"": rs}
+        outcome = grade(rs).outcome if grade else None
+        for name, r in many.items():
+            f, band = r.facts(), r.intervals()
+            cells = [interval_text(f[k], band.get(f"{k}_lo"), band.get(f"{k}_hi")) for k in keys]
+            rows.append("| " + " | ".join([f"{model} ({f['L']} layers)", name or "—", *cells]
+                                          + ([outcome] if grade else [])) + " |")
+    return "\n".join(rows)
+

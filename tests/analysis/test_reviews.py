@@ -11,7 +11,7 @@ import oracle
 from conftest import ATOL
 from depthutils.analysis.early_exit import EarlyExitResult, early_exit
 from depthutils.analysis.norm_growth import NormGrowthResult, norm_growth
-from depthutils.book import reviews
+from depthutils.book.reviews import early_exit as exit_review, norm_growth as norm_review
 from depthutils.core.encoding import encode_all
 
 FAMILIES = ["llama", "gemma3_text", "granite"]
@@ -105,13 +105,13 @@ def test_the_early_exit_verdict_can_come_out_every_way():
     all_lost = _exit_result([1] * n, [0] * n)
     none_lost = _exit_result([1] * n, [1] * n)
     half = _exit_result([1] * n, [0, 1] * (n // 2))
-    assert reviews.early_exit({"a": all_lost}).outcome == "shown"
-    assert reviews.early_exit({"a": none_lost}).outcome == "not shown"
-    assert reviews.early_exit({"a": half}).outcome == "mixed"
-    assert reviews.early_exit({"a": all_lost, "b": none_lost}).outcome == "mixed"
+    assert exit_review.verdict({"a": all_lost}).outcome == "shown"
+    assert exit_review.verdict({"a": none_lost}).outcome == "not shown"
+    assert exit_review.verdict({"a": half}).outcome == "mixed"
+    assert exit_review.verdict({"a": all_lost, "b": none_lost}).outcome == "mixed"
     few = _exit_result([1, 1] + [0] * (n - 2), [0] * n)  # 2 correct answer tokens: below MIN_CORRECT
-    v = reviews.early_exit({"a": few})
-    assert v.outcome == "not tested" and str(reviews.MIN_CORRECT) in v.notes[0]
+    v = exit_review.verdict({"a": few})
+    assert v.outcome == "not tested" and str(exit_review.MIN_CORRECT) in v.notes[0]
 
 
 def _norm_result(delta: np.ndarray, n=10) -> NormGrowthResult:
@@ -125,7 +125,7 @@ def _norm_result(delta: np.ndarray, n=10) -> NormGrowthResult:
 
 def test_the_norm_growth_verdict_can_come_out_every_way():
     flat = np.ones(8)
-    assert reviews.norm_growth(_norm_result(np.r_[1.0, 1, 1, 1, 1, 0.3, 0.3, 0.3])).outcome == "shown"
-    assert reviews.norm_growth(_norm_result(np.r_[1.0, 1, 1, 1, 1, 2, 2, 2])).outcome == "not shown"
-    assert reviews.norm_growth(_norm_result(np.r_[1.0, 1, 1, 1, 1, 0.75, 0.75, 0.75])).outcome == "mixed"
-    assert reviews.norm_growth(_norm_result(flat[:3])).outcome == "not tested"  # halves of one layer
+    assert norm_review.verdict(_norm_result(np.r_[1.0, 1, 1, 1, 1, 0.3, 0.3, 0.3])).outcome == "shown"
+    assert norm_review.verdict(_norm_result(np.r_[1.0, 1, 1, 1, 1, 2, 2, 2])).outcome == "not shown"
+    assert norm_review.verdict(_norm_result(np.r_[1.0, 1, 1, 1, 1, 0.75, 0.75, 0.75])).outcome == "mixed"
+    assert norm_review.verdict(_norm_result(flat[:3])).outcome == "not tested"  # halves of one layer

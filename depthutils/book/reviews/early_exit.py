@@ -1,0 +1,81 @@
+"""Is the second half's refinement needed, or could it be cut? Early exit (:mod:`depthutils.analysis.early_exit`):
+the verdict, the figure, the real-model run."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from depthutils.analysis.early_exit import EarlyExitResult, early_exit_on
+from depthutils.analysis.known_facts import KINDS, FactPrompts
+from depthutils.book.claim_table import CLAIMS
+from depthutils.book.grading import Verdict, _verdict, combine, interval_text, judge
+from depthutils.book.plotstyle import BAND_NOTE, lines, long_form, title
+
+__all__ = ["verdict", "figure", "REAL_RUN", "MIN_CORRECT"]
+
+#: the fewest answer tokens the full model must get right for the share it loses to mean something (ours: below
+#: five one token moves the share by more than a fifth)
+MIN_CORRECT = 5
+
+
+def verdict(results: dict[str, EarlyExitResult], facts: FactPrompts | None = None) -> Verdict:
+    """Per set of prompts (``{name: result}``), the share of the full model's correct answer tokens that the
+    model without its second half gets wrong; a set where the full model gets fewer than :data:`MIN_CORRECT`
+    answer tokens right is not tested, and so are the facts when ``facts`` (the check that chose them) found
+    none the model answers."""
+    c = CLAIMS["early_exit"]
+    outcomes, parts, values, notes = [], [], [], []
+    if facts is not None and not facts.prompts:
+        outcomes.append("not tested")
+        parts.append("facts it knows: not tested")
+        notes.append("facts it knows: the model answers none of the sums and two-hop questions it was given. "
+                     + " ".join(facts.sentence(k) for k in KINDS))
+    for name, r in results.items():
+        f = r.facts()
+        correct = int(round(float(r.correct_by_prompt.sum())))
+        if correct < MIN_CORRECT:
+            outcomes.append("not tested")
+            parts.append(f"{name}: not tested")
+            notes.append(f"{name}: the full model gets {correct} answer token(s) right, fewer than {MIN_CORRECT} "
+                         "(ours: below that one token moves the share by more than a fifth), so the share it loses "
+                         "says nothing.")
+            continue
+        outcome, value, lo, hi = judge(c, r, c.fact)
+        outcomes.append(outcome)
+        parts.append(f"{name}: {interval_text(value, lo, hi)} of {correct} correct answer tokens lost (full model "
+                     f"{f['full_gold']:.2f}, second half skipped {f['skip_gold']:.2f} gold accuracy; {outcome})")
+        values.append(f"{name} {interval_text(value, lo, hi)}")
+    return _verdict(c, combine(outcomes), "; ".join(parts) + ".", notes, value="; ".join(values))
+
+
+def figure(results: dict[str, EarlyExitResult]) -> plt.Figure:
+    """One panel per set of prompts: gold accuracy and top-1 agreement with the full model of the early exit at
+    every ``h_l`` (x: relative depth ``l / L``; 1 is the model's output), and the model with its second half
+    skipped (a star at 0.5, with its 95% interval)."""
+    fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 3.8), squeeze=False)
+    colors = {"gold accuracy": "#2ca02c", "top-1 agreement with the full model": "#1f77b4"}
+    for i, (ax, (name, r)) in enumerate(zip(axes[0], results.items())):
+        L = len(r.gold) - 1
+        df = long_form(r, {"gold": "gold accuracy", "agree": "top-1 agreement with the full model"},
+                       x=np.arange(L + 1) / L)
+        lines(ax, df, colors, weighted=False)
+        f, band = r.facts(), r.intervals()
+        ax.errorbar([f["half"] / L], [f["skip_gold"]], yerr=[[f["skip_gold"] - band["skip_gold_lo"]],
+                                                             [band["skip_gold_hi"] - f["skip_gold"]]],
+                    fmt="*", color="k", markersize=10, capsize=3, label="second half skipped: gold accuracy (95% CI)")
+        ax.axvline(0.5, color="k", lw=0.8, ls=":")
+        ax.set(xlabel="early exit at hₗ, relative depth l / L (1: the model's output)",
+               ylabel="share of answer tokens", ylim=(-0.03, 1.03), title=title(r, f"({'abcdefgh'[i]}) {name}"))
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"Could the second half be cut? Early exit · {BAND_NOTE}", y=1.08)
+    return fig
+
+
+# in the model's own dtype: the fact check and the measurement then see the same computation
+REAL_RUN = dict(
+    key="03-exit", what="the answers of N = 20 GSM8K test problems, and up to 20 sums and 20 two-hop facts the model "
+                        "answers (checked as in chapter 4, in this run's dtype)",
+    measure=lambda lm: early_exit_on(lm, n=20), claim=lambda rs, f: verdict(rs, facts=f), figure=figure,
+    caption="Gold accuracy and top-1 agreement with the full model when each residual hₗ is decoded directly (early "
+            "exit), and the model with its second half skipped (star), with 95% bootstrap intervals over prompts.",
+    together=True)
