@@ -1,7 +1,7 @@
 """Chapters 4 and 5's claim (P1 Fig. 6): per prompt, the deepest layer at which a context position still matters,
 graded per kind of prompt (arithmetic, two-hop) on the mean over that kind's prompts with its bootstrap interval.
 
-P1 reads one prompt per kind; a real model's section grades a sample of prompts the model answers
+P1's Fig. 6 shows one prompt per kind; a real model's section grades a sample of prompts the model answers
 (:func:`depthutils.analysis.known_facts.prompts_for`), so that the verdict says how the model typically computes,
 not how it computed one answer. :func:`context` is re-exported by :mod:`depthutils.book.claims`
 (``claims.context``); :class:`KindSample` and :func:`sample_figure` are how a real-model section shows one kind.
@@ -22,11 +22,12 @@ import numpy as np
 from depthutils.analysis.known_facts import KINDS, FactPrompts
 from depthutils.book.claim_table import CLAIMS, COMPLETENESS_LIMIT, LEVEL, OUTCOMES
 from depthutils.book.grading import Verdict, _verdict, grade, interval_text
+from depthutils.core.progress import progress
 from depthutils.core.results import bootstrap
 from depthutils.measures.integrated_gradients import IGResult
 
-__all__ = ["CONTEXT_MEASURES", "MIN_PROMPTS", "KindSample", "context", "kind_of", "per_prompt", "sample_figure",
-           "sample_mean"]
+__all__ = ["CONTEXT_MEASURES", "MIN_PROMPTS", "KindSample", "context", "kind_of", "per_prompt", "run_sample",
+           "sample_figure", "sample_mean"]
 
 #: what chapters 4 and 5 measure at a context position, by the ``what`` they pass to :func:`context`
 CONTEXT_MEASURES = {"erasing the residual": "the effect on the answer of erasing the residual (replacing it by "
@@ -91,6 +92,22 @@ class KindSample:
         return out + "".join(f"; {k} not counted ({why})" for k, why in s["dropped"].items())
 
 
+def run_sample(prompts: dict, measure, desc: str = "prompts") -> dict:
+    """``{name: measure(prompt)}`` over ``prompts`` (named as :func:`kind_of` reads them), one kind after another;
+    a kind stops once so many of its prompts are not counted (:func:`per_prompt`) that the rest cannot bring it
+    to :data:`MIN_PROMPTS`, so that no time is spent on a kind the verdict cannot grade."""
+    out = {}
+    for kind in dict.fromkeys(kind_of(n) for n in prompts):
+        names = [n for n in prompts if kind_of(n) == kind]
+        missed = 0
+        for name in progress(names, f"{desc}: {KINDS.get(kind, kind)}"):
+            if len(names) - missed < MIN_PROMPTS:
+                break
+            out[name] = measure(prompts[name])
+            missed += per_prompt(out[name])[1] is not None
+    return out
+
+
 def _flatten(results: dict) -> dict:
     """``{name: result}`` from a chapter's dict, or from a real-model section's ``{kind: KindSample}``."""
     out = {}
@@ -118,10 +135,17 @@ def context(results: dict, what: str, facts: FactPrompts | None = None) -> Verdi
     grades, parts, values, notes = [], [], [], []
     for kind in dict.fromkeys([*KINDS, *grouped]):
         label, s = KINDS.get(kind, kind), KindSample(kind, grouped.get(kind, {})).stats()
-        for name, why in s["dropped"].items():
-            notes.append(f"{name} is not informative (not counted): {why}" + (
-                " (ours: past that the attribution is not the integral it stands for; more steps, or "
-                "rule=\"adaptive\", close the gap)." if why.startswith("completeness") else "."))
+        if s["dropped"]:
+            gap = any(why.startswith("completeness") for why in s["dropped"].values())
+            notes.append(f"{label}: {len(s['dropped'])} prompts not informative (not counted): " + "; ".join(
+                f"{name}, {why}" for name, why in s["dropped"].items()) + (
+                " (ours: past that gap the attribution is not the integral it stands for; more nodes, or "
+                "rule=\"adaptive\", close it)." if gap else "."))
+        unrun = [n for n in (facts.prompts if real else {}) if kind_of(n) == kind and n not in grouped.get(kind, {})]
+        if unrun:
+            notes.append(f"{label}: {len(unrun)} of its {len(unrun) + len(grouped.get(kind, {}))} prompts were not "
+                         f"measured: the run stops a kind once it can no longer reach {MIN_PROMPTS} counted prompts "
+                         "(:func:`run_sample`).")
         if kind not in grouped and facts is None:
             continue
         if not s["n"] or (real and s["n"] < MIN_PROMPTS):

@@ -113,7 +113,8 @@ def test_prompts_that_cannot_inform_are_not_counted():
     assert sample.stats()["n"] == 10 and set(sample.stats()["dropped"]) == {"arithmetic_11", "arithmetic_12"}
     v = claims.context(results, "the |attribution|", facts=REAL)
     assert "over 10 prompts" in v.value
-    assert any("arithmetic_12 is not informative" in n and f"{2 * COMPLETENESS_LIMIT:.2f}" in n for n in v.notes)
+    assert any("2 prompts not informative" in n and f"arithmetic_12, completeness gap {2 * COMPLETENESS_LIMIT:.2f}"
+               in n for n in v.notes), v.notes
     fig = cc.sample_figure(sample)
     ax = fig.axes[0]
     assert ax.get_xlabel() and ax.get_ylabel() == "prompt" and "not counted: 2" in ax.get_title()
@@ -144,3 +145,24 @@ def test_the_well_known_two_hop_facts_are_well_formed():
     assert len(set(contexts)) == len(contexts)
     assert [c.source for c in tried if c.kind == "multihop"][:2] == ["P1", "well-known fact"]
     assert all(c.context.count("+") == 1 for c in tried if c.kind == "arithmetic" and c.source == "generated")
+
+
+def test_a_sample_stops_a_kind_that_can_no_longer_be_graded():
+    """run_sample measures a kind's prompts in order and stops once too many are not counted to reach MIN_PROMPTS;
+    the verdict says how many were not measured."""
+    n = cc.MIN_PROMPTS
+    rels = {**_sample("arithmetic", [None] * 3 + [0.4] * n), **_sample("multihop", [0.5] * n)}
+    prompts = {name: name for name in rels}
+    measured = cc.run_sample(prompts, lambda name: rels[name])
+    assert list(measured) == list(rels)  # three misses of n + 3: the rest can still make n counted
+    rels["arithmetic_4"] = _Prompt(None)  # a fourth miss: n - 1 prompts are left, too few
+    measured = cc.run_sample(prompts, lambda name: rels[name])
+    assert [k for k in measured if k.startswith("arithmetic")] == ["arithmetic", "arithmetic_2", "arithmetic_3",
+                                                                   "arithmetic_4"]
+    assert sum(k.startswith("multihop") for k in measured) == n
+    facts = kf.FactPrompts(dict.fromkeys(rels), [], synthetic=False)
+    v = claims.context(measured, "erasing the residual", facts=facts)
+    assert "arithmetic: not tested (0 prompts counted)" in v.value and "two-hop: mean 0.50" in v.value
+    assert any(f"{n - 1} of its {n + 3} prompts were not measured" in x for x in v.notes), v.notes
+    few = {f"multihop_{i + 1}" if i else "multihop": f"p{i}" for i in range(n - 1)}
+    assert cc.run_sample(few, lambda p: pytest.fail("a kind that cannot reach the minimum is not measured")) == {}
