@@ -137,7 +137,8 @@ def context(results: dict, what: str, facts: FactPrompts | None = None) -> Verdi
         label, s = KINDS.get(kind, kind), KindSample(kind, grouped.get(kind, {})).stats()
         if s["dropped"]:
             gap = any(why.startswith("completeness") for why in s["dropped"].values())
-            notes.append(f"{label}: {len(s['dropped'])} prompts not informative (not counted): " + "; ".join(
+            many = "s" * (len(s["dropped"]) > 1)
+            notes.append(f"{label}: {len(s['dropped'])} prompt{many} not informative (not counted): " + "; ".join(
                 f"{name}, {why}" for name, why in s["dropped"].items()) + (
                 " (ours: past that gap the attribution is not the integral it stands for; more nodes, or "
                 "rule=\"adaptive\", close it)." if gap else "."))
