@@ -87,8 +87,8 @@ class KindSample:
 
     def summary(self) -> str:
         s = self.stats()
-        out = (f"{len(self.results)} prompts graded, {s['n']} counted; per prompt " +
-               ", ".join(f"{v:.2f}" for v in s["values"]) + f"; mean {interval_text(s['mean'], s['lo'], s['hi'])}")
+        out = (f"prompts measured {len(self.results)}, counted {s['n']}; per prompt " +
+               (", ".join(f"{v:.2f}" for v in s["values"]) or "—") + f"; mean {interval_text(s['mean'], s['lo'], s['hi'])}")
         return out + "".join(f"; {k} not counted ({why})" for k, why in s["dropped"].items())
 
 
@@ -146,7 +146,7 @@ def context(results: dict, what: str, facts: FactPrompts | None = None) -> Verdi
         if unrun:
             notes.append(f"{label}: {len(unrun)} of its {len(unrun) + len(grouped.get(kind, {}))} prompts were not "
                          f"measured: the run stops a kind once it can no longer reach {MIN_PROMPTS} counted prompts "
-                         "(:func:`run_sample`).")
+                         "(ours: a kind that cannot be graded is not worth its cost).")
         if kind not in grouped and facts is None:
             continue
         if not s["n"] or (real and s["n"] < MIN_PROMPTS):
