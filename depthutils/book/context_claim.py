@@ -174,34 +174,39 @@ def context(results: dict, what: str, facts: FactPrompts | None = None) -> Verdi
                  f"relative depths): shown if the interval lies at or below {c.shown.value} ({c.shown.source}), not "
                  f"shown if it lies wholly above {c.against.value} ({c.against.source}), mixed otherwise. The claim "
                  "is shown if every kind is, not shown if one is, mixed otherwise. On a real model a kind needs at "
-                 f"least {MIN_PROMPTS} prompts it answers; a single prompt (the embedded model's, as in P1) is graded "
+                 f"least {MIN_PROMPTS} counted prompts that the model answers; a single prompt (the embedded model's, as in P1) is graded "
                  "on its point, with no interval.")
     return _verdict(c, outcome, "; ".join(parts) + f" ({what}).", notes, value="; ".join(values), rows=rows,
                     criterion=criterion)
 
 
 def sample_figure(sample: KindSample, what: str = "a context position matters"):
-    """One kind's sample on one model: per prompt (rows), the statistic (dots; prompts not counted are listed in
-    the title), the mean over prompts with its 95% bootstrap interval (line and band), and the claim's two
-    thresholds (dashed: shown at or below; dotted: not shown above)."""
+    """One kind's sample on one model: per prompt measured (rows), the statistic (filled dots: counted; hollow: not
+    counted, drawn where the statistic is defined), the mean over the counted prompts with its 95% bootstrap
+    interval (line and band), and the claim's two thresholds (dashed: shown at or below; dotted: not shown above)."""
     c, s = CLAIMS["context"], sample.stats()
-    counted = [n for n in sample.results if n not in s["dropped"]]
-    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.28 * max(len(counted), 1)))
-    y = np.arange(len(counted))
-    ax.scatter(s["values"], y, color="k", s=18, zorder=3, label="one prompt")
+    names = list(sample.results)
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.28 * max(len(names), 1)))
+    rel = {n: sample.results[n].facts()["deepest_rel"] for n in names}
+    for counted, style in ((True, dict(color="k", label="one prompt")),
+                           (False, dict(facecolors="none", edgecolors="0.5", label="one prompt, not counted"))):
+        rows = [i for i, n in enumerate(names) if (n not in s["dropped"]) == counted and rel[n] is not None]
+        if rows:
+            ax.scatter([rel[names[i]] for i in rows], rows, s=18, zorder=3, **style)
     if s["mean"] is not None:
-        ax.axvline(s["mean"], color="C0", lw=1.5, label="mean over prompts")
+        ax.axvline(s["mean"], color="C0", lw=1.5, label="mean over counted prompts")
         if s["lo"] is not None:
             ax.axvspan(s["lo"], s["hi"], color="C0", alpha=0.2, label=f"{100 * LEVEL:.0f}% bootstrap interval")
     ax.axvline(c.shown.value, color="0.4", ls="--", lw=1, label=f"shown at or below {c.shown.value}")
     ax.axvline(c.against.value, color="0.4", ls=":", lw=1, label=f"not shown above {c.against.value}")
-    prompts = [sample.results[n].meta.get("params", {}).get("prompt", n) for n in counted]
-    ax.set_yticks(y, [p if len(p) <= 48 else p[:45] + "…" for p in prompts], fontsize=7)
+    prompts = [sample.results[n].meta.get("params", {}).get("prompt", n) for n in names]
+    ax.set_yticks(np.arange(len(names)), [p if len(p) <= 48 else p[:45] + "…" for p in prompts], fontsize=7)
     ax.set(xlim=(0, 1.02), xlabel=f"relative depth of the deepest layer at which {what}", ylabel="prompt")
     ax.invert_yaxis()
     ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(1.01, 0))
     model = next((r.meta.get("model") for r in sample.results.values()), "")
     dropped = f"; not counted: {len(s['dropped'])}" if s["dropped"] else ""
-    ax.set_title(f"{KINDS.get(sample.kind, sample.kind)} prompts on {model}: mean "
-                 f"{interval_text(s['mean'], s['lo'], s['hi'])} over {s['n']} prompts{dropped}", fontsize=9)
+    mean = (f"mean {interval_text(s['mean'], s['lo'], s['hi'])} over {s['n']} prompts" if s["n"]
+            else "no prompt counted")
+    ax.set_title(f"{KINDS.get(sample.kind, sample.kind)} prompts on {model}: {mean}{dropped}", fontsize=9)
     return fig

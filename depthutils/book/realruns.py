@@ -152,7 +152,8 @@ RUNS: dict[str, Run] = {
               lambda s: sample_figure(s, "a context position carries a tenth of the |attribution|"),
               "Per prompt (rows), the relative depth of the deepest layer whose output at a context position still "
               "carries more than 10% of the largest |integrated-gradients attribution| of the answer (P1 Fig. 6a's "
-              "reading, one dot per prompt, Gauss–Legendre), the mean over the kind's prompts with its 95% bootstrap "
+              "reading, one dot per prompt, Gauss–Legendre; hollow: not counted, its layer sums missing completeness), "
+              "the mean over the counted prompts with its 95% bootstrap "
               "interval (line and band), and the claim's thresholds (dashed: shown at or below; dotted: not shown "
               "above), on this model.", dtype=FACT_CHECK_DTYPE),
     "06": Run("N = 20 problems per difficulty level (P1's N): few-shot sums of one digit + one digit (level 1) and "
