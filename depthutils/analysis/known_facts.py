@@ -4,11 +4,14 @@ P1 measures erasure (Fig. 6b) and integrated gradients (Fig. 6a) on one arithmet
 question that its models answer. A measurement of *how* a model computes an answer says nothing when the
 model does not compute it, so on a real model the prompts are checked first:
 
-* **two-hop**: two consecutive hops of MQuAKE's chains (``../shared/data/MQuAKE-hard.json``; each case has
-  four single hops, each with its cloze, answer and aliases), composed in P1's style ("The spouse of the
-  performer of Imagine is"), with P1's own example first. One is graded only when the model answers it
-  *and* both of its single hops (their MQuAKE clozes);
-* **arithmetic**: P1's "5 + 7 + 5 + 3 + 1 + 7 = " → "28" first, then generated chains of the same shape.
+* **two-hop**: P1's own example first, then the book's list of well-known two-hop facts
+  (``data/prompts/two_hop_facts.json``: "The official language of the country where the Eiffel Tower is
+  located is" → "French", each with its two single hops as clozes; :func:`curated_pairs`), then two consecutive
+  hops of MQuAKE's chains (``../shared/data/MQuAKE-hard.json``; each case has four single hops, each with its
+  cloze, answer and aliases), composed in P1's style ("The spouse of the performer of Imagine is"). One is
+  graded only when the model answers it *and* both of its single hops;
+* **arithmetic**: P1's "5 + 7 + 5 + 3 + 1 + 7 = " → "28" first, then generated sums of ``operands``
+  one-digit numbers in the same format (a small model solves few six-operand chains, and many sums of two).
 
 "Answers" is decided in two steps. (1) Greedy continuation: the prompt's context is decoded greedily
 (:meth:`ModelHandle.greedy_batch`, batched) for ``max_new`` tokens, and the continuation must begin with the
@@ -23,20 +26,25 @@ own world's, held out of its training (the model's card gives its accuracy on th
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 import torch
 
 from depthutils.cost import budget
 from depthutils import data
+from depthutils.core.cache import code_version
 from depthutils.core.encoding import encode_all
 from depthutils.core.progress import progress
 from depthutils.core.errors import DepthError
-from depthutils.ladder.registry import is_embedded
+from depthutils.ladder.registry import PROMPTS_DIR, is_embedded
 from depthutils.core.prompts import P1_ARITHMETIC, Prompt
+from depthutils.core.results import atomic_write
 
 #: P1's two prompts (Fig. 6), with the single hops of the two-hop one written as MQuAKE's clozes
 P1_MULTIHOP = {"prompt": "The spouse of the performer of Imagine is", "answer": "Yoko Ono", "aliases": ["Ono"],
@@ -56,6 +64,8 @@ NOUN_PHRASES = {
     "P69": "the university where {} was educated", "P159": "the headquarters of {}", "P136": "the genre of {}",
     "P6": "the head of government of {}", "P106": "the occupation of {}", "P140": "the religion of {}",
 }
+#: the book's well-known two-hop facts (see :func:`curated_pairs`)
+CURATED = PROMPTS_DIR / "two_hop_facts.json"
 #: MQuAKE's clozes as written, with their two typos fixed
 TYPOS = {"origianl": "original", "univeristy": "university"}
 #: the kinds of prompt graded, as the verdict names them
@@ -124,9 +134,11 @@ class FactPrompts:
             return f"{kind}: the embedded model's synthetic prompt (its own world's facts), graded unchecked."
         a = self.accuracy(kind)
         if kind == "multihop":
-            return (f"two-hop: the model answers {a['answered']} of {a['tried']} prompts tried (P1's and MQuAKE's) "
+            known = any(c.source == "well-known fact" for c in self.candidates)
+            where = "P1's, the book's well-known facts and MQuAKE's" if known else "P1's and MQuAKE's"
+            return (f"two-hop: the model answers {a['answered']} of {a['tried']} prompts tried ({where}) "
                     f"and knows both single hops of {a['both']} of those; {a['graded']} graded.")
-        return (f"arithmetic: the model answers {a['answered']} of {a['tried']} addition chains tried (P1's first); "
+        return (f"arithmetic: the model answers {a['answered']} of {a['tried']} sums tried (P1's chain first); "
                 f"{a['graded']} graded.")
 
     def summary(self) -> str:
@@ -184,18 +196,37 @@ def mquake_pairs(rows=None) -> list[Candidate]:
     return out
 
 
-def candidates(*, tried: int, seed: int, n_arithmetic: int = 20) -> list[Candidate]:
-    """P1's two prompts first, then ``n_arithmetic - 1`` generated six-operand chains and ``tried - 1``
-    MQuAKE compositions drawn with ``seed``."""
+def curated_pairs(path=CURATED) -> list[Candidate]:
+    """The book's well-known two-hop facts (``path``, a JSON file whose ``facts`` each give the composed
+    ``prompt``, its ``answer`` and ``aliases``, and its two ``hops`` as ``[cloze, answer, aliases]``), in file
+    order; the composed answer is the second hop's."""
+    with open(path, encoding="utf-8") as f:
+        facts = json.load(f)["facts"]
+    return [Candidate("multihop", x["prompt"], _forms(x["answer"], x["aliases"]), "well-known fact",
+                      [Candidate("hop", c, _forms(a, al), "well-known fact") for c, a, al in x["hops"]])
+            for x in facts]
+
+
+def candidates(*, tried: int, seed: int, n_arithmetic: int = 20, operands: int = 6,
+               curated: bool = False) -> list[Candidate]:
+    """P1's two prompts first, then ``n_arithmetic - 1`` generated sums of ``operands`` one-digit numbers
+    and, for two hops, the well-known facts (``curated``: :func:`curated_pairs`) and ``tried - 1`` MQuAKE
+    compositions drawn with ``seed``; a context drawn twice is tried once."""
     p1 = P1_MULTIHOP
     out = [Candidate("arithmetic", P1_ARITHMETIC[0], [P1_ARITHMETIC[1]], "P1")]
     out += [Candidate("arithmetic", p.context, [p.answer], "generated")
-            for p in data.arithmetic(n_arithmetic - 1, operands=6, seed=seed)] if n_arithmetic > 1 else []
+            for p in data.arithmetic(n_arithmetic - 1, operands=operands, seed=seed)] if n_arithmetic > 1 else []
     out.append(Candidate("multihop", p1["prompt"], _forms(p1["answer"], p1["aliases"]), "P1",
                          [Candidate("hop", c, _forms(a, al), "P1") for c, a, al in p1["hops"]]))
+    out += curated_pairs() if curated else []
     pool = mquake_pairs()
     random.Random(seed).shuffle(pool)
-    return out + pool[:max(tried - 1, 0)]
+    seen, unique = set(), []
+    for c in out + pool[:max(tried - 1, 0)]:
+        if c.context not in seen:
+            seen.add(c.context)
+            unique.append(c)
+    return unique
 
 
 # ------------------------------------------------------------------------------------ the checks
@@ -279,26 +310,63 @@ def check(lm, cands, *, max_new: int = 8, batch_size: int | None = None, max_mem
         _forced(lm, matched, batch_size, max_memory, progress_bar)
 
 
+#: what :func:`check` fills in on a candidate, as the check's cache stores it
+CHECKED = ("checked", "continuation", "answer", "greedy", "forced")
+
+
+def cached_check(lm, cands, cache_dir=None, *, max_new: int = 8, **check_args) -> bool:
+    """:func:`check`, or its stored outcome: in ``cache_dir`` (None: no cache) one JSON file per model (its
+    ``meta()``: name, revision, dtype, start token), measurement code version
+    (:func:`depthutils.core.cache.code_version`), ``max_new`` and candidate list (contexts, answers and hops), so
+    chapters 4 and 5 check a model once. An entry that cannot be read is checked again. Returns whether the
+    stored outcome was used."""
+    if cache_dir is None:
+        check(lm, cands, max_new=max_new, **check_args)
+        return False
+    doc = json.dumps({"code": code_version(), "model": lm.meta(), "max_new": max_new,
+                      "candidates": [[c.kind, c.context, c.forms, [[h.context, h.forms] for h in c.hops]]
+                                     for c in cands]}, sort_keys=True, default=str)
+    path = Path(cache_dir) / f"facts-{hashlib.sha256(doc.encode()).hexdigest()[:24]}.json"
+    every = lambda: list(cands) + [h for c in cands for h in c.hops]  # noqa: E731
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        for c, row in zip(every(), stored, strict=True):
+            for k in CHECKED:
+                setattr(c, k, row[k])
+            c.graded = False
+        return True
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    check(lm, cands, max_new=max_new, **check_args)
+    text = json.dumps([{k: getattr(c, k) for k in CHECKED} for c in every()])
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return False
+
+
 # ------------------------------------------------------------------------------------ the entry point
 
 def prompts_for(lm, *, synthetic: dict | None = None, n: int = 3, n_arithmetic: int = 1, tried: int = 120,
-                tried_arithmetic: int = 20, seed: int = 0, max_new: int = 6, batch_size: int | None = None,
-                max_memory=None, progress_bar: bool = True) -> FactPrompts:
+                tried_arithmetic: int = 20, operands: int = 6, curated: bool = False, seed: int = 0, max_new: int = 6,
+                batch_size: int | None = None, max_memory=None, cache_dir=None, progress_bar: bool = True) -> FactPrompts:
     """The arithmetic and two-hop prompts to grade on ``lm``, and the check that chose them.
 
     Args:
         synthetic: ``{"arithmetic": (context, answer), "multihop": (context, answer)}``, the chapter's own
             prompts, returned unchanged for an embedded model (required for one).
-        n, n_arithmetic: at most this many two-hop / arithmetic prompts are graded (the first that pass, P1's
-            own first).
-        tried, tried_arithmetic: how many candidates of each kind are checked (P1's included).
-        seed: which MQuAKE compositions and generated chains are tried.
+        n, n_arithmetic: at most this many two-hop / arithmetic prompts are graded (the first that pass, in the
+            order tried: P1's own first, then the well-known facts, then MQuAKE's).
+        tried, tried_arithmetic: how many MQuAKE compositions / sums are checked (P1's prompt included).
+        operands: how many one-digit numbers each generated sum adds (P1's chain: 6).
+        curated: also try the book's well-known two-hop facts (:func:`curated_pairs`, all of them).
+        seed: which MQuAKE compositions and generated sums are tried.
         max_new: tokens of greedy continuation (an answer must be complete within them).
         batch_size: contexts per batched decoding and per teacher-forced forward (default: the most the cost
             model fits in ``max_memory``, at most :data:`FACT_BATCH`; :mod:`depthutils.cost.budget`, which says so
             in a terminal).
         max_memory: the budget of that choice, bytes or a size such as ``"8GB"`` (default: what the device
             has free).
+        cache_dir: where the check's outcome is stored and read again (:func:`cached_check`; None: checked
+            every call).
     """
     for name, v in (("n", n), ("n_arithmetic", n_arithmetic), ("tried", tried), ("tried_arithmetic", tried_arithmetic),
                     ("max_new", max_new), ("batch_size", 1 if batch_size is None else batch_size)):
@@ -314,8 +382,9 @@ def prompts_for(lm, *, synthetic: dict | None = None, n: int = 3, n_arithmetic: 
                                    graded=True))
             prompts[kind] = Prompt.from_parts(context, answer, "synthetic")
         return FactPrompts(prompts, cands, synthetic=True)
-    cands = candidates(tried=tried, seed=seed, n_arithmetic=tried_arithmetic)
-    check(lm, cands, max_new=max_new, batch_size=batch_size, max_memory=max_memory, progress_bar=progress_bar)
+    cands = candidates(tried=tried, seed=seed, n_arithmetic=tried_arithmetic, operands=operands, curated=curated)
+    cached_check(lm, cands, cache_dir, max_new=max_new, batch_size=batch_size, max_memory=max_memory,
+                 progress_bar=progress_bar)
     prompts, out = {}, FactPrompts({}, cands, synthetic=False)
     for kind, limit in (("arithmetic", n_arithmetic), ("multihop", n)):
         chosen = [c for c in cands if c.kind == kind and c.gradable][:limit]

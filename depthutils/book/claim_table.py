@@ -191,11 +191,15 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
     Claim("context", "04", "P1", "Fig. 6",
           "in our words: context positions (operands, entities) stop mattering by about the middle of the network; "
           "after that the answer is computed at the last positions",
-          "per prompt, the relative depth of the deepest layer at which intervening at a context position still "
-          "moves the answer by more than 10% of the largest effect (ours: what counts as mattering)",
+          "per kind of prompt (arithmetic, two-hop), the mean over its prompts of the relative depth of the deepest "
+          "layer at which intervening at a context position still moves the answer by more than 10% of the largest "
+          "effect (ours: what counts as mattering; the mean rather than the share of prompts below a threshold, "
+          "because the thresholds are relative depths and a share would need a second threshold with no source); "
+          "the claim is shown if every kind is, not shown if one is",
           Threshold(0.6, "ours: the middle, 0.5, plus a tenth of slack"),
           Threshold(0.8, "ours: context still matters in the last fifth of the layers"),
-          fact="deepest_rel", short="deepest relative depth at which a context position matters",
+          fact="deepest_rel", short="mean over prompts of the deepest relative depth at which a context position "
+                                     "matters",
           paper_value="≈ 0.5 (ours, from P1's notebook, which reads its erasure and attribution plots as “all tokens "
                       "are important until halfway through the network”); no number in the paper's text",
           paper_facts=(("models", "Llama 3.1 70B (Fig. 6)"),

@@ -1,6 +1,7 @@
 """Every :class:`Verdict` the book prints, one function per claim (see :mod:`depthutils.book.claim_table` for the
 claims and their thresholds, :mod:`depthutils.book.grading` for the one grading rule and the "paper vs this run"
-table; both are re-exported here, so ``claims.grade`` and ``claims.CLAIMS`` keep working).
+table; both are re-exported here, so ``claims.grade`` and ``claims.CLAIMS`` keep working). Chapters 4 and 5's claim
+lives in :mod:`depthutils.book.context_claim`, re-exported here as ``claims.context``.
 """
 from __future__ import annotations
 
@@ -14,10 +15,9 @@ from depthutils.measures.depth_score_result import DepthScoreResult
 from depthutils.analysis.depth_use import MEASURES, DepthUse
 from depthutils.analysis.objectives import MEASURES as OBJ_MEASURES, ObjectivesResult
 from depthutils.measures.future_effects import FutureEffectsResult
+from depthutils.book.context_claim import CONTEXT_MEASURES, context
 from depthutils.book.grading import (
     Verdict, _verdict, band, combine, grade, interval_text, judge, not_tested, paper_vs_run)
-from depthutils.measures.integrated_gradients import IGResult
-from depthutils.analysis.known_facts import KINDS, FactPrompts
 from depthutils.measures.logit_lens import LogitLensResult
 from depthutils.measures.contributions import ContributionsResult
 from depthutils.measures.residual_stream import ResidualStreamResult
@@ -110,53 +110,6 @@ def logit_lens(result: LogitLensResult) -> Verdict:
         parts.append(f"{what} at relative depth {interval_text(value, lo, hi)} ({outcome})")
         values.append(f"{what}: {interval_text(value, lo, hi)}")
     return _verdict(c, combine(outcomes), "; ".join(parts) + ".", value="; ".join(values))
-
-
-#: what chapters 4 and 5 measure at a context position, by the ``what`` they pass to :func:`context`
-CONTEXT_MEASURES = {"erasing the residual": "the effect on the answer of erasing the residual (replacing it by "
-                                            "its mean)",
-                    "the |attribution|": "the |integrated-gradients attribution| to the answer"}
-
-
-def context(results: dict[str, IGResult], what: str, facts: FactPrompts | None = None) -> Verdict:
-    """Chapters 4 and 5: per prompt, the deepest layer at which a context position still matters.
-
-    ``facts``: the :func:`depthutils.analysis.known_facts.prompts_for` that chose the prompts; a kind of prompt
-    (arithmetic, two-hop) the model answers none of is *not tested*, with the model's accuracy on it."""
-    c = CLAIMS["context"]
-    grades, parts = [], []
-    notes = []
-    untested = dict(facts.untested) if facts is not None else {}
-    rows = {"prompts the model answers": " ".join(facts.sentence(k) for k in KINDS)} if facts is not None else {}
-    for name, r in results.items():
-        facts = r.facts()
-        rel = facts["deepest_rel"]
-        share = facts.get("completeness") if isinstance(r, IGResult) else None
-        if share is not None and share > COMPLETENESS_LIMIT:
-            grades.append("not tested")
-            parts.append(f"{name}: {rel if rel is None else f'{rel:.2f}'} (not counted)")
-            notes.append(f"{name} is not informative: its layer sums miss f(x) − f(b) by {share:.2f} of it, above "
-                         f"{COMPLETENESS_LIMIT} (ours: past that the attribution is not the integral it stands for; "
-                         "more steps, or rule=\"adaptive\", close the gap).")
-            continue
-        grades.append(grade(rel, None, None, c.shown.value, c.against.value))
-        parts.append(f"{name}: {'no context position ever matters (not counted)' if rel is None else f'{rel:.2f}'}")
-    for kind, why in untested.items():
-        grades.append("not tested")
-        parts.append(f"{kind}: not tested")
-        notes.append(f"No {KINDS[kind]} prompt is graded: the model answers none it was given (with, for two-hop, "
-                     f"both single hops). {why}")
-    worst = [g for g in grades if g != "not tested"]
-    outcome = max(worst, key=OUTCOMES.index) if worst else "not tested"
-    measure = CONTEXT_MEASURES.get(what, what)
-    statistic = (f"per prompt, the relative depth of the deepest layer at which {measure} at a context position is "
-                 "still more than 10% of its largest value (ours: what counts as mattering)")
-    return _verdict(c, outcome, "; ".join(parts) + f" ({what}; one prompt each, so no interval).", notes,
-                    value="; ".join(parts) + " (one prompt each: no interval)", rows=rows,
-                    criterion=f"{statistic}: shown if it is at or below {c.shown.value} ({c.shown.source}) for "
-                              f"every prompt, not shown if it is above {c.against.value} ({c.against.source}) for "
-                              "one, mixed otherwise. Each prompt is one measurement, as in P1, so there is no "
-                              "interval over prompts.")
 
 
 def depth_score(result: DepthScoreResult, floor: float = ACCURACY_FLOOR) -> Verdict:

@@ -1,0 +1,212 @@
+"""Chapters 4 and 5's claim (P1 Fig. 6): per prompt, the deepest layer at which a context position still matters,
+graded per kind of prompt (arithmetic, two-hop) on the mean over that kind's prompts with its bootstrap interval.
+
+P1's Fig. 6 shows one prompt per kind; a real model's section grades a sample of prompts the model answers
+(:func:`depthutils.analysis.known_facts.prompts_for`), so that the verdict says how the model typically computes,
+not how it computed one answer. :func:`context` is re-exported by :mod:`depthutils.book.claims`
+(``claims.context``); :class:`KindSample` and :func:`sample_figure` are how a real-model section shows one kind.
+
+**Why the mean.** The claim's thresholds are relative depths (0.6, 0.8), so the mean of the per-prompt relative
+depths is graded on the scale the thresholds are stated on, with no new number; the share of prompts at or below
+0.6 would need a second threshold (which share makes the claim hold) that neither P1 nor we can source. The mean
+is also a smooth statistic, which the percentile bootstrap estimates well (:meth:`depthutils.core.results.Result.interval`
+explains why a max is not).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from depthutils.analysis.known_facts import KINDS, FactPrompts
+from depthutils.book.claim_table import CLAIMS, COMPLETENESS_LIMIT, LEVEL, OUTCOMES
+from depthutils.book.grading import Verdict, _verdict, grade, interval_text
+from depthutils.core.progress import progress
+from depthutils.core.results import bootstrap
+from depthutils.measures.integrated_gradients import IGResult
+
+__all__ = ["CONTEXT_MEASURES", "MIN_PROMPTS", "KindSample", "context", "kind_of", "per_prompt", "run_sample",
+           "sample_figure", "sample_mean"]
+
+#: what chapters 4 and 5 measure at a context position, by the ``what`` they pass to :func:`context`
+CONTEXT_MEASURES = {"erasing the residual": "the effect on the answer of erasing the residual (replacing it by "
+                                            "its mean)",
+                    "the |attribution|": "the |integrated-gradients attribution| to the answer"}
+#: a real model's kind of prompt is graded only on at least this many counted prompts (ours: below ten, a
+#: percentile bootstrap over prompts rests on too few distinct resamples to say where the mean lies)
+MIN_PROMPTS = 10
+
+
+def kind_of(name: str) -> str:
+    """``"multihop_3"`` -> ``"multihop"``: the kind of a prompt named as :func:`~depthutils.analysis.known_facts.prompts_for`
+    names them."""
+    return name.split("_")[0]
+
+
+def sample_mean(values, level: float = LEVEL, seed: int = 0) -> tuple[float, float | None, float | None]:
+    """``(mean, lo, hi)``: the mean of ``values`` (one per prompt) and its percentile bootstrap interval over
+    prompts (:func:`depthutils.core.results.bootstrap`); one value has no interval (``lo = hi = None``)."""
+    v = np.asarray(values, float)
+    if v.ndim != 1 or not len(v):
+        raise ValueError(f"values must be a non-empty list of numbers, got {values!r}")
+    if len(v) < 2:
+        return float(v[0]), None, None
+    lo, hi = bootstrap(len(v), lambda idx: v[idx].mean(), level=level, seed=seed)
+    return float(v.mean()), lo, hi
+
+
+def per_prompt(r) -> tuple[float | None, str | None]:
+    """One prompt's statistic and, where it is not counted, why (a phrase): no context position ever matters,
+    or (integrated gradients) the layer sums miss f(x) − f(b) by more than :data:`COMPLETENESS_LIMIT`."""
+    f = r.facts()
+    share = f.get("completeness") if isinstance(r, IGResult) else None
+    if share is not None and share > COMPLETENESS_LIMIT:
+        return None, f"completeness gap {share:.2f} > {COMPLETENESS_LIMIT}"
+    if f["deepest_rel"] is None:
+        return None, "no context position ever matters"
+    return float(f["deepest_rel"]), None
+
+
+@dataclass
+class KindSample:
+    """One kind's graded prompts on one model (``results``: name → result), as a real-model section shows them:
+    one figure (:func:`sample_figure`) and one summary per kind."""
+
+    kind: str
+    results: dict
+
+    def stats(self) -> dict:
+        """``values`` (counted prompts), ``dropped`` (name → why), and ``mean``, ``lo``, ``hi``, ``n``."""
+        values, dropped = [], {}
+        for name, r in self.results.items():
+            value, why = per_prompt(r)
+            (values.append(value) if why is None else dropped.__setitem__(name, why))
+        mean, lo, hi = sample_mean(values) if values else (None, None, None)
+        return {"values": values, "dropped": dropped, "mean": mean, "lo": lo, "hi": hi, "n": len(values)}
+
+    def summary(self) -> str:
+        s = self.stats()
+        out = (f"prompts measured {len(self.results)}, counted {s['n']}; per prompt " +
+               (", ".join(f"{v:.2f}" for v in s["values"]) or "—") + f"; mean {interval_text(s['mean'], s['lo'], s['hi'])}")
+        return out + "".join(f"; {k} not counted ({why})" for k, why in s["dropped"].items())
+
+
+def run_sample(prompts: dict, measure, desc: str = "prompts") -> dict:
+    """``{name: measure(prompt)}`` over ``prompts`` (named as :func:`kind_of` reads them), one kind after another;
+    a kind stops once so many of its prompts are not counted (:func:`per_prompt`) that the rest cannot bring it
+    to :data:`MIN_PROMPTS`, so that no time is spent on a kind the verdict cannot grade."""
+    out = {}
+    for kind in dict.fromkeys(kind_of(n) for n in prompts):
+        names = [n for n in prompts if kind_of(n) == kind]
+        missed = 0
+        for name in progress(names, f"{desc}: {KINDS.get(kind, kind)}"):
+            if len(names) - missed < MIN_PROMPTS:
+                break
+            out[name] = measure(prompts[name])
+            missed += per_prompt(out[name])[1] is not None
+    return out
+
+
+def _flatten(results: dict) -> dict:
+    """``{name: result}`` from a chapter's dict, or from a real-model section's ``{kind: KindSample}``."""
+    out = {}
+    for name, r in results.items():
+        out.update(r.results if isinstance(r, KindSample) else {name: r})
+    return out
+
+
+def context(results: dict, what: str, facts: FactPrompts | None = None) -> Verdict:
+    """Chapters 4 and 5: per kind of prompt, the mean over its prompts of the relative depth of the deepest layer
+    at which a context position still matters, graded with its bootstrap interval; the kinds are combined (shown
+    if every kind is, not shown if one is, mixed otherwise).
+
+    ``results``: name → result (``"arithmetic"``, ``"multihop"``, ``"multihop_2"`` …), or kind → :class:`KindSample`.
+    ``facts``: the :func:`depthutils.analysis.known_facts.prompts_for` that chose the prompts. On a real model
+    (``facts`` not synthetic) a kind with fewer than :data:`MIN_PROMPTS` counted prompts is *not tested*, with
+    the model's accuracy on it; one prompt (the embedded model's synthetic one) is graded on its point, with no
+    interval."""
+    c = CLAIMS["context"]
+    real = facts is not None and not facts.synthetic
+    rows = {"prompts the model answers": " ".join(facts.sentence(k) for k in KINDS)} if facts is not None else {}
+    grouped = {}
+    for name, r in _flatten(results).items():
+        grouped.setdefault(kind_of(name), {})[name] = r
+    grades, parts, values, notes = [], [], [], []
+    for kind in dict.fromkeys([*KINDS, *grouped]):
+        label, s = KINDS.get(kind, kind), KindSample(kind, grouped.get(kind, {})).stats()
+        if s["dropped"]:
+            gap = any(why.startswith("completeness") for why in s["dropped"].values())
+            many = "s" * (len(s["dropped"]) > 1)
+            notes.append(f"{label}: {len(s['dropped'])} prompt{many} not informative (not counted): " + "; ".join(
+                f"{name}, {why}" for name, why in s["dropped"].items()) + (
+                " (ours: past that gap the attribution is not the integral it stands for; more nodes, or "
+                "rule=\"adaptive\", close it)." if gap else "."))
+        unrun = [n for n in (facts.prompts if real else {}) if kind_of(n) == kind and n not in grouped.get(kind, {})]
+        if unrun:
+            notes.append(f"{label}: {len(unrun)} of its {len(unrun) + len(grouped.get(kind, {}))} prompts were not "
+                         f"measured: the run stops a kind once it can no longer reach {MIN_PROMPTS} counted prompts "
+                         "(ours: a kind that cannot be graded is not worth its cost).")
+        if kind not in grouped and facts is None:
+            continue
+        if not s["n"] or (real and s["n"] < MIN_PROMPTS):
+            grades.append("not tested")
+            parts.append(f"{label}: not tested ({s['n']} prompts counted)")
+            values.append(parts[-1])
+            why = facts.sentence(kind) if facts is not None else ""
+            notes.append(f"The {label} prompts are not graded: {s['n']} counted, " +
+                         (f"fewer than the {MIN_PROMPTS} a sample needs (ours: below ten, a bootstrap interval over "
+                          "prompts rests on too few distinct resamples). " if real else "none to grade. ") + why)
+            continue
+        g = grade(s["mean"], s["lo"], s["hi"], c.shown.value, c.against.value)
+        grades.append(g)
+        value = (f"mean {interval_text(s['mean'], s['lo'], s['hi'])} over {s['n']} prompts" if s["n"] > 1
+                 else f"{s['mean']:.2f} (one prompt: no interval)")
+        parts.append(f"{label}: {value}" + (f", per prompt {', '.join(f'{v:.2f}' for v in s['values'])}"
+                                            if 1 < s["n"] <= 40 else "") + f" ({g})")
+        values.append(f"{label}: {value}")
+    tested = [g for g in grades if g != "not tested"]
+    outcome = max(tested, key=OUTCOMES.index) if tested else "not tested"
+    statistic = (f"per prompt, the relative depth of the deepest layer at which {CONTEXT_MEASURES.get(what, what)} at "
+                 "a context position is still more than 10% of its largest value (ours: what counts as mattering)")
+    criterion = (f"{statistic}; per kind of prompt (arithmetic, two-hop), its mean over the kind's prompts with its "
+                 f"{100 * LEVEL:.0f}% bootstrap interval over prompts (ours: the mean, because the thresholds are "
+                 f"relative depths): shown if the interval lies at or below {c.shown.value} ({c.shown.source}), not "
+                 f"shown if it lies wholly above {c.against.value} ({c.against.source}), mixed otherwise. The claim "
+                 "is shown if every kind is, not shown if one is, mixed otherwise. On a real model a kind needs at "
+                 f"least {MIN_PROMPTS} counted prompts that the model answers; a single prompt (the embedded model's, as in P1) is graded "
+                 "on its point, with no interval.")
+    return _verdict(c, outcome, "; ".join(parts) + f" ({what}).", notes, value="; ".join(values), rows=rows,
+                    criterion=criterion)
+
+
+def sample_figure(sample: KindSample, what: str = "a context position matters"):
+    """One kind's sample on one model: per prompt measured (rows), the statistic (filled dots: counted; hollow: not
+    counted, drawn where the statistic is defined), the mean over the counted prompts with its 95% bootstrap
+    interval (line and band), and the claim's two thresholds (dashed: shown at or below; dotted: not shown above)."""
+    c, s = CLAIMS["context"], sample.stats()
+    names = list(sample.results)
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.28 * max(len(names), 1)))
+    rel = {n: sample.results[n].facts()["deepest_rel"] for n in names}
+    for counted, style in ((True, dict(color="k", label="one prompt")),
+                           (False, dict(facecolors="none", edgecolors="0.5", label="one prompt, not counted"))):
+        rows = [i for i, n in enumerate(names) if (n not in s["dropped"]) == counted and rel[n] is not None]
+        if rows:
+            ax.scatter([rel[names[i]] for i in rows], rows, s=18, zorder=3, **style)
+    if s["mean"] is not None:
+        ax.axvline(s["mean"], color="C0", lw=1.5, label="mean over counted prompts")
+        if s["lo"] is not None:
+            ax.axvspan(s["lo"], s["hi"], color="C0", alpha=0.2, label=f"{100 * LEVEL:.0f}% bootstrap interval")
+    ax.axvline(c.shown.value, color="0.4", ls="--", lw=1, label=f"shown at or below {c.shown.value}")
+    ax.axvline(c.against.value, color="0.4", ls=":", lw=1, label=f"not shown above {c.against.value}")
+    prompts = [sample.results[n].meta.get("params", {}).get("prompt", n) for n in names]
+    ax.set_yticks(np.arange(len(names)), [p if len(p) <= 48 else p[:45] + "…" for p in prompts], fontsize=7)
+    ax.set(xlim=(0, 1.02), xlabel=f"relative depth of the deepest layer at which {what}", ylabel="prompt")
+    ax.invert_yaxis()
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(1.01, 0))
+    model = next((r.meta.get("model") for r in sample.results.values()), "")
+    dropped = f"; not counted: {len(s['dropped'])}" if s["dropped"] else ""
+    mean = (f"mean {interval_text(s['mean'], s['lo'], s['hi'])} over {s['n']} prompts" if s["n"]
+            else "no prompt counted")
+    ax.set_title(f"{KINDS.get(sample.kind, sample.kind)} prompts on {model}: {mean}{dropped}", fontsize=9)
+    return fig
