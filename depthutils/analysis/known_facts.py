@@ -68,6 +68,8 @@ NOUN_PHRASES = {
 CURATED = PROMPTS_DIR / "two_hop_facts.json"
 #: MQuAKE's clozes as written, with their two typos fixed
 TYPOS = {"origianl": "original", "univeristy": "university"}
+#: the candidates the book tries on a real model: sums of two one-digit numbers, the well-known facts, MQuAKE's
+SAMPLE_CANDIDATES = dict(tried=40, tried_arithmetic=40, operands=2, curated=True)
 #: the kinds of prompt graded, as the verdict names them
 KINDS = {"arithmetic": "arithmetic", "multihop": "two-hop"}
 

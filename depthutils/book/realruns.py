@@ -26,7 +26,7 @@ from depthutils.core.errors import DepthError
 from depthutils.models.real.fetch import ensure
 from depthutils.measures.future_effects import future_effects
 from depthutils.measures.integrated_gradients import integrated_gradients
-from depthutils.analysis.known_facts import KINDS, prompts_for
+from depthutils.analysis.known_facts import KINDS, SAMPLE_CANDIDATES, prompts_for
 from depthutils.book.context_claim import MIN_PROMPTS, KindSample, kind_of, run_sample, sample_figure
 from depthutils.measures.logit_lens import logit_lens
 from depthutils.models.handle import load_model
@@ -41,7 +41,7 @@ try:
 except ImportError:
     _glue = None
 
-__all__ = ["RUNS", "section", "uncontrolled", "available", "slug", "TITLES"]
+__all__ = ["RUNS", "section", "uncontrolled", "available", "slug", "TITLES", "facts_for"]
 
 #: how the pages name the real models
 TITLES = {"smollm2-135m": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M"}
@@ -80,7 +80,7 @@ FACT_CHECK_DTYPE = "float32"
 #: P1's own, 39 sums of two one-digit numbers (the sums small models solve), the book's well-known two-hop facts and
 #: 39 MQuAKE compositions (:func:`depthutils.analysis.known_facts.prompts_for`)
 SAMPLE = MIN_PROMPTS
-FACTS = dict(n=SAMPLE, n_arithmetic=SAMPLE, tried=40, tried_arithmetic=40, operands=2, curated=True, seed=123)
+FACTS = dict(n=SAMPLE, n_arithmetic=SAMPLE, seed=123, **SAMPLE_CANDIDATES)
 #: chapter 5's sample: Gauss–Legendre with this many nodes per layer (9 evaluations with f(b)). A converged rule
 #: costs what a sample cannot: the adaptive rule took ~37 s per prompt on SmolLM2 (and still missed completeness
 #: by 0.14–1.04) and ~80 s on Gemma 3 270M (missing by 0.02), so a prompt whose layer sums miss f(x) − f(b) by more
@@ -94,21 +94,21 @@ def _by_kind(results: dict) -> dict:
             for k in KINDS if any(kind_of(n) == k for n in results)}
 
 
-def _facts(lm):
+def facts_for(lm):
     """The sample's prompts on ``lm``; the check is stored beside the model cache (``$XDG_CACHE_HOME/depthutils/facts``),
     so chapter 5 reads chapter 4's (:func:`depthutils.analysis.known_facts.cached_check`)."""
     return prompts_for(lm, **FACTS, cache_dir=cache_root().parent / "facts")
 
 
 def _erasure(lm):
-    facts = _facts(lm)
+    facts = facts_for(lm)
     base = residual_means(lm, data.load("gsm8k", 10))
     return _by_kind(run_sample(facts.prompts, lambda p: residual_erasure(lm, p, baseline=base, progress_bar=False),
                                "erasure")), facts
 
 
 def _ig(lm):
-    facts = _facts(lm)
+    facts = facts_for(lm)
     return _by_kind(run_sample(facts.prompts, lambda p: integrated_gradients(lm, p, rule="gauss", steps=IG_NODES,
                                                                              progress_bar=False),
                                "integrated gradients")), facts
