@@ -1,8 +1,8 @@
 """A reviewer's question on P1's depth score: do problems that only a deeper model solves use more of its depth?
 
 Two models of the ladder (the same data and tokens, differing only in depth) are given the same problems: the
-task families and levels of :func:`depthutils.measures.depth_score.depth_score`, drawn once (the same ``n`` per
-level and ``seed``) and measured on both. Each problem falls in one of four groups by the two models' greedy,
+task families and levels of :func:`depthutils.measures.depth_score.depth_score`, drawn for both by the same seeded
+loaders (the same ``{family: levels}``, ``n`` per level and ``seed``) and measured on both. Each problem falls in one of four groups by the two models' greedy,
 teacher-free correctness (``prompt_correct``, judged as the depth score judges it): solved by neither model, only
 by the deeper, only by the shallower, or by both. The deeper model's normalised depth score of each problem
 (P1's depth score of the problem's future-effect matrix ``D``, divided by ``L − 1`` as chapter 6 does) is then
@@ -24,7 +24,7 @@ import numpy as np
 
 from depthutils.core.errors import DepthError
 from depthutils.core.results import Result, bootstrap
-from depthutils.measures.depth_score import _groups, depth_score, levels_of
+from depthutils.measures.depth_score import depth_score, levels_of
 from depthutils.measures.depth_score_result import DepthScoreResult
 from depthutils.models.handle import load_model
 
@@ -209,7 +209,9 @@ def solved_split(shallow, deep, tasks=LADDER_FAMILIES, *, n: int = 20, seed: int
     Args:
         shallow, deep: the shallower and the deeper model (names, as :func:`depthutils.models.load_model` takes
             them, or handles), or two :class:`~depthutils.measures.depth_score_result.DepthScoreResult` on the same
-            problems. Models are given the same problems: drawn once, for the deeper model's ``tasks``.
+            problems. Models are given the same problems: the deeper model's ``tasks`` resolved to one
+            ``{family: levels}``, drawn for both by the same seeded loaders (``n``, ``seed``), then checked by
+            :func:`split`.
         tasks, n, seed, max_tokens: as :func:`depthutils.measures.depth_score.depth_score` takes them (default: the
             ladder's own families, :data:`LADDER_FAMILIES`).
         device, dtype: how a model given by name is loaded.
@@ -219,7 +221,7 @@ def solved_split(shallow, deep, tasks=LADDER_FAMILIES, *, n: int = 20, seed: int
     if isinstance(shallow, DepthScoreResult) or isinstance(deep, DepthScoreResult):
         raise DepthError("Pass two models or two DepthScoreResults as shallow and deep, not one of each.")
     handles = [load_model(m, device=device, dtype=dtype) if isinstance(m, str) else m for m in (shallow, deep)]
-    problems = _groups(levels_of(handles[1], tasks), n, seed)
-    shallow_r, deep_r = (depth_score(h, n=n, seed=seed, groups=problems, max_tokens=max_tokens,
-                                     progress_bar=progress_bar) for h in handles)
+    wanted = levels_of(handles[1], tasks)  # one {family: levels} for both, so their seeded loaders draw the same
+    shallow_r, deep_r = (depth_score(h, wanted, n=n, seed=seed, max_tokens=max_tokens, progress_bar=progress_bar)
+                         for h in handles)
     return split(shallow_r, deep_r)
