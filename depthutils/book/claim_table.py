@@ -221,6 +221,21 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_facts=(("models", "Llama 3.1 70B, Qwen 3"), ("prompts", "20 problems per level: MATH levels 1–5, "
                                                                         "2/3/4-hop questions"),
                        ("accuracy", "— (ours: a family counts only where the model solves enough of every level)"))),
+    Claim("only_deeper", "06", "P1", "abstract (its position); a reviewer's question on OpenReview (not the paper)",
+          "in our words: a reviewer asked whether the problems that only a deeper model solves use more of its depth "
+          "than the problems that a shallower model solves too; P1's abstract holds that “deeper models are not "
+          "using their depth to learn new kinds of computation”, so they should not",
+          "per task family, the deeper model's mean normalised depth score (each problem's depth score of D divided "
+          "by L − 1) over the problems only it solves minus that over the problems both models solve (two ladder "
+          "models differing only in depth, on the same problems; each family resampled on its own)",
+          Threshold(None, "ours: less than one layer of the deeper model, 1 / (L − 1), is below the resolution of a "
+                          "layer index (chapter 6's tolerance)"),
+          Threshold(0.0, "ours: a difference whose interval lies wholly above 0 is more depth outside the noise"),
+          fact="{task}_diff", short="only-deeper minus both: the deeper model's mean normalised depth score",
+          paper_value="— (P1 gives no number and ran no such split: a reviewer's question; ours: a difference within "
+                      "one layer, as its abstract's “not using their depth to learn new kinds of computation” reads)",
+          paper_facts=(("models", "— (P1 ran no such split)"),
+                       ("groups", "— (the reviewer's split: neither, only the deeper, only the shallower, both)"))),
     Claim("mapping", "07", "P1", "abstract; linear maps from a shallow to a deep model",
           "“layers with the same relative depth map best to each other, suggesting that the larger model simply "
           "spreads the same computations out over its many layers”",

@@ -44,7 +44,8 @@ def test_every_chapter_runs_on_an_outside_model(outsider, tmp_path, chapter, spe
         assert "the model answers 0 of" in text and "0 graded" in text
         return
     assert "Prompts: " in text and "BOS prepended by depthutils" in text
-    saved = list((tmp_path / "figures").glob("*.json"))
+    # chapter 6's reviewer's section measures its own ladder pair (deeper_pair), not the chapter's model
+    saved = [f for f in (tmp_path / "figures").glob("*.json") if f.stem != "solved_split"]
     assert saved or chapter == "09", "the chapter saved no result"  # chapter 9 keeps its results in its cache
     for f in saved:
         meta = json.loads(f.read_text())["meta"]

@@ -1,0 +1,227 @@
+"""A reviewer's question on P1's depth score: do problems that only a deeper model solves use more of its depth?
+
+Two models of the ladder (the same data and tokens, differing only in depth) are given the same problems: the
+task families and levels of :func:`depthutils.measures.depth_score.depth_score`, drawn for both by the same seeded
+loaders (the same ``{family: levels}``, ``n`` per level and ``seed``) and measured on both. Each problem falls in one of four groups by the two models' greedy,
+teacher-free correctness (``prompt_correct``, judged as the depth score judges it): solved by neither model, only
+by the deeper, only by the shallower, or by both. The deeper model's normalised depth score of each problem
+(P1's depth score of the problem's future-effect matrix ``D``, divided by ``L − 1`` as chapter 6 does) is then
+compared between "only the deeper solves" and "both solve": the difference of the two groups' means, with a
+95% percentile bootstrap interval over problems (:func:`depthutils.core.results.bootstrap`).
+
+Stratified by task family: each family is its own comparison, with its own bootstrap over its own problems.
+Families differ in their scores, so a difference pooled over families would also measure which families the
+only-deeper problems come from; the pooled difference is kept beside the families' (not graded). A group of
+fewer than :data:`MIN_GROUP` problems with a defined score leaves its family's comparison untested.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from depthutils.core.errors import DepthError
+from depthutils.core.results import Result, bootstrap
+from depthutils.measures.depth_score import depth_score, levels_of
+from depthutils.measures.depth_score_result import DepthScoreResult
+from depthutils.models.handle import load_model
+
+#: the four groups, by (solved by the shallower model, solved by the deeper): index ``2·shallower + deeper``
+GROUPS = ("neither", "only_deeper", "only_shallower", "both")
+#: the fewest problems (with a defined depth score) a compared group may hold (ours: a mean over fewer rests on one
+#: or two problems, and a percentile bootstrap interval of it is too narrow to trust; it is half of P1's 20
+#: problems per level)
+MIN_GROUP = 10
+#: the ladder's own task families, which its models are trained on (MATH and MQuAKE are solved by neither)
+LADDER_FAMILIES = ("addition", "multihop")
+
+
+@dataclass
+class SolvedSplit(Result):
+    """The problems split by which of two models solves them, with the deeper model's depth score of each.
+
+    ``prompt_scores``: the deeper model's normalised depth score per problem (NaN where undefined), with
+    ``prompt_tasks`` and ``prompt_levels``; ``shallow_correct`` and ``deep_correct``: whether each model solved it
+    (1.0 or 0.0). ``meta`` is the deeper model's result's, its ``params`` naming the shallower model too.
+    """
+
+    prompt_scores: np.ndarray = None
+    prompt_tasks: np.ndarray = None
+    prompt_levels: np.ndarray = None
+    shallow_correct: np.ndarray = None
+    deep_correct: np.ndarray = None
+    kind: ClassVar[str] = "solved_split"
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.meta["n_layers"])
+
+    @property
+    def models(self) -> tuple[str, str]:
+        """(shallower, deeper) model names."""
+        return self.meta["params"]["shallow"], self.meta["model"]
+
+    def tasks(self) -> list:
+        return list(dict.fromkeys(self.prompt_tasks.tolist()))
+
+    def groups(self) -> np.ndarray:
+        """Each problem's group name (:data:`GROUPS`)."""
+        code = 2 * (np.asarray(self.shallow_correct) == 1) + (np.asarray(self.deep_correct) == 1)
+        return np.array(GROUPS)[code]
+
+    def _where(self, task=None, level=None) -> np.ndarray:
+        """Indices of the problems of ``task`` (and ``level``); all by default."""
+        keep = np.ones(len(self.prompt_scores), bool)
+        if task is not None:
+            keep &= self.prompt_tasks == task
+        if level is not None:
+            keep &= self.prompt_levels == level
+        return np.flatnonzero(keep)
+
+    def counts(self, task=None, level=None, scored: bool = False) -> dict:
+        """``{group: number of problems}`` of ``task`` (and ``level``; all by default); ``scored``: only those whose
+        depth score is defined."""
+        idx = self._where(task, level)
+        if scored:
+            idx = idx[np.isfinite(self.prompt_scores[idx])]
+        g = self.groups()[idx]
+        return {name: int((g == name).sum()) for name in GROUPS}
+
+    def mean(self, group: str, idx=None) -> float | None:
+        """The mean normalised depth score of the problems of ``group`` among ``idx`` (repeats allowed; default all)
+        whose score is defined; None if there is none."""
+        idx = np.arange(len(self.prompt_scores)) if idx is None else np.asarray(idx)
+        v = self.prompt_scores[idx][self.groups()[idx] == group]
+        v = v[np.isfinite(v)]
+        return float(v.mean()) if v.size else None
+
+    def difference(self, idx=None) -> float | None:
+        """Mean score of "only the deeper solves" minus that of "both solve", among problems ``idx``."""
+        a, b = self.mean("only_deeper", idx), self.mean("both", idx)
+        return None if a is None or b is None else a - b
+
+    def _band(self, idx, statistic, level: float, n_boot: int, seed: int):
+        """Percentile bootstrap interval of ``statistic(problem indices)`` over the problems ``idx``."""
+        if not len(idx) or statistic(idx) is None:
+            return None
+        lo, hi = bootstrap(len(idx), lambda j: statistic(idx[j]), level=level, n_boot=n_boot, seed=seed)
+        return None if np.isnan(lo) else (lo, hi)
+
+    def difference_interval(self, task=None, level: float = 0.95, n_boot: int = 1000, seed: int = 0):
+        """Bootstrap interval of :meth:`difference` over the problems of ``task`` (all: pooled), resampled with
+        replacement; a draw without one of the two groups is left out. None where the difference is undefined."""
+        return self._band(self._where(task), self.difference, level, n_boot, seed)
+
+    def mean_interval(self, group: str, task=None, level: float = 0.95, n_boot: int = 1000, seed: int = 0):
+        """Bootstrap interval of :meth:`mean` of ``group`` over the problems of ``task`` (all by default)."""
+        return self._band(self._where(task), lambda i: self.mean(group, i), level, n_boot, seed)
+
+    def tested(self, task=None) -> bool:
+        """Whether both compared groups of ``task`` (all: pooled) hold at least :data:`MIN_GROUP` scored problems."""
+        n = self.counts(task, scored=True)
+        return min(n["only_deeper"], n["both"]) >= MIN_GROUP
+
+    @functools.cached_property
+    def _facts(self) -> dict:
+        out = {"L": self.n_layers, "shallow_L": int(self.meta["params"]["shallow_layers"]), "min_group": MIN_GROUP,
+               "n": len(self.prompt_scores), "undefined": int((~np.isfinite(self.prompt_scores)).sum())}
+        for where, task in [("", None)] + [(f"{t}_", t) for t in self.tasks()]:
+            out.update({f"{where}n_{g}": v for g, v in self.counts(task).items()})
+            out.update({f"{where}scored_{g}": v for g, v in self.counts(task, scored=True).items()})
+            idx = self._where(task)
+            out.update({f"{where}mean_{g}": _r3(self.mean(g, idx)) for g in GROUPS})
+            band = self.difference_interval(task)
+            out[f"{where}diff"] = _r3(self.difference(idx))
+            out[f"{where}diff_lo"], out[f"{where}diff_hi"] = (None, None) if band is None else map(_r3, band)
+            out[f"{where}tested"] = self.tested(task)
+        return out
+
+    def facts(self) -> dict:
+        return dict(self._facts)
+
+    def table(self) -> str:
+        """The groups' counts per task family and level, as plain text."""
+        head = f"{'task':<10}{'level':>6}" + "".join(f"{g:>16}" for g in GROUPS)
+        lines = [head]
+        for t in self.tasks():
+            for lv in dict.fromkeys(self.prompt_levels[self._where(t)].tolist()):
+                n = self.counts(t, lv)
+                lines.append(f"{t:<10}{lv:>6}" + "".join(f"{n[g]:>16}" for g in GROUPS))
+        return "\n".join(lines)
+
+    def findings(self) -> str:
+        f, (shallow, deep) = self.facts(), self.models
+        parts = [f"{deep} against {shallow} on the same {f['n']} problems: neither solves {f['n_neither']}, only "
+                 f"{deep} {f['n_only_deeper']}, only {shallow} {f['n_only_shallower']}, both {f['n_both']}."]
+        for t in self.tasks():
+            d = _text(f[f"{t}_diff"], f[f"{t}_diff_lo"], f[f"{t}_diff_hi"])
+            parts.append(f"{t}: {deep}'s mean normalised depth score {_text(f[f'{t}_mean_only_deeper'])} where only it "
+                         f"solves ({f[f'{t}_scored_only_deeper']} scored), {_text(f[f'{t}_mean_both'])} where both "
+                         f"do ({f[f'{t}_scored_both']}); difference {d}"
+                         + ("." if f[f"{t}_tested"] else f" (a group below {MIN_GROUP} problems: not compared)."))
+        return " ".join(parts)
+
+    def summary(self) -> str:
+        return "\n".join([super().summary(), self.table()])
+
+
+def _r3(v):
+    return None if v is None else round(float(v), 3) + 0.0
+
+
+def _text(v, lo=None, hi=None) -> str:
+    if v is None:
+        return "undefined"
+    return f"{v:+.3f}" + ("" if lo is None else f" [{lo:+.3f}, {hi:+.3f}]")
+
+
+def split(shallow: DepthScoreResult, deep: DepthScoreResult) -> SolvedSplit:
+    """The split of two depth-score results on the same problems (the same task families, levels, problems per
+    level and seed, with ``accuracy=True``); ``deep`` must have more layers."""
+    for r in (shallow, deep):
+        if r.prompt_correct is None or np.isnan(r.prompt_correct).any():
+            raise DepthError(f"{r.meta.get('model')}'s depth score has no correctness per problem; run it with "
+                             "accuracy=True.")
+    same = ("seed", "n_per_level", "levels", "tasks")
+    ps, pd_ = shallow.meta.get("params", {}), deep.meta.get("params", {})
+    if (len(shallow.prompt_scores) != len(deep.prompt_scores) or (shallow.prompt_tasks != deep.prompt_tasks).any()
+            or (shallow.prompt_levels != deep.prompt_levels).any() or shallow.meta.get("seed") != deep.meta.get("seed")
+            or any(ps.get(k) != pd_.get(k) for k in same)):
+        raise DepthError("The two depth-score results are not on the same problems; run depth_score with the same "
+                         "tasks, n and seed on both models (or pass the models to solved_split).")
+    if deep.n_layers <= shallow.n_layers:
+        raise DepthError(f"deep ({deep.meta.get('model')}, {deep.n_layers} layers) must have more layers than "
+                         f"shallow ({shallow.meta.get('model')}, {shallow.n_layers} layers).")
+    meta = {**deep.meta, "params": {**pd_, "shallow": shallow.meta.get("model"), "shallow_layers": shallow.n_layers}}
+    return SolvedSplit(meta=meta, prompt_scores=deep.prompt_scores / (deep.n_layers - 1),
+                       prompt_tasks=np.asarray(deep.prompt_tasks), prompt_levels=np.asarray(deep.prompt_levels),
+                       shallow_correct=np.asarray(shallow.prompt_correct, float),
+                       deep_correct=np.asarray(deep.prompt_correct, float))
+
+
+def solved_split(shallow, deep, tasks=LADDER_FAMILIES, *, n: int = 20, seed: int = 0, max_tokens: int | None = None,
+                 device: str = "auto", dtype="auto", progress_bar: bool = True) -> SolvedSplit:
+    """Split problems by which of two models solves them and compare the deeper model's depth score between
+    "only the deeper solves" and "both solve" (see the module's docstring).
+
+    Args:
+        shallow, deep: the shallower and the deeper model (names, as :func:`depthutils.models.load_model` takes
+            them, or handles), or two :class:`~depthutils.measures.depth_score_result.DepthScoreResult` on the same
+            problems. Models are given the same problems: the deeper model's ``tasks`` resolved to one
+            ``{family: levels}``, drawn for both by the same seeded loaders (``n``, ``seed``), then checked by
+            :func:`split`.
+        tasks, n, seed, max_tokens: as :func:`depthutils.measures.depth_score.depth_score` takes them (default: the
+            ladder's own families, :data:`LADDER_FAMILIES`).
+        device, dtype: how a model given by name is loaded.
+    """
+    if isinstance(shallow, DepthScoreResult) and isinstance(deep, DepthScoreResult):
+        return split(shallow, deep)
+    if isinstance(shallow, DepthScoreResult) or isinstance(deep, DepthScoreResult):
+        raise DepthError("Pass two models or two DepthScoreResults as shallow and deep, not one of each.")
+    handles = [load_model(m, device=device, dtype=dtype) if isinstance(m, str) else m for m in (shallow, deep)]
+    wanted = levels_of(handles[1], tasks)  # one {family: levels} for both, so their seeded loaders draw the same
+    shallow_r, deep_r = (depth_score(h, wanted, n=n, seed=seed, max_tokens=max_tokens, progress_bar=progress_bar)
+                         for h in handles)
+    return split(shallow_r, deep_r)

@@ -1,0 +1,58 @@
+"""Verdicts on the reviewers' questions: what P1's reviewers asked that a run of this book can answer by experiment.
+
+Each function grades one question, stated in our words in :data:`~depthutils.book.claim_table.CLAIMS` (reviews are
+not the paper), with the one grading rule of :mod:`depthutils.book.grading`.
+"""
+from __future__ import annotations
+
+from depthutils.analysis.solved_split import MIN_GROUP, SolvedSplit
+from depthutils.book.claim_table import CLAIMS, LEVEL
+from depthutils.book.grading import Verdict, _verdict, combine, grade, interval_text
+
+
+def only_deeper(result: SolvedSplit) -> Verdict:
+    """Do problems only the deeper model solves use more of its depth than those both models solve?
+
+    Per task family, the deeper model's mean normalised depth score over "only the deeper solves" minus that over
+    "both solve", with its bootstrap interval over the family's problems: *shown* (for P1: no more depth) if the
+    interval lies at or below one layer of the deeper model, ``1 / (L − 1)`` (decided first, as chapter 6 does);
+    *not shown* if it lies wholly above 0; *mixed* otherwise. A family where either group holds fewer than
+    :data:`~depthutils.analysis.solved_split.MIN_GROUP` scored problems is *not tested*, with its counts.
+    """
+    c, f = CLAIMS["only_deeper"], result.facts()
+    shallow, deep = result.models
+    step = 1.0 / (result.n_layers - 1)
+    grades, parts, values, counts = [], [], [], []
+    for t in result.tasks():
+        n = {g: f[f"{t}_n_{g}"] for g in ("neither", "only_deeper", "only_shallower", "both")}
+        counts.append(f"{t}: neither {n['neither']}, only {deep} {n['only_deeper']}, only {shallow} "
+                      f"{n['only_shallower']}, both {n['both']}")
+        d, lo, hi = f[f"{t}_diff"], f[f"{t}_diff_lo"], f[f"{t}_diff_hi"]
+        text = f"{t}: {interval_text(d, lo, hi, '+.3f')}"
+        if not f[f"{t}_tested"]:
+            grades.append("not tested")
+            parts.append(f"{text} (only {deep} {f[f'{t}_scored_only_deeper']} and both {f[f'{t}_scored_both']} "
+                         f"scored problems; a group below {MIN_GROUP}: not tested)")
+            values.append(f"{t}: not tested ({f[f'{t}_scored_only_deeper']} only-{deep} and "
+                          f"{f[f'{t}_scored_both']} both problems)")
+            continue
+        g = grade(d, lo, hi, step, c.against.value, shown_first=True)
+        grades.append(g)
+        parts.append(f"{text} against one layer of {deep}, {step:.3f} ({g})")
+        values.append(text)
+    outcome = combine(grades)
+    notes = [] if outcome != "not tested" else [
+        f"No task family has {MIN_GROUP} or more problems in both compared groups, so this run cannot answer the "
+        "question; more problems per level give the groups more problems."]
+    pooled = interval_text(f["diff"], f["diff_lo"], f["diff_hi"], "+.3f")
+    numbers = (f"groups per family ({'; '.join(counts)}); only-{deep} minus both: " + "; ".join(parts) + f"; pooled "
+               f"over families (not graded: families differ in their scores) {pooled}.")
+    criterion = (f"{c.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval over the family's problems: a family "
+                 f"counts for P1 if the interval lies at or below one layer of the deeper model, {step:.3f} "
+                 f"({c.shown.source}); this is decided first. Otherwise it counts against P1 if the interval lies "
+                 f"wholly above 0 ({c.against.source}), and is mixed otherwise. Families are combined; a family whose "
+                 f"only-deeper or both group holds fewer than {MIN_GROUP} problems is not tested (ours: a mean over "
+                 "fewer rests on one or two problems).")
+    return _verdict(c, outcome, numbers, notes, criterion=criterion, value="; ".join(values),
+                    rows={"models": f"{shallow} ({f['shallow_L']} layers) and {deep} ({f['L']} layers)",
+                          "groups": "; ".join(counts)})
