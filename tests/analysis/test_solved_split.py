@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 
 import depthutils as du  # noqa: E402
 from depthutils.analysis.solved_split import GROUPS, MIN_GROUP, SolvedSplit, solved_split, split  # noqa: E402
-from depthutils.book import review_plots, reviews  # noqa: E402
+from depthutils.book.reviews import only_deeper as review  # noqa: E402
 from depthutils.core.errors import DepthError  # noqa: E402
 from depthutils.core.results import Result  # noqa: E402
 from depthutils.measures.depth_score_result import DepthScoreResult  # noqa: E402
@@ -125,10 +125,10 @@ def test_the_verdict_can_be_shown_not_shown_mixed_or_not_tested():
     deeper = _case(0.7 + noise(15, 0.02), 0.4 + noise(15, 0.02))
     unsure = _case(0.45 + noise(12, 0.3), 0.4 + noise(12, 0.3))
     few = _case(0.7 + noise(MIN_GROUP - 1, 0.02), 0.4 + noise(30, 0.02), neither=[0.2], only_shallower=[0.3])
-    assert reviews.only_deeper(same).outcome == "shown"
-    assert reviews.only_deeper(deeper).outcome == "not shown"
-    assert reviews.only_deeper(unsure).outcome == "mixed"
-    v = reviews.only_deeper(few)
+    assert review.verdict(same).outcome == "shown"
+    assert review.verdict(deeper).outcome == "not shown"
+    assert review.verdict(unsure).outcome == "mixed"
+    v = review.verdict(few)
     assert v.outcome == "not tested" and f"only deep {MIN_GROUP - 1}" in v.numbers and "both 30" in v.numbers
     assert "only shallow 1" in v.numbers and "neither 1" in v.numbers
     lo, hi = unsure.difference_interval("multihop")
@@ -156,7 +156,7 @@ def test_the_split_refuses_results_on_different_problems_and_saves(tmp_path):
 
 
 def test_the_figure_labels_each_group_with_its_count(pair):
-    fig = review_plots.only_deeper(pair[1])
+    fig = review.figure(pair[1])
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_xticklabels()]
     n = pair[1].counts()
