@@ -22,7 +22,7 @@ import torch
 from depthutils import data
 from depthutils.analysis.known_facts import SAMPLE_CANDIDATES, prompts_for
 from depthutils.core.encoding import encode_all
-from depthutils.core.errors import DepthError
+from depthutils.core.errors import DepthError, NothingFits
 from depthutils.core.results import Result, describe, make_meta
 from depthutils.models.architectures import check_residual
 from depthutils.ladder.registry import is_embedded
@@ -127,14 +127,15 @@ def early_exit(model, prompts, *, max_tokens: int | None = None, progress_bar: b
                            ).with_aggregates()
 
 
-def early_exit_on(model, sets="auto", *, n: int = 20, seed: int = 123, facts=None,
+def early_exit_on(model, sets="auto", *, n: int = 20, seed: int = 123, facts=None, max_tokens: int | None = None,
                   progress_bar: bool = True) -> tuple[dict, object]:
     """:func:`early_exit` on each set of prompts of ``sets`` (``{name: prompts}``), or with ``"auto"`` the sets a
     model can be graded on: an embedded model's own tasks (``n`` addition chains and ``n`` invented-world
     questions), another model's ``n`` GSM8K answers and the facts it knows (``facts``, a
     :class:`~depthutils.analysis.known_facts.FactPrompts`, by default up to ``n`` sums and ``n`` two-hop questions
     it answers among the book's candidates, each checked). Returns ``({name: result}, FactPrompts or None)``; a
-    set with no prompt is left out (the fact check says why)."""
+    set with no prompt, or none that fits ``max_tokens`` (default: the model's context) with its answer, is left
+    out (the fact check, or the verdict, says why)."""
     if isinstance(sets, str):
         if sets != "auto":
             raise DepthError(f"sets must be 'auto' or a dict of name → prompts, got {sets!r}.")
@@ -145,4 +146,10 @@ def early_exit_on(model, sets="auto", *, n: int = 20, seed: int = 123, facts=Non
                 facts = prompts_for(model, n=n, n_arithmetic=n, seed=seed, progress_bar=progress_bar,
                                     **SAMPLE_CANDIDATES)
             sets = {"GSM8K answers": data.load("gsm8k", n), "facts it knows": list(facts.prompts.values())}
-    return {k: early_exit(model, p, progress_bar=progress_bar) for k, p in sets.items() if p}, facts
+    out = {}
+    for name, prompts in sets.items():
+        try:
+            out[name] = early_exit(model, prompts, max_tokens=max_tokens, progress_bar=progress_bar) if prompts else None
+        except NothingFits:
+            out[name] = None
+    return {k: r for k, r in out.items() if r is not None}, facts

@@ -136,10 +136,11 @@ def glue_markdown(name: str, text: str) -> None:
 
 
 def ladder_table(results: dict, keys: dict[str, str], grade=None) -> str:
-    """A Markdown table, one row per model (``{model: result}``, or ``{model: {set: result}}``): each fact of
-    ``keys`` (``{fact: column}``) with its 95% bootstrap interval over prompts, and the outcome of ``grade`` (a
-    function of one model's result(s), returning a verdict) where given."""
-    head = ["model", "set", *keys.values()] + (["verdict"] if grade else [])
+    """A Markdown table, one row per model (``{model: result}``), or per model and set of prompts (``{model: {set:
+    result}}``): each fact of ``keys`` (``{fact: column}``) with its 95% bootstrap interval over prompts, and the
+    outcome of ``grade`` (a function of one model's result(s), returning a verdict) where given."""
+    sets = any(isinstance(rs, dict) for rs in results.values())
+    head = ["model", *(["set"] if sets else []), *keys.values()] + (["verdict"] if grade else [])
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for model, rs in results.items():
         many = rs if isinstance(rs, dict) else {"": rs}
@@ -147,7 +148,6 @@ def ladder_table(results: dict, keys: dict[str, str], grade=None) -> str:
         for name, r in many.items():
             f, band = r.facts(), r.intervals()
             cells = [interval_text(f[k], band.get(f"{k}_lo"), band.get(f"{k}_hi")) for k in keys]
-            rows.append("| " + " | ".join([f"{model} ({f['L']} layers)", name or "—", *cells]
+            rows.append("| " + " | ".join([f"{model} ({f['L']} layers)", *([name] if sets else []), *cells]
                                           + ([outcome] if grade else [])) + " |")
     return "\n".join(rows)
-

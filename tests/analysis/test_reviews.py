@@ -129,3 +129,13 @@ def test_the_norm_growth_verdict_can_come_out_every_way():
     assert norm_review.verdict(_norm_result(np.r_[1.0, 1, 1, 1, 1, 2, 2, 2])).outcome == "not shown"
     assert norm_review.verdict(_norm_result(np.r_[1.0, 1, 1, 1, 1, 0.75, 0.75, 0.75])).outcome == "mixed"
     assert norm_review.verdict(_norm_result(flat[:3])).outcome == "not tested"  # halves of one layer
+
+
+def test_the_ladder_table_has_a_set_column_only_for_sets_of_prompts():
+    from depthutils.book.report import ladder_table
+
+    one = ladder_table({"m": _norm_result(np.ones(8))}, {"abs_ratio": "ratio"}, norm_review.verdict)
+    assert one.splitlines()[0] == "| model | ratio | verdict |" and "| m (8 layers) | 1.00 [" in one
+    n = 20
+    sets = ladder_table({"m": {"a": _exit_result([1] * n, [0] * n)}}, {"lost": "lost"}, exit_review.verdict)
+    assert sets.splitlines()[0] == "| model | set | lost | verdict |" and sets.endswith("| shown |")

@@ -12,7 +12,7 @@ from depthutils.book.grading import Verdict, _verdict, combine, interval_text, j
 from depthutils.book.plotstyle import BAND_NOTE, lines, long_form, title
 from depthutils.book.realruns import FACT_CHECK_DTYPE, facts_for
 
-__all__ = ["verdict", "figure", "REAL_RUN", "MIN_CORRECT"]
+__all__ = ["verdict", "figure", "headline", "REAL_RUN", "MIN_CORRECT"]
 
 #: the fewest answer tokens the full model must get right for the share it loses to mean something (ours: below
 #: five one token moves the share by more than a fifth)
@@ -46,14 +46,33 @@ def verdict(results: dict[str, EarlyExitResult], facts: FactPrompts | None = Non
         parts.append(f"{name}: {interval_text(value, lo, hi)} of {correct} correct answer tokens lost (full model "
                      f"{f['full_gold']:.2f}, second half skipped {f['skip_gold']:.2f} gold accuracy; {outcome})")
         values.append(f"{name} {interval_text(value, lo, hi)}")
+    if not results:
+        outcomes.append("not tested")
+        parts.append("no set of prompts measured")
+        notes.append("No set of prompts could be measured: none fits the model's context with its answer, or the "
+                     "model answers none of the facts it was given.")
     return _verdict(c, combine(outcomes), "; ".join(parts) + ".", notes, value="; ".join(values))
+
+
+def headline(results: dict[str, EarlyExitResult]) -> dict:
+    """The first set's facts and their intervals, for a chapter's prose (every key None, glued as "never", when no
+    set was measured)."""
+    if results:
+        r = next(iter(results.values()))
+        return {**r.facts(), **r.intervals()}
+    keys = ("L", "half", "full_gold", "skip_gold", "added", "skip_agree", "lost", "formed_layer", "formed_rel", "n",
+            "answer_tokens")
+    return dict.fromkeys(keys + tuple(f"{k}_{e}" for k in EarlyExitResult.INTERVAL_FACTS for e in ("lo", "hi")))
 
 
 def figure(results: dict[str, EarlyExitResult]) -> plt.Figure:
     """One panel per set of prompts: gold accuracy and top-1 agreement with the full model of the early exit at
     every ``h_l`` (x: relative depth ``l / L``; 1 is the model's output), and the model with its second half
     skipped (a star at 0.5, with its 95% interval)."""
-    fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, max(len(results), 1), figsize=(5.5 * max(len(results), 1), 3.8), squeeze=False)
+    if not results:
+        axes[0, 0].text(0.5, 0.5, "no set of prompts measured\n(see the verdict)", ha="center", va="center")
+        axes[0, 0].set(xlabel="early exit at hₗ, relative depth l / L", ylabel="share of answer tokens")
     colors = {"gold accuracy": "#2ca02c", "top-1 agreement with the full model": "#1f77b4"}
     for i, (ax, (name, r)) in enumerate(zip(axes[0], results.items())):
         L = len(r.gold) - 1
