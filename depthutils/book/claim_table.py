@@ -231,7 +231,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           Threshold(None, "ours: less than one layer of the deeper model, 1 / (L − 1), is below the resolution of a "
                           "layer index (chapter 6's tolerance)"),
           Threshold(0.0, "ours: a difference whose interval lies wholly above 0 is more depth outside the noise"),
-          fact="{task}_diff", short="only-deeper minus both: the deeper model's mean normalised depth score",
+          fact="{task}_diff", short="only-deeper minus both: mean normalised depth score of the deeper model",
           paper_value="— (P1 gives no number and ran no such split: a reviewer's question; ours: a difference within "
                       "one layer, as its abstract's “not using their depth to learn new kinds of computation” reads)",
           paper_facts=(("models", "— (P1 ran no such split)"),

@@ -99,16 +99,16 @@ def test_one_prompt_per_kind_is_graded_on_its_point_without_an_interval():
 def test_prompts_that_cannot_inform_are_not_counted():
     from depthutils.measures.integrated_gradients import IGResult
 
-    class _Broken(IGResult):
-        def __init__(self, rel, share):
-            self.rel, self.share, self.meta = rel, share, {}
-
-        def facts(self):
-            return {"deepest_rel": self.rel, "completeness": self.share}
+    def _broken(rel, share):
+        """An IG result whose layer sums miss completeness (an instance, not a subclass: a subclass of a Result
+        would register itself in place of IGResult for every later load)."""
+        r = IGResult.__new__(IGResult)
+        r.meta, r.facts = {}, lambda: {"deepest_rel": rel, "completeness": share}
+        return r
 
     values = [0.4] * 10
     results = {**_sample("arithmetic", values), "arithmetic_11": _Prompt(None),
-               "arithmetic_12": _Broken(0.9, 2 * COMPLETENESS_LIMIT)}
+               "arithmetic_12": _broken(0.9, 2 * COMPLETENESS_LIMIT)}
     sample = cc.KindSample("arithmetic", results)
     assert sample.stats()["n"] == 10 and set(sample.stats()["dropped"]) == {"arithmetic_11", "arithmetic_12"}
     v = claims.context(results, "the |attribution|", facts=REAL)
