@@ -16,7 +16,6 @@ fewer than :data:`MIN_GROUP` problems with a defined score leaves its family's c
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -123,8 +122,14 @@ class SolvedSplit(Result):
         n = self.counts(task, scored=True)
         return min(n["only_deeper"], n["both"]) >= MIN_GROUP
 
-    @functools.cached_property
     def _facts(self) -> dict:
+        """The facts, computed once per result and kept on the instance (not by ``functools.cached_property``, whose
+        lock cannot be pickled, and NDIF pickles the registered result classes)."""
+        if "_facts_done" not in self.__dict__:
+            self.__dict__["_facts_done"] = self._compute_facts()
+        return self.__dict__["_facts_done"]
+
+    def _compute_facts(self) -> dict:
         out = {"L": self.n_layers, "shallow_L": int(self.meta["params"]["shallow_layers"]), "min_group": MIN_GROUP,
                "n": len(self.prompt_scores), "undefined": int((~np.isfinite(self.prompt_scores)).sum())}
         for where, task in [("", None)] + [(f"{t}_", t) for t in self.tasks()]:
@@ -139,7 +144,7 @@ class SolvedSplit(Result):
         return out
 
     def facts(self) -> dict:
-        return dict(self._facts)
+        return dict(self._facts())
 
     def table(self) -> str:
         """The groups' counts per task family and level, as plain text."""
