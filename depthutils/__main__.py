@@ -8,7 +8,7 @@
   python -m depthutils plan CHAPTER --model M       what a chapter's run costs, before it runs (--check: vs measured)
   python -m depthutils refresh [CHAPTER]            re-execute the source notebooks (nbval references)
   python -m depthutils student OUT                  the chapters with their solutions stripped, for students
-  python -m depthutils objectives [--seeds 1,2,3]   train the objectives experiment (resumes) and measure its snapshots
+  python -m depthutils objectives [--seeds 1,2]     train the objectives experiment (resumes), measure it, write its tables
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import argparse
 import sys
 
 from depthutils.core.errors import DepthError
-from depthutils.ladder.registry import DEFAULT_CKPT_DIR
+from depthutils.ladder.registry import DEFAULT_CKPT_DIR, OBJECTIVE_SEEDS, OBJECTIVE_TASKS
 from depthutils.models.real.catalog import ACCEPT_WORDS, REAL_MODELS, accept_terms, card, spec
 
 
@@ -112,13 +112,27 @@ def cmd_bench(args) -> int:
 
 
 def cmd_objectives(args) -> int:
-    from depthutils.analysis.objectives import DYNAMICS_CSV, write_dynamics
-    from depthutils.ladder.__main__ import main as ladder_main
+    from pathlib import Path
 
+    from depthutils.analysis.objectives_tables import TABLES_DIR, measure_runs, write_tables
+    from depthutils.ladder import registry
+    from depthutils.ladder.runs import train_runs
+
+    tasks, seeds = args.tasks.split(","), [int(x) for x in args.seeds.split(",")]
+    bad = [t for t in tasks if t not in registry.OBJECTIVE_TASKS]
+    if bad:
+        raise DepthError(f"Unknown task(s) {bad}; --tasks takes {', '.join(registry.OBJECTIVE_TASKS)}.")
+    names = [n for n in registry.OBJECTIVE_RUNS
+             if registry.SPECS[n]["task"] in tasks and registry.SPECS[n]["seed"] in seeds]
+    if not names:
+        raise DepthError(f"No run has seed(s) {seeds}; --seeds takes {registry.OBJECTIVE_SEEDS}.")
     if not args.measure_only:
-        ladder_main(["--ckpt", str(args.ckpt), "objectives", "--seeds", args.seeds])
-    rows = write_dynamics(args.ckpt, DYNAMICS_CSV)
-    print(f"{len(rows)} snapshots measured: {DYNAMICS_CSV}")
+        failed = train_runs(names, jobs=args.jobs, ckpt_root=Path(args.ckpt))
+        if failed:
+            raise DepthError(f"{len(failed)} run(s) failed ({', '.join(failed)}); their logs are in {args.ckpt}/logs.")
+    measure_runs(names, Path(args.ckpt))
+    counts = write_tables(Path(args.ckpt), TABLES_DIR)
+    print(f"{counts['runs']} runs, {counts['snapshots']} snapshots, {counts['rows']} prompt rows: {TABLES_DIR}")
     return 0
 
 
@@ -195,13 +209,18 @@ def build_parser() -> argparse.ArgumentParser:
                        help="cached real models with rows for chapters 2, 3 and 5 ('none': no rows; default: "
                             "%(default)s)")
     bench.set_defaults(func=cmd_bench)
-    objectives = sub.add_parser("objectives", help="train the objectives experiment's 9 runs (resumable; "
-                                "models into data/models) and write the training-dynamics table")
-    objectives.add_argument("--seeds", default="1,2,3", help="comma-separated seeds to train (default: %(default)s)")
+    objectives = sub.add_parser("objectives", help="train the objectives experiment's runs (resumable; seed 1's "
+                                "models into data/models), measure every snapshot and write its tables")
+    objectives.add_argument("--tasks", default=",".join(OBJECTIVE_TASKS),
+                            help="comma-separated tasks (default: %(default)s)")
+    objectives.add_argument("--seeds", default=",".join(map(str, OBJECTIVE_SEEDS)),
+                            help="comma-separated seeds to train (default: %(default)s)")
+    objectives.add_argument("--jobs", type=int, default=2,
+                            help="runs trained at once, one thread each (default: %(default)s)")
     objectives.add_argument("--ckpt", default=str(DEFAULT_CKPT_DIR),
                             help="checkpoints and snapshots, outside the repository (default: %(default)s)")
     objectives.add_argument("--measure-only", action="store_true",
-                            help="only measure the snapshots already kept under --ckpt")
+                            help="only measure the runs already trained under --ckpt and write the tables")
     objectives.set_defaults(func=cmd_objectives)
     plan = sub.add_parser("plan", help="layer-passes, FLOPs, peak memory, batch size and time of a chapter's run")
     plan.add_argument("chapter", nargs="?", help="chapter number (2, 02) or name (future_effects)")

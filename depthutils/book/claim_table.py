@@ -267,16 +267,18 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           "would likely use fewer layers for the task and dedicate the final layers to probability refinement.” … "
           "“forcing the model to learn the question distribution seems to force the feature building stage to end "
           "earlier.”",
-          "on five measures where larger means the later layers do more (contribution ratio, later-layer effect "
-          "ratio, ED_KL and ED_overlap ratios, normalised depth score), the answer-only objective (A) minus Q+A and "
-          "Q+A minus LM, on the seeds' means (paired by seed and prompt)",
-          Threshold(0.0, "a difference whose interval lies wholly above 0 is outside the noise of seeds and prompts"),
+          "on five measures read at the answer-predicting position, each predicted larger when the late layers still "
+          "build features (later-layer and output effect ratios, ED_KL and ED_overlap ratios, normalised depth score), "
+          "the answer-only objective (A) minus Q+A and Q+A minus LM, paired by seed and prompt, at matched accuracy",
+          Threshold(0.0, "ours: a difference whose interval over seeds and prompts lies wholly above 0, with every "
+                         "seed's own difference above 0"),
           Threshold(0.0, "the same 0 from below"),
-          fact="d_{pair}_{measure}", below=False, whole_layer=True, short="A minus Q+A, Q+A minus LM",
+          fact="{task}_matched_{pair}_{measure}", below=False, whole_layer=True, short="A minus Q+A, Q+A minus LM",
           paper_value="no number given: a hypothesis, A > Q+A > LM in depth used (ours, from the authors' words); "
                       "“Studying this systematically would be an interesting follow-up work.”",
           paper_facts=(("models", "none trained: a hypothesis, with P1's Q and Q+A models (Figs. 31, 32) as a hint"),
-                       ("this book", "8 layers, chains of operations mod 10, 3 objectives × 3 seeds"))),
+                       ("this book", "8 layers; the S5 word problem (needs depth) and Z10 chains (a control with a "
+                                     "shortcut); 3 objectives × 5 seeds each"))),
     Claim("norm_growth", "01", "P1", "abstract; Fig. 2; a reviewer's question on residual-norm growth",
           "in our words: a reviewer asked whether “layers in the second half contribute much less than those in the "
           "first half” only because the residual's norm grows; graded here on what each layer writes, ‖Δₗ‖, not "

@@ -13,7 +13,6 @@ from depthutils.book.claim_table import (
 from depthutils.measures.cross_model_mapping import MappingResult
 from depthutils.measures.depth_score_result import DepthScoreResult
 from depthutils.analysis.depth_use import MEASURES, DepthUse
-from depthutils.analysis.objectives import MEASURES as OBJ_MEASURES, ObjectivesResult
 from depthutils.measures.future_effects import FutureEffectsResult
 from depthutils.book.context_claim import CONTEXT_MEASURES, context
 from depthutils.book.grading import (
@@ -217,34 +216,6 @@ def shared_layers(result: DepthUse) -> Verdict:
     return _verdict(c, combine(grades), "; ".join(parts) + ".", value="; ".join(values),
                     criterion=f"{shared} minus {stacked}: " + c.criterion().replace("at or above", "wholly above")
                     + " Each of the three is graded; shown if all are, not shown if all are not, mixed otherwise.")
-
-
-def objectives(result: ObjectivesResult, floor: float = ACCURACY_FLOOR) -> Verdict:
-    """Chapter 10: A minus Q+A and Q+A minus LM on each measure; not tested where an objective is missing, a
-    single seed leaves no interval over seeds, or an objective does not do the task (mean accuracy over the
-    trained step counts below ``floor``)."""
-    c, f, objs, grades, parts = CLAIMS["objectives"], result.facts(), ("a", "qa", "lm"), [], []
-    weak = {o: f[f"{o}_acc_trained"] for o in objs if o in result.objectives() and f[f"{o}_acc_trained"] < floor}
-    why = (f"the runs of {', '.join(o for o in objs if o not in result.objectives())} are missing."
-           if set(objs) - set(result.objectives()) else "one seed only: the claim's intervals are over seeds."
-           if len(result.seeds) < 2 else "the models do not do the task, so their depth says nothing about it: mean "
-           "accuracy over the trained step counts " + ", ".join(f"{o} {v:.2f}" for o, v in weak.items()) +
-           f", below {floor:.2f} (chapter 6's floor; chance is 0.10)." if weak else None)
-    if why:
-        return not_tested("objectives", why)
-    for m in OBJ_MEASURES:
-        pair_grades = []  # a difference touching 0 is not above it: mixed
-        for pair in ("a_qa", "qa_lm"):
-            d, lo, hi = (f[c.fact.format(pair=pair, measure=m) + x] for x in ("", "_lo", "_hi"))
-            g = grade(d, lo, hi, c.shown.value, c.against.value, below=False)
-            pair_grades.append("mixed" if g == "shown" and lo is not None and lo <= c.shown.value else g)
-            parts.append(f"{m} {pair.replace('_', '−')}: {interval_text(d, lo, hi, '+.3f')} ({pair_grades[-1]})")
-        grades.append(combine(pair_grades))
-    return _verdict(c, combine(grades), "; ".join(parts) + ".", value="; ".join(
-        f"{m}: {g}" for m, g in zip(OBJ_MEASURES, grades)),
-        criterion=c.criterion().replace("at or above", "wholly above").replace("over prompts", "over seeds and "
-                  "prompts") + " A measure is shown if both differences are; the claim is shown if every measure is, "
-                  "not shown if every measure is not, mixed otherwise.")
 
 
 # ------------------------------------------------------------------------------------ P2's claims

@@ -58,7 +58,8 @@ def paper(v: Verdict, *results) -> Markdown:
 
 
 #: how a chapter's several verdicts are named in their headings (chapter 9: P2's three questions)
-QUESTIONS = {"scale": "model size", "cot": "long chain-of-thought training", "difficulty": "task difficulty"}
+QUESTIONS = {"scale": "model size", "cot": "long chain-of-thought training", "difficulty": "task difficulty",
+             "s5": "the S5 word problem, which needs depth", "z10": "the Z10 chains, the control with a shortcut"}
 
 
 def verdict(v: Verdict | dict[str, Verdict], prefix: str = "verdict", real: dict | None = None) -> Markdown:

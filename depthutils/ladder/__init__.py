@@ -16,11 +16,14 @@ Modules, one concern each:
 * :mod:`.corpus`    -- public-domain English text and the training-batch mixer.
 * :mod:`.train`     -- AdamW + cosine trainer with checkpoint-and-resume.
 * :mod:`.evaluate`  -- greedy exact-match evaluation, model cards, book prompts.
-* :mod:`.objectives` -- chapter 10's experiment: chains of operations mod 10 under three training
-  objectives (answer only, question and answer, with language modelling), their batches and cards.
+* :mod:`.word_problems` -- chapter 10's two tasks: the S5 word problem (needs depth) and the Z10 chains
+  (a control with a constant-depth shortcut), with the group theory that tells them apart.
+* :mod:`.objectives` -- chapter 10's three training objectives (answer only, question and answer, with
+  language modelling): their batches, accuracy and cards.
+* :mod:`.runs`      -- many runs trained side by side, one thread each.
 
 Reproduce with ``python -m depthutils.ladder train ladder-8`` (see README.md), and the objectives experiment
-with ``python -m depthutils.ladder objectives``.
+with ``python -m depthutils objectives``.
 This subpackage only imports the standard library at import time; torch and
 transformers are imported by the modules that need them.
 """

@@ -3,7 +3,6 @@
     python -m depthutils.ladder train ladder-8      # train (resumes if interrupted)
     python -m depthutils.ladder evaluate ladder-8   # write README.md + card.json
     python -m depthutils.ladder all                 # whole ladder, in order
-    python -m depthutils.ladder objectives          # the objectives experiment: 3 objectives x 3 seeds
 
 On a shared machine export OMP_WAIT_POLICY=PASSIVE first (see train.py).
 """
@@ -33,14 +32,12 @@ def main(argv=None) -> None:
     t.add_argument("name", choices=list(registry.SPECS))
     t.add_argument("--steps", type=int, default=None, help="override the spec's step count")
     t.add_argument("--out", type=Path, default=None,
-                   help="output folder (default: data/models/NAME)")
+                   help="output folder (default: data/models/NAME; an objectives run that is not shipped: "
+                        "beside its checkpoint)")
     e = sub.add_parser("evaluate", help="evaluate a model and write its card")
     e.add_argument("name")
     sub.add_parser("book-prompts", help="choose data/prompts/book_prompts.json with the default model")
     sub.add_parser("all", help="tokenizer, prompts, every model in order, cards, book prompts")
-    o = sub.add_parser("objectives", help="train the objectives experiment's runs, seed by seed (resumes)")
-    o.add_argument("--seeds", default=",".join(map(str, registry.OBJECTIVE_SEEDS)),
-                   help="comma-separated seeds (default: %(default)s)")
     sub.add_parser("list", help="list the shipped models")
     args = p.parse_args(argv)
 
@@ -59,18 +56,11 @@ def main(argv=None) -> None:
         write_eval_sets()
         return
     if args.cmd == "train":
+        from depthutils.ladder.runs import out_dir
         from depthutils.ladder.train import train
+        default = out_dir(args.name, args.ckpt) if args.name in registry.OBJECTIVE_RUNS else None
         train(args.name, args.corpus, args.ckpt, steps=args.steps, threads=args.threads,
-              out_dir=args.out, device=args.device)
-        return
-    if args.cmd == "objectives":
-        from depthutils.ladder.objectives import write_card
-        from depthutils.ladder.train import train
-        seeds = [int(x) for x in args.seeds.split(",")]
-        for name in registry.OBJECTIVE_RUNS:
-            if registry.SPECS[name]["seed"] in seeds:
-                train(name, args.corpus, args.ckpt, threads=args.threads, device=args.device)
-                write_card(name)
+              out_dir=args.out or default, device=args.device)
         return
     if args.cmd == "evaluate":
         from depthutils.ladder.evaluate import write_card

@@ -79,30 +79,39 @@ SPECS: dict[str, dict] = {
                       description="16-layer Llama, direct answers (deep rung)"),
 }
 # The objectives experiment (:mod:`.objectives`): one 8-layer architecture of the ladder's width (a narrower
-# MLP, 256, so that nine models stored in float16 fit 30 MB), one task, three objectives, three seeds. A seed
-# fixes the initial weights and the task examples, so the objectives of a seed differ only in their loss.
+# MLP, 256), two tasks (:mod:`.word_problems`: S5, which needs depth, and the Z10 control, which has a shortcut),
+# three objectives, five seeds. A seed fixes the initial weights and the task examples, so the objectives of a
+# seed differ only in their loss. Seed 1 of each task and objective is shipped (six models in float16); every
+# run's card and measurements are tables in ``data/experiments/objectives``.
 OBJECTIVE_WIDTH = dict(WIDTH, intermediate_size=256)
-OBJECTIVE_SEEDS = (1, 2, 3)
+OBJECTIVE_TASKS = ("s5", "z10")
+OBJECTIVE_SEEDS = (1, 2, 3, 4, 5)
+#: the seed whose final models are shipped in ``data/models``
+SHIPPED_SEED = 1
 OBJECTIVE_STEPS = 2400
-#: the steps whose weights are kept for the training-dynamics table: 8, log-spaced up to the last
-OBJECTIVE_SNAPSHOTS = (19, 38, 75, 150, 300, 600, 1200, 2400)
+#: the steps whose weights are kept and measured: log-spaced, at half octaves over the last two
+OBJECTIVE_SNAPSHOTS = (19, 38, 75, 150, 300, 600, 850, 1200, 1700, 2400)
 _OBJECTIVE_WORDS = {"a": "loss on the answer only", "qa": "loss on question and answer",
                     "lm": "loss on question, answer and English text rows"}
+_TASK_WORDS = {"s5": "permutations of 5 points (S5)", "z10": "chains of operations mod 10 (Z10)"}
 
 
-def objective_name(objective: str, seed: int) -> str:
-    """``("qa", 2)`` -> ``"objective-qa-2"``, the folder of that run's final model."""
-    return f"objective-{objective}-{seed}"
+def objective_name(task: str, objective: str, seed: int) -> str:
+    """``("s5", "qa", 2)`` -> ``"objective-s5-qa-2"``, the name of that run (and of its model folder)."""
+    return f"objective-{task}-{objective}-{seed}"
 
 
 for _seed in OBJECTIVE_SEEDS:
-    for _obj, _words in _OBJECTIVE_WORDS.items():
-        SPECS[objective_name(_obj, _seed)] = dict(
-            layers=8, style="direct", steps=OBJECTIVE_STEPS, lr=1e-3, warmup=50, objective=_obj, seed=_seed,
-            width=OBJECTIVE_WIDTH, snapshots=OBJECTIVE_SNAPSHOTS, export_dtype="float16",
-            description=f"8-layer Llama on chains of operations mod 10, {_words}, seed {_seed}")
-#: the objectives experiment's runs, seed by seed (a seed's three objectives are trained together)
-OBJECTIVE_RUNS = [objective_name(o, s) for s in OBJECTIVE_SEEDS for o in _OBJECTIVE_WORDS]
+    for _task, _task_words in _TASK_WORDS.items():
+        for _obj, _words in _OBJECTIVE_WORDS.items():
+            SPECS[objective_name(_task, _obj, _seed)] = dict(
+                layers=8, style="direct", steps=OBJECTIVE_STEPS, lr=1e-3, warmup=50, task=_task, objective=_obj,
+                seed=_seed, width=OBJECTIVE_WIDTH, snapshots=OBJECTIVE_SNAPSHOTS, export_dtype="float16",
+                description=f"8-layer Llama on {_task_words}, {_words}, seed {_seed}")
+#: the objectives experiment's runs, seed by seed (a seed's six runs are trained before the next seed's)
+OBJECTIVE_RUNS = [objective_name(t, o, s) for s in OBJECTIVE_SEEDS for t in _TASK_WORDS for o in _OBJECTIVE_WORDS]
+#: the runs whose final model is shipped
+SHIPPED_OBJECTIVE_RUNS = [n for n in OBJECTIVE_RUNS if SPECS[n]["seed"] == SHIPPED_SEED]
 
 #: Training order of ``python -m depthutils.ladder all``.
 ORDER = ["ladder-8", "ladder-4", "ladder-8-cot", "ladder-12", "ladder-16", "ladder-8-shared"]

@@ -216,7 +216,8 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
         opt, lambda s: lr_lambda(s, spec["warmup"], total))
     seed = spec.get("seed", registry.SEED)
     if spec.get("objective"):
-        maker = ObjectiveBatches(tok, spec["objective"], seed, Geometry(), Path(corpus_dir))
+        from depthutils.ladder.word_problems import TASKS
+        maker = ObjectiveBatches(tok, spec["objective"], seed, Geometry(), Path(corpus_dir), task=TASKS[spec["task"]])
     else:
         maker = BatchMaker(tok, Path(corpus_dir), style=spec["style"], batch_size=registry.BATCH_SIZE,
                            seq_len=registry.SEQ_LEN, seed=seed)
@@ -300,7 +301,7 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
                 params_unique=params_unique, params_total=params_total)
     if spec.get("objective"):
         geo = Geometry()
-        info.update(objective=spec["objective"], batch_size=geo.examples, seq_len=None,
+        info.update(task=spec["task"], objective=spec["objective"], batch_size=geo.examples, seq_len=None,
                     text_rows=geo.text_rows if spec["objective"] == "lm" else 0, text_len=geo.text_len,
                     task_tokens=seen["task_tokens"], text_tokens=seen["text_tokens"],
                     loss_targets=seen["loss_targets"], snapshots=sorted(snapshots),

@@ -95,7 +95,7 @@ class EffectiveDepthResult(Result):
                    overlap_by_prompt=lens.overlap_by_prompt, prompt_tokens=lens.prompt_tokens).with_aggregates()
 
 
-def _both(model, item) -> tuple:
+def curves_and_lens(model, item) -> tuple:
     """One prompt's contributions (``[L, 6, T]``) and logit-lens (``[L, 2, T]``) statistics, from one trace."""
     enc, k = item
     with model.no_grad(), model.trace(enc.input_ids):
@@ -114,7 +114,7 @@ def effective_depth(model, prompts, *, k: int = 5, max_tokens: int | None = None
     """
     prompts, _, fit = encode_all(model, prompts, max_tokens=max_tokens, limit=n, rule="skip")
     prompts, encs, cut = encode_all(model, prompts, max_tokens=max_tokens)  # as the two measurements read them
-    both = each(model, _both, [(e, k) for e in encs], "effective depth", enabled=progress_bar)  # NDIF: one request
+    both = each(model, curves_and_lens, [(e, k) for e in encs], "effective depth", enabled=progress_bar)  # NDIF: one request
     c = contributions_of(model, prompts, encs, cut, [b[0] for b in both])
     lens = logit_lens_of(model, prompts, encs, cut, k, [b[1] for b in both])
     meta = {**c.meta, "fit": fit.as_dict(), "params": {"k": k, "n": n}}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -25,9 +26,10 @@ from depthutils.cost.model_info import ModelInfo, model_info
 from depthutils.models.devices import auto_dtype, available_memory
 from depthutils.ladder.registry import is_embedded
 from depthutils.perf.timing import DEVICES, base_rss, calibration, cpu_seconds, gpu_seconds, wall_estimate
-from depthutils.analysis.objectives import chain_prompts, shipped_runs
+from depthutils.analysis.objectives import shipped_runs
+from depthutils.analysis.objectives_tables import prompts as objective_prompts
+from depthutils.ladder import registry
 from depthutils.analysis.study import OWN_TASKS
-from depthutils.ladder.objectives import EVAL_STEPS, TRAIN_STEPS
 
 MULTI = {"07": "models", "08": "models", "09": "models"}
 
@@ -119,14 +121,11 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
                     (info, cost_of("depth_score")(s, _score_prompts(info, p["tasks"], 10 if "n_per_level" not in p else
                                                             p["n_per_level"], p["seed"], 48), dtype, fast, remote,
                                         batch=batch))]
-        elif chapter == "10":
-            Ts = [info.count(q.text) for q in chain_prompts(p["n_examples"], TRAIN_STEPS[-1], p["seed"])]
-            score = [(info.count(q.text), 1, info.count(q.context), new_tokens(1, False, 48)) for k in EVAL_STEPS
-                     for q in chain_prompts(p["n_per_level"], k, p["seed"] + 1)]
-            out += [(info, cost_of("contributions")(s, Ts, dtype, remote)),
-                    (info, cost_of("future_effects")(s, Ts, dtype, fast, remote, batch=batch)),
-                    (info, cost_of("logit_lens")(s, Ts, dtype, remote)),
-                    (info, cost_of("depth_score")(s, score, dtype, fast, remote, batch=batch))]
+        elif chapter == "10":  # each shipped run re-measured at the answer position: curves and lens, future effects
+            task = registry.SPECS.get(Path(info.name).name, {}).get("task", registry.OBJECTIVE_TASKS[0])
+            Ts = [info.count(q.context) for q in objective_prompts(task)]
+            out += [(info, cost_of("effective_depth")(s, Ts, dtype, remote)),
+                    (info, cost_of("future_effects")(s, Ts, dtype, fast, remote, n_t=1, batch=batch))]
         elif chapter == "09":
             for task in p["tasks"]:
                 n = p["aime_n"] if task == "aime24" else p["n_per_task"]
@@ -201,7 +200,7 @@ def make_plan(num: str, p: dict, device: str = "cpu", memory: str | float | None
     threads = threads or torch.get_num_threads()
     remote = bool(p.get("remote"))
     dtype = p.get("dtype", "auto")
-    names = p["models"] if "models" in p else [p["model"]] if "model" in p else (p.get("runs") or shipped_runs())
+    names = p["models"] if "models" in p else [p["model"]] if "model" in p else (p.get("live") or shipped_runs())
     if remote or dtype == "auto":  # what load_model's "auto" picks (every model of the chapter alike)
         embedded = all(is_embedded(n) for n in names)
         dtype = "bfloat16" if remote else str(auto_dtype(device, embedded)[0]).replace("torch.", "")

@@ -1,131 +1,164 @@
-"""Chapter 10's measurements of the objectives experiment, against a plain-PyTorch oracle, and its verdict."""
+"""Chapter 10's comparisons (``depthutils.analysis.objectives``) and grading (``depthutils.book.objectives_claim``):
+on made-up tables whose answer is known, against independent formulas, every outcome; and the shipped runs'
+live measurement against their stored rows."""
 from __future__ import annotations
 
-import dataclasses
-import shutil
+import math
 
 import numpy as np
 import pytest
-import torch
 
-from depthutils.analysis.objectives import (MEASURES, ObjectivesResult, chain_prompts, measure_run, read_dynamics,
-                                            write_dynamics)
-from depthutils.book import claims
-from depthutils.core.results import halves
-from depthutils.ladder import registry
-from depthutils.ladder.objectives import TRAIN_STEPS
+from depthutils.analysis.at_answer import ARRAYS
+from depthutils.analysis.objectives import LIVE_RTOL, ObjectivesResult, objectives
+from depthutils.analysis.objectives_tables import TABLES_DIR, read_tables, write_tables
+from depthutils.book import objectives_claim as oc
+from depthutils.ladder.objectives import EVAL_STEPS, OBJECTIVES, TRAIN_STEPS
 
-RUNS = [n for n in registry.OBJECTIVE_RUNS if (registry.MODELS_DIR / n / "card.json").is_file()]
-pytestmark = pytest.mark.skipif(not RUNS, reason="no run of the objectives experiment is shipped")
-
-
-@pytest.fixture(scope="module")
-def measured():
-    return measure_run(RUNS[0], n=4, n_per_level=2, dtype="float32")
+SEEDS = (1, 2, 3, 4, 5)
+STEPS = (100, 200, 400)
+N = 4  # prompts per step count
 
 
-def _oracle(name: str, prompts) -> tuple[float, float, float]:
-    """Contribution ratio, ED_KL ratio and ED_overlap ratio with plain transformers and forward hooks: token
-    means over every token of every prompt, the lens on each layer's input ``h_l`` (spec §1, §3, §8)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    folder = registry.MODELS_DIR / name
-    hf = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
-    tok = AutoTokenizer.from_pretrained(str(folder))
-    L = hf.config.num_hidden_layers
-    ratio, kl, overlap, tokens = np.zeros(L), np.zeros(L), np.zeros(L), 0
-    for p in prompts:
-        ids = tok(p.text, return_tensors="pt").input_ids
-        seen = []
-        hooks = [layer.register_forward_hook(lambda m, a, k, o: seen.append((k.get("hidden_states", a[0] if a else None), o)),
-                                             with_kwargs=True) for layer in hf.model.layers]
-        try:
-            with torch.no_grad():
-                final = hf(ids).logits[0].log_softmax(-1)
-        finally:
-            for h in hooks:
-                h.remove()
-        assert len(seen) == L and seen[0][0].shape == (1, ids.shape[1], hf.config.hidden_size)
-        for l, (h, out) in enumerate(seen):
-            ratio[l] += ((out - h).norm(dim=-1) / h.norm(dim=-1))[0].sum().item()
-            with torch.no_grad():
-                q = hf.lm_head(hf.model.norm(h))[0].log_softmax(-1)
-            kl[l] += (q.exp() * (q - final)).sum(-1).sum().item()
-            top, top_final = q.topk(5, -1).indices, final.topk(5, -1).indices
-            overlap[l] += sum(len(set(a.tolist()) & set(b.tolist())) / 5 for a, b in zip(top, top_final))
-        tokens += ids.shape[1]
-    ratio, kl, overlap = ratio / tokens, kl / tokens, overlap / tokens
-    first, second = halves(ratio[1:])
-    ed_kl = next((l for l in range(L - 1) if kl[l] < 0.5 * kl.max()), None)
-    ed_ov = next((l for l in range(L - 1) if overlap[l] > 0.3), None)
-    as_ratio = lambda ed: None if ed is None else (ed + 1) / L  # noqa: E731
-    return second / first, as_ratio(ed_kl), as_ratio(ed_ov)
+def _made_up(shift: dict, acc: dict | None = None, noise: float = 0.02, flip_seed: int | None = None):
+    """A result for task s5: every objective's measures on the same base arrays, ``depth`` and ``on_later`` moved
+    by ``shift[objective]`` (``flip_seed``: that seed's shifts reversed); accuracy ``acc[(objective, step)]``
+    (default 0.9 on every step count)."""
+    rng = np.random.default_rng(0)
+    base = {a: rng.uniform(0.2, 1.0, (len(TRAIN_STEPS) * N, 8)) for a in ARRAYS}
+    base["kl"] = np.sort(base["kl"], 1)[:, ::-1].copy()
+    base["on_later"][:, -1] = np.nan
+    ks = np.repeat(TRAIN_STEPS, N)
+    cards, snaps, rows = {}, {}, {}
+    for o in OBJECTIVES:
+        for s in SEEDS:
+            name = f"objective-s5-{o}-{s}"
+            cards[name] = {"name": name, "task": "s5", "objective": o, "seed": s, "steps": STEPS[-1]}
+            snaps[name] = {st: {k: (acc or {}).get((o, st, k), (acc or {}).get((o, st), 0.9)) for k in EVAL_STEPS}
+                           for st in STEPS}
+            sign = -1 if s == flip_seed else 1
+            for st in STEPS:
+                arr = {a: v + rng.normal(0, noise, v.shape) for a, v in base.items()}
+                late = np.zeros(8)
+                late[4:] = sign * shift[o]
+                arr["on_later"] = arr["on_later"] + late
+                arr["output"] = arr["output"] + late
+                arr["depth"] = rng.uniform(0.3, 0.5, len(ks)) + sign * shift[o]
+                arr["k"] = ks
+                rows[(name, st)] = arr
+    return ObjectivesResult(cards, snaps, rows, n_boot=300)
 
 
-def test_measures_match_a_plain_pytorch_oracle(measured):
-    contributions, ed_kl, ed_overlap = _oracle(RUNS[0], chain_prompts(4, TRAIN_STEPS[-1], 0))
-    assert measured.value("contributions") == pytest.approx(contributions, rel=1e-4)
-    assert measured.value("ed_kl") == ed_kl and measured.value("ed_overlap") == ed_overlap
-    assert measured.value("later") is not None and 0 < measured.value("depth") < 1
-    assert set(measured.accuracy) >= set(TRAIN_STEPS)
+def test_a_comparison_matches_independent_formulas():
+    """The point difference is the mean over seeds of each seed's own difference, each from the mean curves of
+    the chosen step counts' prompts; the interval holds it; the seeds are counted by sign."""
+    r = _made_up({"a": 0.2, "qa": 0.1, "lm": 0.0})
+    steps, levels = r.final_steps("s5"), (2, 3, 5)
+    c = r.compare("s5", steps, "later", "a", "qa", levels)
+
+    def later(name):
+        arr = r.rows[(name, STEPS[-1])]
+        curve = np.nanmean(arr["on_later"][np.isin(arr["k"], levels)], 0)
+        return np.nanmean(curve[4:]) / np.mean(curve[:4])
+
+    own = [later(f"objective-s5-a-{s}") - later(f"objective-s5-qa-{s}") for s in SEEDS]
+    assert c.diff == pytest.approx(np.mean(own))
+    assert [c.seed_diffs[s] for s in SEEDS] == pytest.approx(own)
+    assert c.lo < c.diff < c.hi and c.agree == 5 and c.n_seeds == 5
+    d = r.compare("s5", steps, "depth", "qa", "lm", levels)
+    want = np.mean([r.rows[(f"objective-s5-qa-{s}", 400)]["depth"][np.isin(np.repeat(TRAIN_STEPS, N), levels)].mean()
+                    - r.rows[(f"objective-s5-lm-{s}", 400)]["depth"][np.isin(np.repeat(TRAIN_STEPS, N), levels)].mean()
+                    for s in SEEDS])
+    assert d.diff == pytest.approx(want)
 
 
-def _relabelled(m, objective: str, seed: int):
-    return dataclasses.replace(m, name=f"objective-{objective}-{seed}", objective=objective, seed=seed)
+@pytest.mark.parametrize("shift,flip,outcome", [
+    ({"a": 0.3, "qa": 0.15, "lm": 0.0}, None, "shown"),
+    ({"a": 0.0, "qa": 0.15, "lm": 0.3}, None, "not shown"),
+    ({"a": 0.0, "qa": 0.0, "lm": 0.0}, None, "mixed"),
+])
+def test_the_verdict_comes_out_every_way(shift, flip, outcome):
+    g = oc.grading(_made_up(shift, noise=0.01 if outcome != "mixed" else 0.05, flip_seed=flip))
+    assert g.conditions[("s5", "matched")].outcome() == outcome
+    assert oc.verdict(g, "s5").outcome == outcome
 
 
-def test_equal_objectives_differ_by_exactly_zero_and_are_not_graded_above_it(measured):
-    """One model under every label: each objective's mean is the model's value, every paired difference is
-    0 in every draw, and a difference touching 0 is mixed, not shown."""
-    runs = [_relabelled(measured, o, s) for o in ("a", "qa", "lm") for s in (1, 2)]
-    result = ObjectivesResult(runs, n_boot=50)
-    for m in MEASURES:
-        per = result.per_objective(m)
-        assert per["a"][0] == pytest.approx(measured.value(m))
-        assert per["a"][1] <= per["a"][0] <= per["a"][2]
-        assert result.difference(m, "a", "qa") == (0.0, 0.0, 0.0)
-    v = claims.objectives(result)
-    assert v.outcome == "mixed"
+def test_every_seed_must_agree():
+    """A seed whose difference has the other sign keeps a comparison from being shown, even where the interval
+    over seeds and prompts lies above 0."""
+    r = _made_up({"a": 0.3, "qa": 0.15, "lm": 0.0}, noise=0.01, flip_seed=3)
+    c = r.compare("s5", r.final_steps("s5"), "depth", "a", "qa", TRAIN_STEPS)
+    assert c.agree == 4 and oc.grade(c) != "shown"
 
 
-class _Stub:
-    """What the verdict reads of a result: its facts, objectives and seeds."""
-
-    def __init__(self, sign: float, acc: float = 0.9, objectives=("a", "qa", "lm")):
-        self.seeds, self._objs, self._f = [1, 2, 3], list(objectives), {}
-        for o in objectives:
-            self._f[f"{o}_acc_trained"] = acc
-        for m in MEASURES:
-            for pair in ("a_qa", "qa_lm"):
-                k = f"d_{pair}_{m}"
-                self._f.update({k: sign * 0.1, f"{k}_lo": sign * 0.05 if sign else -0.05,
-                                f"{k}_hi": sign * 0.15 if sign else 0.05})
-                if sign < 0:
-                    self._f[f"{k}_lo"], self._f[f"{k}_hi"] = -0.15, -0.05
-
-    def facts(self):
-        return self._f
-
-    def objectives(self):
-        return self._objs
-
-
-@pytest.mark.parametrize("sign,acc,objectives,outcome", [
-    (1, 0.9, ("a", "qa", "lm"), "shown"), (-1, 0.9, ("a", "qa", "lm"), "not shown"),
-    (0, 0.9, ("a", "qa", "lm"), "mixed"), (1, 0.1, ("a", "qa", "lm"), "not tested"),
-    (1, 0.9, ("a", "qa"), "not tested")])
-def test_the_verdict_can_come_out_every_way(sign, acc, objectives, outcome):
-    assert claims.objectives(_Stub(sign, acc, objectives)).outcome == outcome
+def test_floors_and_matched_accuracy():
+    """The floor is chapter 6's or the binomial test's, whichever is higher; a step count below the floor is left
+    out; matched accuracy falls back to the hardest step count every run learns and reads each run at its first
+    snapshot that reaches the level."""
+    assert oc.floor("z10") == 0.25
+    assert oc.floor("s5") == pytest.approx(0.2 + 1.6449 * math.sqrt(0.2 * 0.8 / 100), abs=1e-5)  # z at 5%, one-sided
+    acc = {("qa", 100): 0.5, ("qa", 200): 0.7, ("qa", 400): 0.8, ("lm", 100): 0.6, ("lm", 200): 0.6,
+           ("lm", 400): 0.6}
+    acc.update({("qa", st, 6): 0.21 for st in STEPS})  # Q+A never learns 6 operations
+    r = _made_up({"a": 0.3, "qa": 0.15, "lm": 0.0}, acc=acc, noise=0.01)
+    g = oc.grading(r)
+    m, f = g.conditions[("s5", "matched")], g.conditions[("s5", "final")]
+    assert m.match_k == 5 and m.match_level == pytest.approx(0.6)
+    assert {n: s for n, s in m.steps.items() if "-qa-" in n} == {f"objective-s5-qa-{s}": 200 for s in SEEDS}
+    assert {n: s for n, s in m.steps.items() if "-a-" in n} == {f"objective-s5-a-{s}": 100 for s in SEEDS}
+    assert 6 not in f.levels and 6 not in m.levels and f.dropped[6] == {"qa": pytest.approx(0.21)}
+    nothing = oc.grading(_made_up({"a": 0, "qa": 0, "lm": 0}, acc={("lm", st): 0.1 for st in STEPS}))
+    assert nothing.conditions[("s5", "matched")].why and oc.verdict(nothing, "s5").outcome == "not tested"
+    lookup = {("lm", st, k): 0.1 for st in STEPS for k in EVAL_STEPS if k >= 2}  # LM learns one operation only
+    only_one = oc.grading(_made_up({"a": 0.3, "qa": 0.15, "lm": 0.0}, acc=lookup, noise=0.01))
+    for name in oc.CONDITIONS:
+        assert "2 or more operations" in only_one.conditions[("s5", name)].why
+    assert oc.verdict(only_one, "s5").outcome == "not tested"
 
 
-def test_the_dynamics_table_round_trips(tmp_path):
-    """The training command's table: one row per kept snapshot, read back as numbers."""
-    snap = tmp_path / RUNS[0] / "snapshots" / "step-000010"
-    shutil.copytree(registry.MODELS_DIR / RUNS[0], snap)
-    rows = write_dynamics(tmp_path, tmp_path / "dyn.csv", n=3, progress_bar=False)
-    back = read_dynamics(tmp_path / "dyn.csv")
-    assert len(rows) == len(back) == 1 and back[0]["step"] == 10 and back[0]["run"] == RUNS[0]
-    assert back[0]["contributions"] == pytest.approx(rows[0]["contributions"])
-    (tmp_path / RUNS[0] / "snapshots" / "step-000020").symlink_to(snap)
-    again = write_dynamics(tmp_path, tmp_path / "dyn.csv", n=3, progress_bar=False)  # the row kept, one measured
-    assert len(again) == 2 and again[0] == back[0] and read_dynamics(tmp_path / "dyn.csv")[1]["step"] == 20
+def _measured_run(root, name: str, seed: int, values) -> None:
+    """A run's measurement folder as :func:`measure_run` writes it, with made-up numbers."""
+    import json
+
+    from depthutils.analysis.objectives_tables import ROW_FIELDS, SNAPSHOT_FIELDS, _write_csv
+
+    folder = root / name / "measured"
+    folder.mkdir(parents=True)
+    card = {"name": name, "task": "s5", "objective": "a", "seed": seed, "steps": 2400, "shipped": False}
+    (folder / "card.json").write_text(json.dumps(card))
+    _write_csv(folder / "snapshots.csv", SNAPSHOT_FIELDS,
+               [{"run": name, "task": "s5", "objective": "a", "seed": seed, "step": 19,
+                 **{f"accuracy_{k}": 0.125 * k for k in EVAL_STEPS}}])
+    _write_csv(folder / "rows.csv", ROW_FIELDS, [dict(zip(ROW_FIELDS, [name, 19, k, 0, *map(float, v)]))
+                                                 for k, v in zip((1, 2), values)])
+
+
+def test_the_tables_round_trip_and_grow_run_by_run(tmp_path):
+    """What :func:`write_tables` writes, :func:`read_tables` reads back (6 significant digits); a run measured
+    elsewhere (not under this checkpoint root) keeps its rows when another run is added."""
+    from depthutils.analysis.objectives_tables import ROW_FIELDS
+
+    rng = np.random.default_rng(1)
+    values = rng.uniform(0, 3, (2, len(ROW_FIELDS) - 4))
+    first, second = "objective-s5-a-1", "objective-s5-a-2"
+    _measured_run(tmp_path / "here", first, 1, values)
+    assert write_tables(tmp_path / "here", tmp_path / "out", runs=[first]) == {"runs": 1, "snapshots": 1, "rows": 2}
+    t = read_tables(tmp_path / "out")
+    assert t["cards"][first]["seed"] == 1 and t["snapshots"][first][19][8] == 1.0
+    got = t["rows"][(first, 19)]
+    assert got["k"].tolist() == [1, 2]
+    np.testing.assert_allclose(np.concatenate([got[a] for a in ARRAYS], 1), values[:, :-1], rtol=1e-5)
+    _measured_run(tmp_path / "there", second, 2, values + 1)
+    assert write_tables(tmp_path / "there", tmp_path / "out") == {"runs": 2, "snapshots": 2, "rows": 4}
+    t = read_tables(tmp_path / "out")
+    assert set(t["cards"]) == {first, second}
+    np.testing.assert_allclose(t["rows"][(first, 19)]["depth"], values[:, -1], rtol=1e-5)
+    np.testing.assert_allclose(t["rows"][(second, 19)]["depth"], values[:, -1] + 1, rtol=1e-5)
+
+
+def test_the_shipped_runs_measured_live_equal_their_rows():
+    """Each shipped run, measured now, equals the rows the training command stored for its last snapshot."""
+    if read_tables(TABLES_DIR) is None:
+        pytest.skip("the experiment's tables are not written")
+    r = objectives(n_boot=10, progress_bar=False)
+    assert len(r.live) == 6
+    assert max(r.live_gap.values()) < LIVE_RTOL, r.live_gap

@@ -61,6 +61,7 @@ def _run_numbers(text: str) -> list[str]:
         para = re.sub(r"\$\$.*?\$\$|\$[^$]*\$", "", para, flags=re.S)  # a definition's constants (P2's 0.3)
         para = re.sub(r"(Llama|Qwen|Qwen2|Qwen3|OLMo|Gemma|Mistral|Phi|GPT)[- ]?[0-9.]+\w*", "", para)
         para = re.sub(r"`[^`]*`", "", para)  # code: parameter values and commands
+        para = re.sub(r"\]\([^)]*\)", "]", para)  # a link's address (a DOI, an arXiv number)
         para = re.sub(r"95% (bootstrap|interval|CI)", "", para)  # an interval's level is a setting, not a result
         hits += re.findall(r"(?<![\w.])\d+\.\d+(?![\w.])|\d+(?:\.\d+)?\s?%", para)
     return hits

@@ -2,18 +2,16 @@
 from __future__ import annotations
 
 import json
-import random
-from pathlib import Path
 
 import pytest
 import torch
 
 from depthutils.ladder import registry
-from depthutils.ladder.objectives import (EVAL_STEPS, IGNORE, MOD, OPS, TRAIN_STEPS, Geometry, ObjectiveBatches,
-                                          accuracy, apply, chain_prompt, eval_chains, is_heldout, sample_chain)
+from depthutils.ladder.objectives import EVAL_STEPS, IGNORE, TRAIN_STEPS, Geometry, ObjectiveBatches, accuracy
 from depthutils.ladder.tokenizer import load_tokenizer
+from depthutils.ladder.word_problems import TASKS
 
-RUNS = [n for n in registry.OBJECTIVE_RUNS if (registry.MODELS_DIR / n / "card.json").is_file()]
+RUNS = [n for n in registry.SHIPPED_OBJECTIVE_RUNS if (registry.MODELS_DIR / n / "card.json").is_file()]
 
 
 @pytest.fixture(scope="module")
@@ -21,65 +19,46 @@ def tok():
     return load_tokenizer(registry.TOKENIZER_DIR)
 
 
-def _affine(op, d):
-    """An operation as the affine map ``x -> a x + b`` (mod 10), ``(a, b)``."""
-    return (1, d) if op == "+" else (d, 0)
+def _parse(task, text: str):
+    """``"3 a c = 2"`` -> ``(3, ["a", "c"])``: a chain's start and operations from its decoded text."""
+    start, *ops = text[:text.index("=")].split()
+    return int(start), ops
 
 
-def test_the_answer_is_the_composed_affine_map():
-    """An independent route: compose the operations' affine maps first, apply the product once."""
-    rng = random.Random(0)
-    for _ in range(500):
-        start, ops = rng.randrange(MOD), [rng.choice(OPS) for _ in range(rng.randint(1, 8))]
-        a, b = 1, 0
-        for op, d in ops:
-            a2, b2 = _affine(op, d)
-            a, b = (a2 * a) % MOD, (a2 * b + b2) % MOD
-        assert apply(start, ops) == (a * start + b) % MOD
-
-
-def test_every_operation_matters():
-    """Each operation is a bijection of the digits (so no operand can be ignored), and + and * do not commute."""
-    for op in OPS:
-        assert sorted(apply(x, [op]) for x in range(MOD)) == list(range(MOD))
-    assert any(apply(x, [("+", 1), ("*", 3)]) != apply(x, [("*", 3), ("+", 1)]) for x in range(MOD))
-
-
-def test_held_out_chains_are_never_trained(tok):
-    """About a fifth of the chains of 2+ operations are held out; no training batch holds one, and every
-    evaluation chain of 2+ operations is one."""
-    rng = random.Random(1)
-    share = sum(is_heldout(rng.randrange(MOD), [rng.choice(OPS) for _ in range(3)]) for _ in range(4000)) / 4000
-    assert 0.15 < share < 0.25
-    batches = ObjectiveBatches(tok, "qa", seed=1)
+@pytest.mark.parametrize("task", list(TASKS))
+def test_held_out_chains_are_never_trained(tok, task):
+    """No training batch holds a held-out chain, and every evaluation chain of 2+ operations is one."""
+    t = TASKS[task]
+    batches = ObjectiveBatches(tok, "qa", seed=1, task=t)
     for step in (0, 400, 1500):
         ids, answer, real = batches.task_rows(step)
         for row, r in zip(ids, real):
             text = tok.decode(row[r][1:-1].tolist())  # without BOS and EOS
-            prompt = text[:text.index("=") + 2]
-            start, *ops = prompt[:-3].split(" ")
-            assert not is_heldout(int(start), [(o[0], int(o[1:])) for o in ops]), text
+            assert not t.is_heldout(*_parse(t, text)), text
     for k in EVAL_STEPS[1:]:
-        assert all(e.meta["heldout"] for e in eval_chains(20, k))
-    assert len({e.prompt for e in eval_chains(50, 4)}) == 50
+        assert all(e.meta["heldout"] for e in t.eval_chains(20, k))
 
 
-def test_the_curriculum_adds_one_length_every_stage(tok):
-    batches = ObjectiveBatches(tok, "a", seed=2)
-    steps = lambda s: {int((r.sum() - 6) // 2) for r in batches.task_rows(s)[2]}  # noqa: E731  BOS q = ␣ a EOS
+@pytest.mark.parametrize("task", list(TASKS))
+def test_the_curriculum_adds_one_length_every_stage(tok, task):
+    batches = ObjectiveBatches(tok, "a", seed=2, task=TASKS[task])
+    per_op = 2 if task == "z10" else 1  # "+3" is two tokens, "a" one
+    steps = lambda s: {int((r.sum() - 6) // per_op) for r in batches.task_rows(s)[2]}  # noqa: E731  BOS x = ␣ a EOS
     assert steps(0) == {1}
     assert max(steps(1500)) == TRAIN_STEPS[-1] and min(steps(1500)) == 1
 
 
+@pytest.mark.parametrize("task", list(TASKS))
 @pytest.mark.parametrize("objective", ["a", "qa", "lm"])
-def test_targets_of_each_objective(tok, objective):
-    """The objectives share their task rows (per seed and step) and differ in the loss only: A counts the
+def test_targets_of_each_objective(tok, objective, task):
+    """The objectives share their task rows (per task, seed and step) and differ in the loss only: A counts the
     answer digit, Q+A every token after BOS, LM adds English rows counted whole."""
-    batches = ObjectiveBatches(tok, objective, seed=1, corpus_dir=registry.DEFAULT_CORPUS_DIR)
+    t = TASKS[task]
+    batches = ObjectiveBatches(tok, objective, seed=1, corpus_dir=registry.DEFAULT_CORPUS_DIR, task=t)
     ids, answer, real = batches.task_rows(700)
-    ref_ids, _, _ = ObjectiveBatches(tok, "a", seed=1).task_rows(700)
+    ref_ids, _, _ = ObjectiveBatches(tok, "a", seed=1, task=t).task_rows(700)
     assert torch.equal(ids, ref_ids)
-    assert not torch.equal(ids, ObjectiveBatches(tok, "a", seed=2).task_rows(700)[0])
+    assert not torch.equal(ids, ObjectiveBatches(tok, "a", seed=2, task=t).task_rows(700)[0])
     pairs = batches.pairs(700)
     assert len(pairs) == (2 if objective == "lm" else 1)
     x, y, w = pairs[0]
@@ -91,12 +70,10 @@ def test_targets_of_each_objective(tok, objective):
     assert bool((w[~counted] == 0).all())
     if objective == "a":
         assert counted.sum(1).tolist() == [1] * len(ids)  # one answer digit per chain
-        for row, t in zip(ids, y):
-            prompt = tok.decode(row[1:].tolist()).split("=")[0]
-            start, *ops = prompt.split()
-            want = apply(int(start), [(o[0], int(o[1:])) for o in ops])
-            assert tok.decode([int(t[t != IGNORE][0])]) == str(want)
-            assert tok.decode(row[:int(torch.nonzero(t != IGNORE)[0]) + 1].tolist()).endswith("= ")
+        for row, target in zip(ids, y):
+            want = t.apply(*_parse(t, tok.decode(row[1:].tolist())))
+            assert tok.decode([int(target[target != IGNORE][0])]) == str(want)
+            assert tok.decode(row[:int(torch.nonzero(target != IGNORE)[0]) + 1].tolist()).endswith("= ")
     else:
         assert torch.equal(counted, real[:, 1:])
     if objective == "lm":
@@ -104,7 +81,7 @@ def test_targets_of_each_objective(tok, objective):
         assert tx.shape == (Geometry().text_rows, Geometry().text_len) and bool((ty != IGNORE).all())
         assert float(tw.sum()) == pytest.approx(1.0)
         assert torch.equal(tx[:, 1:], ty[:, :-1])
-    again = ObjectiveBatches(tok, objective, seed=1, corpus_dir=registry.DEFAULT_CORPUS_DIR).pairs(700)
+    again = ObjectiveBatches(tok, objective, seed=1, corpus_dir=registry.DEFAULT_CORPUS_DIR, task=t).pairs(700)
     assert all(torch.equal(a, b) for p, q in zip(pairs, again) for a, b in zip(p, q))  # a resume sees the same
 
 
@@ -141,12 +118,12 @@ def test_training_keeps_snapshots_exports_float16_and_resumes(tmp_path, monkeypa
 
     from depthutils.ladder.train import train
 
-    spec = dict(registry.SPECS["objective-qa-1"], steps=4, snapshots=(2, 4), layers=2, warmup=2)
+    spec = dict(registry.SPECS["objective-s5-qa-1"], steps=4, snapshots=(2, 4), layers=2, warmup=2)
     monkeypatch.setitem(registry.SPECS, "objective-test", spec)
     out = train("objective-test", ckpt_root=tmp_path / "ckpt", steps=2, out_dir=tmp_path / "m1", threads=1)
     assert [p.name for p in sorted((tmp_path / "ckpt" / "objective-test" / "snapshots").iterdir())] == ["step-000002"]
     info = json.loads((out / "training.json").read_text())
-    assert info["steps"] == 2 and info["objective"] == "qa" and info["text_tokens"] == 0
+    assert info["steps"] == 2 and (info["task"], info["objective"]) == ("s5", "qa") and info["text_tokens"] == 0
     assert 0 < info["loss_targets"] <= info["task_tokens"] == info["tokens"]
     with safe_open(str(out / "model.safetensors"), "pt") as f:
         assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
@@ -160,29 +137,35 @@ def test_training_keeps_snapshots_exports_float16_and_resumes(tmp_path, monkeypa
 
 @pytest.mark.parametrize("name", RUNS)
 def test_shipped_run_matches_its_card_and_spec(name, tok):
-    """Each shipped run: its card's accuracy re-measured (the float16 weights, upcast), its spec's recipe,
-    and the task tokens every run of a seed shares."""
+    """Each shipped run: its card's accuracy re-measured (the float16 weights, upcast), its spec's recipe, its
+    card the experiment's table holds, and the task tokens every run of a task and seed shares."""
     from transformers import AutoModelForCausalLM
+
+    from depthutils.analysis.objectives_tables import read_tables
 
     folder = registry.MODELS_DIR / name
     card = json.loads((folder / "card.json").read_text())
     info = json.loads((folder / "training.json").read_text())
     spec = registry.SPECS[name]
-    assert (info["steps"], info["lr"], info["objective"], info["seed"]) == \
-        (spec["steps"], spec["lr"], spec["objective"], spec["seed"])
-    assert info["stored_dtype"] == "float16"
+    assert (info["steps"], info["lr"], info["task"], info["objective"], info["seed"]) == \
+        (spec["steps"], spec["lr"], spec["task"], spec["objective"], spec["seed"])
+    assert info["stored_dtype"] == "float16" and card["shipped"]
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
     assert card["params"] == info["params_total"] == sum(p.numel() for p in model.parameters())
-    got = accuracy(model, tok, steps=(1, 3, 6), n=100)
+    got = accuracy(model, tok, steps=(1, 3, 6), task=TASKS[spec["task"]])
     assert all(abs(got[k] - card["accuracy"][str(k)]) < 1e-9 for k in got), (got, card["accuracy"])
-    same_seed = [json.loads((registry.MODELS_DIR / n / "training.json").read_text())["task_tokens"]
-                 for n in RUNS if registry.SPECS[n]["seed"] == spec["seed"]]
-    assert len(set(same_seed)) == 1
+    tables = read_tables()
+    assert tables is not None and tables["cards"][name] == card
+    same = [c["task_tokens"] for c in tables["cards"].values() if (c["task"], c["seed"]) == (spec["task"], spec["seed"])]
+    assert len(same) == 3 and len(set(same)) == 1
 
 
-def test_shipped_runs_fit_their_budget():
-    """The nine runs add at most 30 MB to the repository."""
-    if len(RUNS) < len(registry.OBJECTIVE_RUNS):
-        pytest.skip(f"{len(RUNS)} of {len(registry.OBJECTIVE_RUNS)} runs shipped")
-    size = sum(f.stat().st_size for n in RUNS for f in (registry.MODELS_DIR / n).iterdir())
+def test_shipped_runs_and_tables_fit_their_budget():
+    """The shipped runs and the experiment's tables add at most 30 MB to the repository."""
+    from depthutils.analysis.objectives_tables import TABLES_DIR
+
+    if len(RUNS) < len(registry.SHIPPED_OBJECTIVE_RUNS):
+        pytest.skip(f"{len(RUNS)} of {len(registry.SHIPPED_OBJECTIVE_RUNS)} runs shipped")
+    files = [f for n in RUNS for f in (registry.MODELS_DIR / n).iterdir()] + list(TABLES_DIR.iterdir())
+    size = sum(f.stat().st_size for f in files)
     assert size <= 30 * 2**20, f"{size / 2**20:.1f} MiB"

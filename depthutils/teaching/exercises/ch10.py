@@ -101,11 +101,11 @@ EXERCISE_LOSS = Exercise(
     "answer_only_loss", "10_objectives", "The answer-only objective's loss",
     "answer_only_loss(lm, input_ids, answer_mask) -> float",
     "the mean over the answer tokens of the next-token cross-entropy −log p(token p + 1 | tokens ≤ p), on a batch "
-    "of chains (input_ids, answer_mask [B, T]), with the answer-only model objective-a-1",
+    "of chains (input_ids, answer_mask [B, T]), with the answer-only model objective-z10-a-1",
     difficulty=3, importance=3,
     hints=("`lm.hf(input_ids=...).logits` is [B, T, V]; position p's logits predict token p + 1.",
            "`log_softmax`, then `gather` the next token's log-probability, then keep the answer targets "
            "(`answer_mask[:, 1:]`) before the mean."),
-    cases=_loss_cases, reference=_loss_reference, mistakes=_loss_mistakes, model="objective-a-1", number="10.3")
+    cases=_loss_cases, reference=_loss_reference, mistakes=_loss_mistakes, model="objective-z10-a-1", number="10.3")
 
 register(EXERCISE_LOSS)
