@@ -46,7 +46,9 @@ def loaded():
 
 
 def test_every_model_is_shipped():
-    assert set(registry.SPECS) <= set(SHIPPED)
+    """Every ladder model and the objectives experiment's shipped runs (its other runs live in its tables)."""
+    unshipped = set(registry.OBJECTIVE_RUNS) - set(registry.SHIPPED_OBJECTIVE_RUNS)
+    assert set(registry.SPECS) - unshipped <= set(SHIPPED)
     for name in SHIPPED:
         assert (MODELS / name / "model.safetensors").stat().st_size <= MAX_BYTES
         assert (MODELS / name / "card.json").is_file()
