@@ -1,7 +1,7 @@
 """The book's depth measures read where the answer is computed: the position that predicts it (ours).
 
-P1 reads its measures on every token of a text; a task's answer, though, is computed at one position, the last
-token of the question, whose output predicts the answer's first token. Reading every token mixes that position
+Chapters 1–3 read their measures on every token of a text; a task's answer, though, is computed at one position, the
+last token of the question, whose output predicts the answer's first token. Reading every token mixes that position
 with the question's, which objectives train differently (an answer-only objective never trains them), and
 reading from the answer's first token on, as the depth score does, misses it. So this measurement reads, for
 each prompt, position ``t`` = the answer's first token − 1, the same position under every objective, on the
