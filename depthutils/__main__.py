@@ -122,10 +122,13 @@ def cmd_objectives(args) -> int:
     bad = [t for t in tasks if t not in registry.OBJECTIVE_TASKS]
     if bad:
         raise DepthError(f"Unknown task(s) {bad}; --tasks takes {', '.join(registry.OBJECTIVE_TASKS)}.")
+    kinds = args.objectives.split(",") if args.objectives else None
     names = [n for n in registry.OBJECTIVE_RUNS
-             if registry.SPECS[n]["task"] in tasks and registry.SPECS[n]["seed"] in seeds]
+             if registry.SPECS[n]["task"] in tasks and registry.SPECS[n]["seed"] in seeds
+             and (kinds is None or registry.SPECS[n]["objective"] in kinds)]
     if not names:
-        raise DepthError(f"No run has seed(s) {seeds}; --seeds takes {registry.OBJECTIVE_SEEDS}.")
+        raise DepthError(f"No run has seed(s) {seeds} and objective(s) {kinds or 'any'}; --seeds takes "
+                         f"{registry.OBJECTIVE_SEEDS}, --objectives a, qa, lm or a2 (the null control, S5 only).")
     if not args.measure_only:
         failed = train_runs(names, jobs=args.jobs, ckpt_root=Path(args.ckpt))
         if failed:
@@ -215,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
                             help="comma-separated tasks (default: %(default)s)")
     objectives.add_argument("--seeds", default=",".join(map(str, OBJECTIVE_SEEDS)),
                             help="comma-separated seeds to train (default: %(default)s)")
+    objectives.add_argument("--objectives", default=None,
+                            help="comma-separated objectives (a, qa, lm; a2: the null control) (default: all)")
     objectives.add_argument("--jobs", type=int, default=2,
                             help="runs trained at once, one thread each (default: %(default)s)")
     objectives.add_argument("--ckpt", default=str(DEFAULT_CKPT_DIR),

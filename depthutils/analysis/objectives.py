@@ -11,7 +11,9 @@ answer-predicting position (:mod:`depthutils.analysis.at_answer`) into tables
 * :meth:`ObjectivesResult.compare`: one measure, two objectives, on chosen snapshots and step counts: each
   objective's seed mean and its interval, the paired difference with its interval, and each seed's own
   difference. A draw of the bootstrap resamples the seeds, and for each drawn seed the prompts within each step
-  count; a difference pairs the objectives by seed (same initial weights and examples) and prompt;
+  count; a difference pairs the objectives by seed (same initial weights and examples) and prompt, and the
+  null control's A′ (objective A on another draw of the examples, :data:`~depthutils.ladder.objectives.NULL`)
+  pairs with A the same way;
 * :meth:`ObjectivesResult.matched_steps`: per run, the first snapshot whose accuracy on a step count reaches a
   level, for comparisons at matched accuracy.
 
@@ -28,7 +30,7 @@ from depthutils.analysis.objectives_tables import TABLES_DIR, measure_model, rea
 from depthutils.core.errors import DepthError
 from depthutils.core.progress import progress
 from depthutils.ladder import registry
-from depthutils.ladder.objectives import OBJECTIVES
+from depthutils.ladder.objectives import NULL, OBJECTIVES
 
 
 @dataclass
@@ -146,28 +148,30 @@ class ObjectivesResult:
             self._cache[key] = (drawn, W.reshape(self.n_boot, len(seeds), -1))
         return self._cache[key]
 
-    def _draws(self, task: str, steps: dict, measure: str, levels: tuple) -> tuple:
-        """``([n_boot, objectives] draws of each objective's seed mean, seeds)``, the same resampled seeds and
-        prompts for every objective, so differences are paired (NaN: undefined in a drawn seed)."""
-        key = (task, tuple(sorted(steps.items(), key=lambda kv: kv[0])), measure, levels)
-        if key in self._cache:
-            return self._cache[key]
-        seeds = [s for s in self.seeds(task)
-                 if all((n := self.run(task, o, s)) is not None and steps.get(n) is not None for o in OBJECTIVES)]
-        out = np.full((self.n_boot, len(OBJECTIVES)), np.nan)
-        if seeds:
-            first = self.run(task, OBJECTIVES[0], seeds[0])
-            k_of = self.arrays(first, steps[first])["k"]
+    def _seeds_at(self, task: str, steps: dict, objectives) -> list[int]:
+        """The seeds of ``task`` whose runs of every objective of ``objectives`` have a snapshot in ``steps``."""
+        return [s for s in self.seeds(task)
+                if all((n := self.run(task, o, s)) is not None and steps.get(n) is not None for o in objectives)]
+
+    def _column(self, task: str, objective: str, seeds: list) -> tuple:
+        """``((seed, run), …)``: the run of ``objective`` each seed slot reads."""
+        return tuple((s, self.run(task, objective, s)) for s in seeds)
+
+    def _draws(self, task: str, steps: dict, measure: str, levels: tuple, column: tuple) -> np.ndarray:
+        """``[n_boot]`` draws of the seed mean of ``measure`` over the runs of ``column`` (:meth:`_column`): the
+        same resampled seeds and prompts for every column of a task and set of seeds, so differences are paired
+        (NaN: undefined in a drawn seed)."""
+        key = (task, tuple(sorted(steps.items(), key=lambda kv: kv[0])), measure, levels, column)
+        if key not in self._cache:
+            seeds = [s for s, _ in column]
+            k_of = self.arrays(column[0][1], steps[column[0][1]])["k"]
             drawn, W = self._weights(task, seeds, k_of, levels)
-            for j, o in enumerate(OBJECTIVES):
-                slots = np.full(drawn.shape, np.nan)
-                for s in seeds:
-                    at = drawn == s
-                    slots[at] = measures_at(W[at], self.arrays(self.run(task, o, s), steps[self.run(task, o, s)]),
-                                            measure)
-                out[:, j] = slots.mean(1)
-        self._cache[key] = (out, seeds)
-        return out, seeds
+            slots = np.full(drawn.shape, np.nan)
+            for s, run in column:
+                at = drawn == s
+                slots[at] = measures_at(W[at], self.arrays(run, steps[run]), measure)
+            self._cache[key] = slots.mean(1)
+        return self._cache[key]
 
     def _band(self, draws) -> tuple:
         draws = draws[np.isfinite(draws)]
@@ -178,20 +182,28 @@ class ObjectivesResult:
 
     def compare(self, task: str, steps: dict, measure: str, a: str, b: str, levels) -> Comparison:
         """``measure`` of objectives ``a`` and ``b`` of ``task`` at the snapshots ``steps`` (``{run: step}``), on
-        the prompts of the step counts ``levels``; seeds missing a run or a snapshot are left out."""
+        the prompts of the step counts ``levels``, paired by seed; a seed missing a run of any objective (or of
+        ``a`` and ``b``: the null control's ``a2`` among them) or its snapshot is left out."""
         if measure not in MEASURES:
             raise DepthError(f"measure must be one of {MEASURES}, got {measure!r}.")
         levels = tuple(levels)
-        draws, seeds = self._draws(task, steps, measure, levels)
-        ja, jb = OBJECTIVES.index(a), OBJECTIVES.index(b)
-        val = lambda o, s: self.value(self.run(task, o, s), steps[self.run(task, o, s)], measure, levels)  # noqa: E731
-        sa, sb = {s: val(a, s) for s in seeds}, {s: val(b, s) for s in seeds}
+        seeds = self._seeds_at(task, steps, dict.fromkeys((*OBJECTIVES, a, b)))
+        cols = (self._column(task, a, seeds), self._column(task, b, seeds))
+        val = lambda run: self.value(run, steps[run], measure, levels)  # noqa: E731
+        sa, sb = ({s: val(run) for s, run in col} for col in cols)
         mean = lambda v: None if not v or None in v.values() else float(np.mean(list(v.values())))  # noqa: E731
         ma, mb = mean(sa), mean(sb)
         diffs = {s: None if sa[s] is None or sb[s] is None else sa[s] - sb[s] for s in seeds}
-        return Comparison(task, measure, a, b, levels, ma, mb, self._band(draws[:, ja]), self._band(draws[:, jb]),
-                          None if ma is None or mb is None else ma - mb, *self._band(draws[:, ja] - draws[:, jb]),
-                          diffs, sa, sb)
+        da, db = ((self._draws(task, steps, measure, levels, col) if seeds else np.full(self.n_boot, np.nan))
+                  for col in cols)
+        return Comparison(task, measure, a, b, levels, ma, mb, self._band(da), self._band(db),
+                          None if ma is None or mb is None else ma - mb, *self._band(da - db), diffs, sa, sb)
+
+    def has_null(self, task: str) -> bool:
+        """Whether every seed of ``task`` has the null control's run (A on another draw of the examples), so the
+        control is read on the seeds the objectives are compared on."""
+        seeds = self.seeds(task)
+        return bool(seeds) and all(self.run(task, NULL, s) is not None for s in seeds)
 
     def summary(self) -> str:
         lines = [f"{len(self.cards)} runs: " + ", ".join(
@@ -204,15 +216,17 @@ class ObjectivesResult:
         return "\n".join(lines)
 
 
-#: how far a live measurement may lie from its stored rows, relative: the tables keep 6 significant digits
-#: (5e-7), and the same weights on the same code path differ by fp32 rounding only
+#: how far a live measurement may lie from its stored rows, relative to each array's largest stored value: the
+#: tables keep 6 significant digits (5e-7), and the same weights differ by fp32 rounding only, whose order
+#: depends on the thread count (3e-6 seen between one thread and two); another model or prompt differs by far more
 LIVE_RTOL = 1e-4
 
 
 def live_gap(live: AtAnswerResult, stored: dict) -> float:
-    """The largest difference between a live measurement and its stored rows over every array, relative to the
-    stored value (``|live − stored| / (|stored| + 1e-6)``)."""
-    gaps = [np.nanmax(np.abs(np.asarray(getattr(live, a), float) - stored[a]) / (np.abs(stored[a]) + 1e-6))
+    """The largest difference between a live measurement and its stored rows, over every array, relative to
+    that array's largest stored magnitude (rounding scales with the values an array holds, so a value near 0
+    is compared on its array's scale, not its own)."""
+    gaps = [np.nanmax(np.abs(np.asarray(getattr(live, a), float) - stored[a])) / (np.nanmax(np.abs(stored[a])) + 1e-12)
             for a in (*ARRAYS, "depth")]
     return float(max(gaps))
 

@@ -1,6 +1,6 @@
 """The objectives experiment's tables: every run's card, every snapshot's accuracy and every prompt's measures.
 
-Thirty runs do not fit the repository as models, so the training command measures each run once, its kept
+Thirty-five runs do not fit the repository as models, so the training command measures each run once, its kept
 snapshots and its final model, and writes three tables to ``data/experiments/objectives/``:
 
 * ``cards.json``: one card per run (task, objective, seed, steps, tokens, time, threads, the snapshots kept,
@@ -27,7 +27,7 @@ from depthutils.analysis.at_answer import ARRAYS, AtAnswerResult, at_answer
 from depthutils.core.progress import progress
 from depthutils.core.prompts import Prompt
 from depthutils.ladder import registry
-from depthutils.ladder.objectives import EVAL_STEPS, TRAIN_STEPS, accuracy, card, write_readme
+from depthutils.ladder.objectives import EVAL_STEPS, TRAIN_STEPS, accuracy, card, current_recipe, write_readme
 from depthutils.ladder.word_problems import TASKS
 
 #: where the tables live
@@ -110,13 +110,16 @@ def write_tables(ckpt_root: Path = registry.DEFAULT_CKPT_DIR, out: Path = TABLES
     """Gather every measured run's card and rows under ``ckpt_root`` into the tables at ``out``, and write each
     shipped run's ``card.json`` and ``README.md`` into its model folder; returns how many runs, snapshots and
     prompt rows were written. A run the tables at ``out`` already hold and ``ckpt_root`` has no measurement of
-    (measured on another machine) keeps its rows, so the tables grow run by run wherever the runs were trained."""
+    (measured on another machine) keeps its rows, so the tables grow run by run wherever the runs were trained,
+    unless it was trained on another recipe (:func:`current_recipe`)."""
     names = [n for n in (runs or registry.OBJECTIVE_RUNS) if (Path(ckpt_root) / n / "measured" / "rows.csv").is_file()]
     out = Path(out)
     cards, snaps, rows = [], [], []
     if (out / "rows.csv.gz").is_file():
-        kept = lambda r: r["run"] not in names  # noqa: E731
-        cards = [c for c in json.loads((out / "cards.json").read_text()) if c["name"] not in names]
+        cards = [c for c in json.loads((out / "cards.json").read_text())
+                 if c["name"] not in names and current_recipe(c)]
+        held = {c["name"] for c in cards}
+        kept = lambda r: r["run"] in held  # noqa: E731
         snaps = [r for r in _read_csv(out / "snapshots.csv") if kept(r)]
         rows = [r for r in _read_csv(out / "rows.csv.gz", opener=gzip.open) if kept(r)]
     for n in names:

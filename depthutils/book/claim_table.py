@@ -278,7 +278,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                       "“Studying this systematically would be an interesting follow-up work.”",
           paper_facts=(("models", "none trained: a hypothesis, with P1's Q and Q+A models (Figs. 31, 32) as a hint"),
                        ("this book", "8 layers; the S5 word problem (needs depth) and Z10 chains (a control with a "
-                                     "shortcut); 3 objectives × 5 seeds each"))),
+                                     "shortcut); 3 objectives, designed for 5 seeds each (the seeds trained are "
+                                     "counted in the chapter's first output), and on S5 a null control"))),
     Claim("norm_growth", "01", "P1", "abstract; Fig. 2; a reviewer's question on residual-norm growth",
           "in our words: a reviewer asked whether “layers in the second half contribute much less than those in the "
           "first half” only because the residual's norm grows; graded here on what each layer writes, ‖Δₗ‖, not "

@@ -25,6 +25,12 @@ predicts no direction for it.
 * A pair of objectives is shown when at least three of its five measures are shown and none is not shown, not
   shown when at least three are not shown and none is shown, mixed otherwise (not tested with fewer than three
   tested). The claim on a task is shown when both pairs are, not shown when both are not, mixed otherwise.
+* **The null control.** On S5 each seed also trains A′: objective A from the same initial weights on another
+  draw of the task examples. A against A′ is paired by seed exactly as the objectives are, and no objective
+  differs, so the rule should find nothing. A null comparison *tells the runs apart* when its interval excludes
+  0 and every seed's difference has the interval's sign. If at least three of the five measures tell A from A′
+  apart, the rule separates runs by their examples as readily as a pair needs to be shown, and a shown or not
+  shown claim is reported as mixed.
 """
 from __future__ import annotations
 
@@ -32,11 +38,10 @@ import math
 from statistics import NormalDist
 from dataclasses import dataclass, field
 
-from depthutils.analysis.at_answer import LABELS
 from depthutils.analysis.objectives import Comparison, ObjectivesResult
 from depthutils.book.claim_table import ACCURACY_FLOOR, CLAIMS
 from depthutils.book.grading import Verdict, _verdict
-from depthutils.ladder.objectives import N_ACCURACY, OBJECTIVE_LABELS, TRAIN_STEPS
+from depthutils.ladder.objectives import GEOMETRIES, N_ACCURACY, NULL, OBJECTIVE_LABELS, TRAIN_STEPS
 from depthutils.ladder.registry import OBJECTIVE_TASKS
 from depthutils.ladder.word_problems import TASKS
 from depthutils.measures.curves import OVERLAP_THRESHOLD
@@ -93,6 +98,16 @@ def grade(c: Comparison) -> str:
     return "mixed"
 
 
+def apart(c: Comparison) -> bool:
+    """Whether a null comparison tells its runs apart: the interval excludes 0 and every seed's difference has
+    the interval's sign (either direction: under the null, both are false)."""
+    if c.diff is None or c.lo is None:
+        return False
+    up = c.lo > 0 and c.agree == c.n_seeds
+    down = c.hi < 0 and sum(d is not None and d < 0 for d in c.seed_diffs.values()) == c.n_seeds
+    return up or down
+
+
 def pair_outcome(grades) -> str:
     tested = [g for g in grades if g != "not tested"]
     shown, against = tested.count("shown"), tested.count("not shown")
@@ -126,6 +141,7 @@ class Condition:
     why: str | None = None            # not tested: why
     comparisons: dict = field(default_factory=dict)  # (pair, measure) -> Comparison
     contributions: dict = field(default_factory=dict)  # pair -> Comparison of the ungraded contribution ratio
+    null: dict = field(default_factory=dict)  # measure -> Comparison of A with A′ (the null control)
 
     def grades(self) -> dict:
         return {key: grade(c) for key, c in self.comparisons.items()}
@@ -133,8 +149,21 @@ class Condition:
     def pair(self, pair) -> str:
         return pair_outcome([grade(self.comparisons[(pair, m)]) for m in GRADED]) if not self.why else "not tested"
 
-    def outcome(self) -> str:
+    def null_apart(self) -> int | None:
+        """How many graded measures tell A from A′ apart (the null control; None: not run)."""
+        return sum(apart(c) for c in self.null.values()) if self.null else None
+
+    def null_fails(self) -> bool:
+        """Whether the rule tells A from A′ apart on :data:`MAJORITY` or more measures."""
+        return (self.null_apart() or 0) >= MAJORITY
+
+    def raw_outcome(self) -> str:
+        """The outcome before the null control."""
         return "not tested" if self.why else claim_outcome([self.pair(p) for p in PAIRS])
+
+    def outcome(self) -> str:
+        raw = self.raw_outcome()
+        return "mixed" if raw in ("shown", "not shown") and self.null_fails() else raw
 
 
 def condition(result: ObjectivesResult, task: str, name: str) -> Condition:
@@ -163,6 +192,9 @@ def condition(result: ObjectivesResult, task: str, name: str) -> Condition:
         for m in GRADED:
             cond.comparisons[(pair, m)] = result.compare(task, steps, m, *pair, levels)
         cond.contributions[pair] = result.compare(task, steps, "contributions", *pair, levels)
+    if result.has_null(task):
+        for m in GRADED:
+            cond.null[m] = result.compare(task, steps, m, "a", NULL, levels)
     return cond
 
 
@@ -186,11 +218,17 @@ class Grading:
         out = {"n_comparisons": self.n_comparisons(), "majority": MAJORITY, "hardest": TRAIN_STEPS[-1],
                "overlap_threshold": OVERLAP_THRESHOLD, "n_runs": len(self.result.cards), "alpha": f"{ALPHA:.0%}",
                "n_live": len(self.result.live_gap),
+               "n_null": sum(c["objective"] == NULL for c in self.result.cards.values()),
+               "train_hours": f"{sum(c.get('wall_time_s', 0) for c in self.result.cards.values()) / 3600:.1f}",
                "live_gap": f"{max(self.result.live_gap.values()):.1e}" if self.result.live_gap else "—"}
         for t in OBJECTIVE_TASKS:  # every key for every task, so that the chapter's prose never misses one
-            out.update({f"{t}_{name}_{key}": "—" for name in CONDITIONS for key in ("level", "k", "steps", "levels")})
-            out.update({f"{t}_{name}_{key}": "not tested" for name in CONDITIONS for key in ("outcome", *map("_".join, PAIRS))})
+            out.update({f"{t}_{name}_{key}": "—" for name in CONDITIONS
+                        for key in ("level", "k", "steps", "levels")})
+            out.update({f"{t}_{name}_{key}": "not run" for name in CONDITIONS for key in ("null_apart", "null")})
+            out.update({f"{t}_{name}_{key}": "not tested" for name in CONDITIONS
+                        for key in ("outcome", "raw_outcome", *map("_".join, PAIRS))})
             out.update({f"{t}_floor": round(floor(t), 2), f"{t}_chance": round(TASKS[t].chance, 2), f"{t}_n_seeds": 0,
+                        f"{t}_chains": GEOMETRIES[t].examples,
                         f"{t}_null_agree": "—", f"{t}_expected_chance_shown": "—"})
         for t in self.result.tasks():
             seeds = self.result.seeds(t)
@@ -217,32 +255,20 @@ class Grading:
                                     f"{q}_agree": f"{cmp.agree}/{cmp.n_seeds}", f"{q}_grade": grade(cmp)})
                 n_shown = sum(g == "shown" for g in c.grades().values())
                 out[f"{p}_n_shown"] = n_shown
+                if c.null:
+                    out[f"{p}_null_apart"] = null_words(c)
+                    out[f"{p}_null"] = "fails" if c.null_fails() else "passes"
+                    out[f"{p}_raw_outcome"] = c.raw_outcome()
         return out
 
-    def table(self, task: str, condition: str) -> str:
-        """Markdown, one row per measure: each objective's seed mean [95% interval] and, per pair, the difference
-        [interval], the seeds above 0 and the grade, under ``condition``."""
-        if task not in self.result.tasks():
-            return NOT_RUN
-        c = self.conditions[(task, condition)]
-        if c.why:
-            return f"Not tested: {c.why}."
-        pairs = [f"{SHORT[a]} − {SHORT[b]}" for a, b in PAIRS]
-        lines = ["| measure | " + " | ".join(SHORT[o] for o in OBJECTIVE_LABELS) + " | " + " | ".join(pairs) + " |",
-                 "|---" * (1 + len(OBJECTIVE_LABELS) + len(PAIRS)) + "|"]
-        for m in (*GRADED, "contributions"):
-            cmps = [c.contributions[p] if m == "contributions" else c.comparisons[(p, m)] for p in PAIRS]
-            means = {cmps[0].a: (cmps[0].mean_a, cmps[0].band_a), cmps[0].b: (cmps[0].mean_b, cmps[0].band_b),
-                     cmps[1].b: (cmps[1].mean_b, cmps[1].band_b)}
-            cells = [_cell(*means[o]) for o in OBJECTIVE_LABELS]
-            diffs = [f"{_cell(x.diff, (x.lo, x.hi), '+.3f')} · {x.agree}/{x.n_seeds}"
-                     + ("" if m == "contributions" else f" · *{grade(x)}*") for x in cmps]
-            label = SHORT_LABELS[m] + (" (not graded)" if m == "contributions" else "")
-            lines.append(f"| {label} | " + " | ".join(cells + diffs) + " |")
-        return "\n".join(lines)
+
+def null_words(c: Condition) -> str:
+    """``1 of 5 measures``: how many graded measures tell A from A′ apart (the null control)."""
+    n = c.null_apart()
+    return "not run" if n is None else f"{n} of {len(GRADED)} measures"
 
 
-def _cell(v, band, fmt: str = ".3f") -> str:
+def cell(v, band, fmt: str = ".3f") -> str:
     """``0.449 [0.38, 0.52]``: the value to three decimals, its interval's ends to two (minus signs as −)."""
     if v is None:
         return "undefined"
@@ -264,7 +290,9 @@ def criterion(task: str) -> str:
             f"and every seed's own difference is above 0 (ours), not shown when the interval lies wholly below 0, "
             f"mixed otherwise. A pair of objectives is shown when at least {MAJORITY} of its {len(GRADED)} measures "
             f"are shown and none is not shown, not shown in the mirror case, mixed otherwise; the claim is shown when "
-            f"both pairs are. A step count counts where every objective's mean accuracy reaches {floor(task):.2f} "
+            f"both pairs are; a shown or not shown claim is reported as mixed when the same rule tells A from A′ (A "
+            f"on another draw of the examples, the null control) apart on {MAJORITY} or more measures. A step count "
+            f"counts where every objective's mean accuracy reaches {floor(task):.2f} "
             f"(chapter 6's floor, or the accuracy a one-sided binomial test on {N_ACCURACY} chains tells from chance, "
             f"{TASKS[task].chance:.2f}, at {ALPHA:.0%}, whichever is higher).")
 
@@ -280,7 +308,7 @@ def verdict(g: Grading, task: str) -> Verdict:
     m, f = g.conditions[(task, "matched")], g.conditions[(task, "final")]
     parts = []
     for pair in PAIRS:
-        cells = [f"{SHORT_LABELS[mm]} {_cell(x.diff, (x.lo, x.hi), '+.3f')} ({x.agree}/{x.n_seeds} seeds, {grade(x)})"
+        cells = [f"{SHORT_LABELS[mm]} {cell(x.diff, (x.lo, x.hi), '+.3f')} ({x.agree}/{x.n_seeds} seeds, {grade(x)})"
                  for mm in GRADED for x in [m.comparisons[(pair, mm)]]]
         parts.append(f"{SHORT[pair[0]]} − {SHORT[pair[1]]}: {m.pair(pair)} ({'; '.join(cells)})")
     n = len(g.result.seeds(task))
@@ -289,55 +317,13 @@ def verdict(g: Grading, task: str) -> Verdict:
                + "; ".join(parts) + f". At the same step (the last), the claim would be {f.outcome()}.")
     notes = [f"{g.n_comparisons()} comparisons per task and condition; under a null with no difference each has at "
              f"most a 1/{2 ** n} chance of every seed agreeing in the predicted direction, so about "
-             f"{g.n_comparisons() / 2 ** n:.2f} chance-shown comparisons are expected, and a pair needs {MAJORITY}."]
+             f"{g.n_comparisons() / 2 ** n:.2f} chance-shown comparisons are expected, and a pair needs {MAJORITY}.",
+             "Null control (A against A′, objective A on another draw of the examples, paired by seed): "
+             + ("not run on this task." if not m.null else
+                f"{null_words(m)} tell them apart; " + (
+                    f"{MAJORITY} or more, so the rule's {m.raw_outcome()} is reported as mixed."
+                    if m.null_fails() and m.raw_outcome() in ("shown", "not shown") else
+                    f"{MAJORITY} or more: the control fails." if m.null_fails() else
+                    f"fewer than {MAJORITY}, so the control passes."))]
     return _verdict(c, m.outcome(), numbers, notes, criterion=criterion(task),
                     value=f"{TASKS[task].name.upper()}: A − Q+A {m.pair(PAIRS[0])}, Q+A − LM {m.pair(PAIRS[1])}")
-
-
-def reading(g: Grading, task: str) -> str:
-    """The reading guide's paragraph on ``task``, in words built from the run: what each pair comes out as at
-    matched accuracy and at the same step, and which measures point the other way."""
-    if task not in g.result.tasks():
-        return NOT_RUN
-    name = TASKS[task].name.upper()
-    parts = []
-    for cond, words in CONDITIONS.items():
-        c = g.conditions[(task, cond)]
-        if c.why:
-            parts.append(f"{words.capitalize()}, {name} is not tested: {c.why}.")
-            continue
-        for pair in PAIRS:
-            label = f"{SHORT[pair[0]]} − {SHORT[pair[1]]}"
-            grades = {m: grade(c.comparisons[(pair, m)]) for m in GRADED}
-            up = [m for m in GRADED if (c.comparisons[(pair, m)].diff or 0) > 0]
-            down = [m for m in GRADED if (c.comparisons[(pair, m)].diff or 0) < 0]
-            shown = [SHORT_LABELS[m] for m, x in grades.items() if x == "shown"]
-            against = [SHORT_LABELS[m] for m, x in grades.items() if x == "not shown"]
-            text = (f"{words}, {label} on {name} is *{c.pair(pair)}*: {len(shown)} of {len(GRADED)} measures shown"
-                    + (f" ({', '.join(shown)})" if shown else "") + (f", {len(against)} wholly the other way "
-                                                                      f"({', '.join(against)})" if against else ""))
-            if up and down:
-                text += (f"; the measures disagree in direction: {len(up)} put {SHORT[pair[0]]} above, {len(down)} "
-                         f"below ({', '.join(SHORT_LABELS[m] for m in down)})")
-            parts.append(text[0].upper() + text[1:] + ".")
-    return " ".join(parts)
-
-
-
-
-#: what each graded measure reads (the chapter's list; the reasons are :data:`PREDICTIONS`)
-READS = {
-    "later": "chapter 2's future effect with the skip on the positions before the answer position: a second-half "
-             "layer's effect on the later layers' updates there, over a first-half layer's",
-    "output": "the same skips' effect on the answer's output distribution, second half over first",
-    "ed_kl": "P2's effective depth on chapter 3's lens at the answer position, (ED + 1)/L, where the lens first comes "
-             "within half the maximum KL of the output",
-    "ed_overlap": f"the same where the lens first shares more than {OVERLAP_THRESHOLD} of the output's top 5",
-    "depth": "chapter 6's depth score (P1's centre of mass of the later-layer effects) with the skip before the answer "
-             "position, normalised by L − 1",
-}
-
-
-def measures_markdown() -> str:
-    """The graded measures as a Markdown list: what each reads, and why the hypothesis predicts A > Q+A > LM."""
-    return "\n".join(f"- **{LABELS[m]}**: {READS[m]}. *Predicted A > Q+A > LM:* {PREDICTIONS[m]}." for m in GRADED)

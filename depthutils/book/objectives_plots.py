@@ -9,15 +9,18 @@ import numpy as np
 import seaborn as sns
 
 from depthutils.book.objectives_claim import CONDITIONS, GRADED, PAIRS, SHORT, SHORT_LABELS, Grading, floor
-from depthutils.ladder.objectives import EVAL_STEPS, OBJECTIVE_LABELS, OBJECTIVES, TRAIN_STEPS
+from depthutils.ladder.objectives import EVAL_STEPS, NULL, OBJECTIVES, TRAIN_STEPS
 from depthutils.ladder.word_problems import TASKS
 
-COLORS = dict(zip(OBJECTIVES, sns.color_palette("colorblind", len(OBJECTIVES))))
+COLORS = {**dict(zip(OBJECTIVES, sns.color_palette("colorblind", len(OBJECTIVES)))), NULL: "0.6"}
+#: the null control's run in a tick label
+NULL_SHORT = "A′"
 
 
 def measures(g: Grading, condition: str = "matched") -> plt.Figure:
     """Rows: tasks; columns: the graded measures, then the contribution ratio (not graded). Each panel: every
-    objective's seed mean (bar) with its 95% interval over seeds and prompts, and each seed's value (dots)."""
+    objective's seed mean (bar) with its 95% interval over seeds and prompts, and each seed's value (dots); where
+    the null control ran, A′ beside them (hatched)."""
     tasks, cols = g.result.tasks(), (*GRADED, "contributions")
     fig, axes = plt.subplots(len(tasks), len(cols), figsize=(7.2, 2.3 * len(tasks) + 0.5), squeeze=False)
     for r, t in enumerate(tasks):
@@ -31,23 +34,29 @@ def measures(g: Grading, condition: str = "matched") -> plt.Figure:
             first, second = (c.contributions[p] if m == "contributions" else c.comparisons[(p, m)] for p in PAIRS)
             per = {first.a: (first.mean_a, first.band_a, first.seed_a), first.b: (first.mean_b, first.band_b, first.seed_b),
                    second.b: (second.mean_b, second.band_b, second.seed_b)}
-            for i, o in enumerate(OBJECTIVES):
+            shown = list(OBJECTIVES)
+            if m in c.null:  # the null control's A′ beside the objectives
+                x = c.null[m]
+                per[NULL] = (x.mean_b, x.band_b, x.seed_b)
+                shown.append(NULL)
+            for i, o in enumerate(shown):
                 mean, (lo, hi), seeds = per[o]
                 if mean is None:
                     ax.text(i, 0, "undef.", ha="center", rotation=90, fontsize=7)
                     continue
-                ax.bar(i, mean, color=COLORS[o], alpha=0.55, width=0.75)
+                ax.bar(i, mean, color=COLORS[o], alpha=0.55, width=0.75, hatch="//" if o == NULL else None)
                 if lo is not None:
                     ax.errorbar(i, mean, yerr=[[mean - lo], [hi - mean]], color="k", capsize=3, lw=1)
                 vals = [v for v in seeds.values() if v is not None]
                 ax.scatter(np.full(len(vals), i) + np.linspace(-0.2, 0.2, len(vals)), vals, color="k", s=7, zorder=3)
-            ax.set_xticks(range(len(OBJECTIVES)), [SHORT[o] for o in OBJECTIVES], fontsize=7)
+            ax.set_xticks(range(len(shown)), [NULL_SHORT if o == NULL else SHORT[o] for o in shown], fontsize=6.5,
+                          rotation=90)
             ax.tick_params(axis="y", labelsize=7)
             if r == 0:
-                ax.set_title(SHORT_LABELS[m] + ("\n(not graded)" if m == "contributions" else ""), fontsize=8)
+                ax.set_title("contribution\nratio (not graded)" if m == "contributions" else SHORT_LABELS[m], fontsize=8)
         axes[r, 0].set_ylabel(f"{TASKS[t].name.upper()}\nvalue", fontsize=8)
     fig.suptitle(f"At the answer position, {CONDITIONS[condition]}\nbars: seed means with 95% intervals over seeds "
-                 "and prompts; dots: seeds", fontsize=8.5)
+                 "and prompts; dots: seeds\nA′ (hatched): the null control, objective A on other examples", fontsize=8.5)
     fig.tight_layout()
     return fig
 

@@ -33,6 +33,10 @@ from depthutils.ladder.word_problems import TASKS, Z10, WordTask
 OBJECTIVES = ("a", "qa", "lm")
 #: how each objective is named in the book
 OBJECTIVE_LABELS = {"a": "A (answer only)", "qa": "Q+A", "lm": "LM (Q+A + text)"}
+#: the null control's runs: objective A from the same initial weights on another draw of the task examples, so
+#: A against A′ pairs runs as the objectives are paired (by seed) where no objective differs
+NULL = "a2"
+NULL_LABEL = "A′ (answer only, other examples)"
 #: step counts trained on, and the longer chains only evaluated (outside the training range)
 TRAIN_STEPS = (1, 2, 3, 4, 5, 6)
 #: the curriculum: chains of up to ``1 + step // CURRICULUM`` operations at training step ``step``, drawn
@@ -55,6 +59,24 @@ class Geometry:
     text_len: int = 128
 
 
+#: each task's batch geometry (the English rows keep one text row per 16 task rows). Z10 trains on 128 chains a
+#: step: at 64, Q+A and LM stayed near chance even on one operation after 2400 steps (two seeds each: 0.28-0.62),
+#: while at 128 every objective of three seeds reached 1.00 on it. S5's objectives learn at 64.
+GEOMETRIES = {"s5": Geometry(), "z10": Geometry(examples=128, text_rows=8)}
+
+
+def current_recipe(info: dict) -> bool:
+    """Whether a run's ``training.json`` or card (``info``) records the recipe its spec has now: its steps, the
+    task's chains a step (:data:`GEOMETRIES`) and text rows. A run trained on another recipe is trained again and
+    leaves the tables."""
+    from depthutils.ladder import registry
+
+    spec, geo = registry.SPECS.get(info.get("name")), GEOMETRIES.get(info.get("task"))
+    return (spec is not None and geo is not None and info.get("steps") == spec["steps"]
+            and info.get("batch_size") == geo.examples
+            and info.get("text_rows") == (geo.text_rows if spec["objective"] == "lm" else 0))
+
+
 @lru_cache(maxsize=2)
 def _text_ids(tokenizer, corpus_dir: str):
     """The training part of the English corpus as one array of token ids (tokenized once per process)."""
@@ -71,20 +93,24 @@ class ObjectiveBatches:
     each (a causal model's right padding changes no real position), the targets outside the objective's loss
     set to :data:`IGNORE`; for ``lm`` a second pair of English rows."""
 
-    def __init__(self, tokenizer, objective: str, seed: int, geometry: Geometry = Geometry(), corpus_dir=None,
+    def __init__(self, tokenizer, objective: str, seed: int, geometry: Geometry | None = None, corpus_dir=None,
                  task: WordTask = Z10):
-        if objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
-        self.tok, self.objective, self.seed, self.geo, self.task = tokenizer, objective, seed, geometry, task
+        if objective not in (*OBJECTIVES, NULL):
+            raise ValueError(f"objective must be one of {(*OBJECTIVES, NULL)}, got {objective!r}")
+        # the null control trains A on another draw of the examples
+        self.objective, self.draw = ("a", f"{seed}:other") if objective == NULL else (objective, str(seed))
+        self.tok, self.seed, self.task = tokenizer, seed, task
+        self.geo = geometry or GEOMETRIES[task.name]
         self.bos, self.eos, self.pad = tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
         self.text_ids = _text_ids(tokenizer, str(corpus_dir)) if objective == "lm" else None
 
     def task_rows(self, step: int):
-        """``(ids, answer, real)``: the task rows of ``step`` (the same for every objective of a seed), where
+        """``(ids, answer, real)``: the task rows of ``step`` (the same for every objective of a seed; another
+        draw for the null control's A′), where
         their answer tokens are, and which tokens are not padding."""
         import torch
 
-        rng = random.Random(f"{self.task.key}:{self.seed}:{step}")
+        rng = random.Random(f"{self.task.key}:{self.draw}:{step}")
         longest = min(TRAIN_STEPS[-1], 1 + step // CURRICULUM)
         exs = [self.task.sample(rng, rng.randint(1, longest)) for _ in range(self.geo.examples)]
         qs = self.tok([e.prompt for e in exs], add_special_tokens=False)["input_ids"]
@@ -190,7 +216,7 @@ def card(name: str, folder, ckpt_root=None) -> dict:
     task = TASKS[info["task"]]
     acc = accuracy(model, tok, task=task)
     out = dict(name=name, task=info["task"], task_label=task.label, objective=info["objective"],
-               objective_label=OBJECTIVE_LABELS[info["objective"]], seed=info["seed"], layers=info["layers"],
+               objective_label={**OBJECTIVE_LABELS, NULL: NULL_LABEL}[info["objective"]], seed=info["seed"], layers=info["layers"],
                params=info["params_total"], steps=info["steps"], batch_size=info["batch_size"],
                text_rows=info["text_rows"], task_tokens=info["task_tokens"], text_tokens=info["text_tokens"],
                wall_time_s=info["wall_time_s"], threads=info["threads"], stored_dtype=info["stored_dtype"],

@@ -81,7 +81,8 @@ SPECS: dict[str, dict] = {
 # The objectives experiment (:mod:`.objectives`): one 8-layer architecture of the ladder's width (a narrower
 # MLP, 256), two tasks (:mod:`.word_problems`: S5, which needs depth, and the Z10 control, which has a shortcut),
 # three objectives, five seeds. A seed fixes the initial weights and the task examples, so the objectives of a
-# seed differ only in their loss. Seed 1 of each task and objective is shipped (six models in float16); every
+# seed differ only in their loss; on S5 each seed also trains the null control, A on another draw of the
+# examples from the same initial weights. Seed 1 of each task and objective is shipped (six models in float16); every
 # run's card and measurements are tables in ``data/experiments/objectives``.
 OBJECTIVE_WIDTH = dict(WIDTH, intermediate_size=256)
 OBJECTIVE_TASKS = ("s5", "z10")
@@ -92,7 +93,10 @@ OBJECTIVE_STEPS = 2400
 #: the steps whose weights are kept and measured: log-spaced, at half octaves over the last two
 OBJECTIVE_SNAPSHOTS = (19, 38, 75, 150, 300, 600, 850, 1200, 1700, 2400)
 _OBJECTIVE_WORDS = {"a": "loss on the answer only", "qa": "loss on question and answer",
-                    "lm": "loss on question, answer and English text rows"}
+                    "lm": "loss on question, answer and English text rows",
+                    "a2": "loss on the answer only, another draw of the examples (the null control)"}
+#: the task whose seeds also train the null control (A on another draw of the examples: ``objectives.NULL``)
+NULL_TASK = "s5"
 _TASK_WORDS = {"s5": "permutations of 5 points (S5)", "z10": "chains of operations mod 10 (Z10)"}
 
 
@@ -101,17 +105,23 @@ def objective_name(task: str, objective: str, seed: int) -> str:
     return f"objective-{task}-{objective}-{seed}"
 
 
+def _kinds(task: str) -> list[str]:
+    """The runs a seed of ``task`` trains: the three objectives, and on :data:`NULL_TASK` the null control."""
+    return [o for o in _OBJECTIVE_WORDS if o != "a2" or task == NULL_TASK]
+
+
 for _seed in OBJECTIVE_SEEDS:
     for _task, _task_words in _TASK_WORDS.items():
-        for _obj, _words in _OBJECTIVE_WORDS.items():
+        for _obj in _kinds(_task):
+            _words = _OBJECTIVE_WORDS[_obj]
             SPECS[objective_name(_task, _obj, _seed)] = dict(
                 layers=8, style="direct", steps=OBJECTIVE_STEPS, lr=1e-3, warmup=50, task=_task, objective=_obj,
                 seed=_seed, width=OBJECTIVE_WIDTH, snapshots=OBJECTIVE_SNAPSHOTS, export_dtype="float16",
                 description=f"8-layer Llama on {_task_words}, {_words}, seed {_seed}")
 #: the objectives experiment's runs, seed by seed (a seed's six runs are trained before the next seed's)
-OBJECTIVE_RUNS = [objective_name(t, o, s) for s in OBJECTIVE_SEEDS for t in _TASK_WORDS for o in _OBJECTIVE_WORDS]
-#: the runs whose final model is shipped
-SHIPPED_OBJECTIVE_RUNS = [n for n in OBJECTIVE_RUNS if SPECS[n]["seed"] == SHIPPED_SEED]
+OBJECTIVE_RUNS = [objective_name(t, o, s) for s in OBJECTIVE_SEEDS for t in _TASK_WORDS for o in _kinds(t)]
+#: the runs whose final model is shipped (the null control's are not)
+SHIPPED_OBJECTIVE_RUNS = [n for n in OBJECTIVE_RUNS if SPECS[n]["seed"] == SHIPPED_SEED and SPECS[n]["objective"] != "a2"]
 
 #: Training order of ``python -m depthutils.ladder all``.
 ORDER = ["ladder-8", "ladder-4", "ladder-8-cot", "ladder-12", "ladder-16", "ladder-8-shared"]

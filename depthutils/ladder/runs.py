@@ -24,7 +24,13 @@ def out_dir(name: str, ckpt_root: Path = registry.DEFAULT_CKPT_DIR) -> Path:
 
 
 def is_trained(name: str, ckpt_root: Path = registry.DEFAULT_CKPT_DIR) -> bool:
-    return (out_dir(name, ckpt_root) / "training.json").is_file()
+    """Whether ``name``'s final model exists, trained on the recipe its spec has now."""
+    import json
+
+    from depthutils.ladder.objectives import current_recipe
+
+    info = out_dir(name, ckpt_root) / "training.json"
+    return info.is_file() and (not name.startswith("objective-") or current_recipe(json.loads(info.read_text())))
 
 
 def train_one(name: str, ckpt_root: Path, corpus_dir: Path, log_dir: Path) -> int:

@@ -9,27 +9,30 @@ import numpy as np
 import pytest
 
 from depthutils.analysis.at_answer import ARRAYS
-from depthutils.analysis.objectives import LIVE_RTOL, ObjectivesResult, objectives
+from depthutils.analysis.objectives import LIVE_RTOL, ObjectivesResult, live_gap, objectives
 from depthutils.analysis.objectives_tables import TABLES_DIR, read_tables, write_tables
 from depthutils.book import objectives_claim as oc
-from depthutils.ladder.objectives import EVAL_STEPS, OBJECTIVES, TRAIN_STEPS
+from depthutils.ladder.objectives import EVAL_STEPS, NULL, TRAIN_STEPS
 
 SEEDS = (1, 2, 3, 4, 5)
 STEPS = (100, 200, 400)
 N = 4  # prompts per step count
 
 
-def _made_up(shift: dict, acc: dict | None = None, noise: float = 0.02, flip_seed: int | None = None):
+def _made_up(shift: dict, acc: dict | None = None, noise: float = 0.02, flip_seed: int | None = None,
+             null: float | None = None):
     """A result for task s5: every objective's measures on the same base arrays, ``depth`` and ``on_later`` moved
     by ``shift[objective]`` (``flip_seed``: that seed's shifts reversed); accuracy ``acc[(objective, step)]``
-    (default 0.9 on every step count)."""
+    (default 0.9 on every step count). With ``null``, the null control's A′ runs too, shifted by ``null``."""
     rng = np.random.default_rng(0)
     base = {a: rng.uniform(0.2, 1.0, (len(TRAIN_STEPS) * N, 8)) for a in ARRAYS}
     base["kl"] = np.sort(base["kl"], 1)[:, ::-1].copy()
     base["on_later"][:, -1] = np.nan
     ks = np.repeat(TRAIN_STEPS, N)
     cards, snaps, rows = {}, {}, {}
-    for o in OBJECTIVES:
+    if null is not None:
+        shift = {**shift, NULL: shift["a"] + null}
+    for o in shift:
         for s in SEEDS:
             name = f"objective-s5-{o}-{s}"
             cards[name] = {"name": name, "task": "s5", "objective": o, "seed": s, "steps": STEPS[-1]}
@@ -82,6 +85,20 @@ def test_the_verdict_comes_out_every_way(shift, flip, outcome):
     assert oc.verdict(g, "s5").outcome == outcome
 
 
+def test_the_null_control_can_fail():
+    """A′ (A on other examples) drawn like A passes the null control and leaves a shown claim shown; an A′ that
+    differs from A on every measure tells the runs apart, and the same shown claim is reported as mixed."""
+    shift = {"a": 0.3, "qa": 0.15, "lm": 0.0}
+    assert oc.grading(_made_up(shift, noise=0.01)).conditions[("s5", "matched")].null_apart() is None
+    same = oc.grading(_made_up(shift, noise=0.01, null=0.0)).conditions[("s5", "matched")]
+    assert same.null_apart() < oc.MAJORITY and same.outcome() == "shown"
+    apart = oc.grading(_made_up(shift, noise=0.01, null=-0.15)).conditions[("s5", "matched")]
+    # A′ is shifted on the later-layer, output and depth measures (the lens's arrays are not): three apart
+    assert apart.null_apart() == 3 and not oc.apart(apart.null["ed_kl"])
+    assert apart.raw_outcome() == "shown" and apart.outcome() == "mixed"
+    assert any("reported as mixed" in n for n in oc.verdict(oc.grading(_made_up(shift, noise=0.01, null=-0.15)), "s5").notes)
+
+
 def test_every_seed_must_agree():
     """A seed whose difference has the other sign keeps a comparison from being shown, even where the interval
     over seeds and prompts lies above 0."""
@@ -115,15 +132,17 @@ def test_floors_and_matched_accuracy():
     assert oc.verdict(only_one, "s5").outcome == "not tested"
 
 
-def _measured_run(root, name: str, seed: int, values) -> None:
-    """A run's measurement folder as :func:`measure_run` writes it, with made-up numbers."""
+def _measured_run(root, name: str, seed: int, values, batch_size: int = 64) -> None:
+    """A run's measurement folder as :func:`measure_run` writes it, with made-up numbers (S5's recipe unless
+    ``batch_size`` says otherwise)."""
     import json
 
     from depthutils.analysis.objectives_tables import ROW_FIELDS, SNAPSHOT_FIELDS, _write_csv
 
     folder = root / name / "measured"
     folder.mkdir(parents=True)
-    card = {"name": name, "task": "s5", "objective": "a", "seed": seed, "steps": 2400, "shipped": False}
+    card = {"name": name, "task": "s5", "objective": "a", "seed": seed, "steps": 2400, "batch_size": batch_size,
+            "text_rows": 0, "shipped": False}
     (folder / "card.json").write_text(json.dumps(card))
     _write_csv(folder / "snapshots.csv", SNAPSHOT_FIELDS,
                [{"run": name, "task": "s5", "objective": "a", "seed": seed, "step": 19,
@@ -153,6 +172,13 @@ def test_the_tables_round_trip_and_grow_run_by_run(tmp_path):
     assert set(t["cards"]) == {first, second}
     np.testing.assert_allclose(t["rows"][(first, 19)]["depth"], values[:, -1], rtol=1e-5)
     np.testing.assert_allclose(t["rows"][(second, 19)]["depth"], values[:, -1] + 1, rtol=1e-5)
+    # a run trained on another recipe (here 128 chains a step, where S5 trains on 64) leaves the tables
+    third = "objective-s5-a-3"
+    _measured_run(tmp_path / "old", second, 2, values, batch_size=128)
+    _measured_run(tmp_path / "new", third, 3, values)
+    write_tables(tmp_path / "old", tmp_path / "out")
+    assert write_tables(tmp_path / "new", tmp_path / "out") == {"runs": 2, "snapshots": 2, "rows": 4}
+    assert set(read_tables(tmp_path / "out")["cards"]) == {first, third}
 
 
 def test_the_shipped_runs_measured_live_equal_their_rows():
@@ -162,3 +188,5 @@ def test_the_shipped_runs_measured_live_equal_their_rows():
     r = objectives(n_boot=10, progress_bar=False)
     assert len(r.live) == 6
     assert max(r.live_gap.values()) < LIVE_RTOL, r.live_gap
+    a, qa = "objective-s5-a-1", "objective-s5-qa-1"  # another run's rows are far outside the bound
+    assert live_gap(r.live[a], r.rows[(qa, r.cards[qa]["steps"])]) > 100 * LIVE_RTOL

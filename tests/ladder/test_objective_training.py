@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from depthutils.ladder import registry
-from depthutils.ladder.objectives import EVAL_STEPS, IGNORE, TRAIN_STEPS, Geometry, ObjectiveBatches, accuracy
+from depthutils.ladder.objectives import (EVAL_STEPS, GEOMETRIES, IGNORE, NULL, OBJECTIVES, TRAIN_STEPS, ObjectiveBatches,
+                                         accuracy)
 from depthutils.ladder.tokenizer import load_tokenizer
 from depthutils.ladder.word_problems import TASKS
 
@@ -62,7 +63,7 @@ def test_targets_of_each_objective(tok, objective, task):
     pairs = batches.pairs(700)
     assert len(pairs) == (2 if objective == "lm" else 1)
     x, y, w = pairs[0]
-    assert torch.equal(x, ids[:, :-1])
+    assert torch.equal(x, ids[:, :-1]) and len(x) == GEOMETRIES[task].examples
     counted = y != IGNORE
     # one mean per modelled part: the answer weighs 1 under every objective, the rest of the chains 1 more
     assert float(w[answer[:, 1:]].sum()) == pytest.approx(1.0)
@@ -78,7 +79,7 @@ def test_targets_of_each_objective(tok, objective, task):
         assert torch.equal(counted, real[:, 1:])
     if objective == "lm":
         tx, ty, tw = pairs[1]
-        assert tx.shape == (Geometry().text_rows, Geometry().text_len) and bool((ty != IGNORE).all())
+        assert tx.shape == (GEOMETRIES[task].text_rows, GEOMETRIES[task].text_len) and bool((ty != IGNORE).all())
         assert float(tw.sum()) == pytest.approx(1.0)
         assert torch.equal(tx[:, 1:], ty[:, :-1])
     again = ObjectiveBatches(tok, objective, seed=1, corpus_dir=registry.DEFAULT_CORPUS_DIR, task=t).pairs(700)
@@ -156,8 +157,11 @@ def test_shipped_run_matches_its_card_and_spec(name, tok):
     assert all(abs(got[k] - card["accuracy"][str(k)]) < 1e-9 for k in got), (got, card["accuracy"])
     tables = read_tables()
     assert tables is not None and tables["cards"][name] == card
-    same = [c["task_tokens"] for c in tables["cards"].values() if (c["task"], c["seed"]) == (spec["task"], spec["seed"])]
+    seed = [c for c in tables["cards"].values() if (c["task"], c["seed"]) == (spec["task"], spec["seed"])]
+    same = [c["task_tokens"] for c in seed if c["objective"] in OBJECTIVES]
     assert len(same) == 3 and len(set(same)) == 1
+    # the null control's A′ trains on another draw of the examples: as many chains, other tokens
+    assert all(c["task_tokens"] != same[0] for c in seed if c["objective"] == NULL)
 
 
 def test_shipped_runs_and_tables_fit_their_budget():
@@ -169,3 +173,25 @@ def test_shipped_runs_and_tables_fit_their_budget():
     files = [f for n in RUNS for f in (registry.MODELS_DIR / n).iterdir()] + list(TABLES_DIR.iterdir())
     size = sum(f.stat().st_size for f in files)
     assert size <= 30 * 2**20, f"{size / 2**20:.1f} MiB"
+
+
+def test_a_run_on_another_recipe_is_trained_again(tmp_path):
+    """A finished run counts as trained only on the recipe its spec has now (Z10's chains a step, the text rows
+    of LM), so a run trained on an earlier recipe is trained again (and leaves the tables)."""
+    import json
+
+    from depthutils.ladder.objectives import current_recipe
+    from depthutils.ladder.runs import is_trained, out_dir
+
+    name = "objective-z10-lm-2"
+    geo = GEOMETRIES["z10"]
+    info = dict(name=name, task="z10", objective="lm", steps=registry.SPECS[name]["steps"],
+                batch_size=geo.examples, text_rows=geo.text_rows)
+    folder = out_dir(name, tmp_path)
+    folder.mkdir(parents=True)
+    assert not is_trained(name, tmp_path)
+    (folder / "training.json").write_text(json.dumps(info))
+    assert current_recipe(info) and is_trained(name, tmp_path)
+    for change in (dict(batch_size=64), dict(text_rows=4), dict(steps=1200)):
+        (folder / "training.json").write_text(json.dumps({**info, **change}))
+        assert not is_trained(name, tmp_path), change
