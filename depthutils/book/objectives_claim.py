@@ -255,10 +255,10 @@ class Grading:
                                     f"{q}_agree": f"{cmp.agree}/{cmp.n_seeds}", f"{q}_grade": grade(cmp)})
                 n_shown = sum(g == "shown" for g in c.grades().values())
                 out[f"{p}_n_shown"] = n_shown
+                out[f"{p}_raw_outcome"] = c.raw_outcome()
                 if c.null:
                     out[f"{p}_null_apart"] = null_words(c)
                     out[f"{p}_null"] = "fails" if c.null_fails() else "passes"
-                    out[f"{p}_raw_outcome"] = c.raw_outcome()
         return out
 
 
