@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from depthutils.ladder.objectives import NULL
+
 #: ``depthutils/ladder/registry.py`` -> repository root is two levels above the package.
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Folder holding the shipped models (Hugging Face format, one folder each).
@@ -94,7 +96,7 @@ OBJECTIVE_STEPS = 2400
 OBJECTIVE_SNAPSHOTS = (19, 38, 75, 150, 300, 600, 850, 1200, 1700, 2400)
 _OBJECTIVE_WORDS = {"a": "loss on the answer only", "qa": "loss on question and answer",
                     "lm": "loss on question, answer and English text rows",
-                    "a2": "loss on the answer only, another draw of the examples (the null control)"}
+                    NULL: "loss on the answer only, another draw of the examples (the null control)"}
 #: the task whose seeds also train the null control (A on another draw of the examples: ``objectives.NULL``)
 NULL_TASK = "s5"
 _TASK_WORDS = {"s5": "permutations of 5 points (S5)", "z10": "chains of operations mod 10 (Z10)"}
@@ -107,7 +109,7 @@ def objective_name(task: str, objective: str, seed: int) -> str:
 
 def _kinds(task: str) -> list[str]:
     """The runs a seed of ``task`` trains: the three objectives, and on :data:`NULL_TASK` the null control."""
-    return [o for o in _OBJECTIVE_WORDS if o != "a2" or task == NULL_TASK]
+    return [o for o in _OBJECTIVE_WORDS if o != NULL or task == NULL_TASK]
 
 
 for _seed in OBJECTIVE_SEEDS:
@@ -121,7 +123,7 @@ for _seed in OBJECTIVE_SEEDS:
 #: the objectives experiment's runs, seed by seed (a seed's six runs are trained before the next seed's)
 OBJECTIVE_RUNS = [objective_name(t, o, s) for s in OBJECTIVE_SEEDS for t in _TASK_WORDS for o in _kinds(t)]
 #: the runs whose final model is shipped (the null control's are not)
-SHIPPED_OBJECTIVE_RUNS = [n for n in OBJECTIVE_RUNS if SPECS[n]["seed"] == SHIPPED_SEED and SPECS[n]["objective"] != "a2"]
+SHIPPED_OBJECTIVE_RUNS = [n for n in OBJECTIVE_RUNS if SPECS[n]["seed"] == SHIPPED_SEED and SPECS[n]["objective"] != NULL]
 
 #: Training order of ``python -m depthutils.ladder all``.
 ORDER = ["ladder-8", "ladder-4", "ladder-8-cot", "ladder-12", "ladder-16", "ladder-8-shared"]

@@ -30,7 +30,8 @@ def is_trained(name: str, ckpt_root: Path = registry.DEFAULT_CKPT_DIR) -> bool:
     from depthutils.ladder.objectives import current_recipe
 
     info = out_dir(name, ckpt_root) / "training.json"
-    return info.is_file() and (not name.startswith("objective-") or current_recipe(json.loads(info.read_text())))
+    return info.is_file() and ("objective" not in registry.SPECS.get(name, {})
+                               or current_recipe(json.loads(info.read_text())))
 
 
 def train_one(name: str, ckpt_root: Path, corpus_dir: Path, log_dir: Path) -> int:
