@@ -25,6 +25,7 @@ import numpy as np
 
 from depthutils.measures.depth_score import depth_score
 from depthutils.measures.depth_score_result import DepthScoreResult
+from depthutils.measures.curves import peaks_at_embedding
 from depthutils.measures.effective_depth import EffectiveDepthResult, effective_depth
 from depthutils.measures.future_effects import FutureEffectsResult, future_effects
 from depthutils.measures.logit_lens import LogitLensResult, logit_lens
@@ -77,7 +78,10 @@ class DepthUse:
         return None if np.isnan(lo) else (lo, hi)
 
     def facts(self) -> dict:
-        out = {}
+        """Each model's three numbers (``m{i}_*``), the last minus the first with paired intervals (``diff_*``), and
+        ``kl_peak``: the models whose lens KL is largest at ``h_0``, where the KL ratio is degenerate (words)."""
+        peaked = [m for m in self.models if self.ed[m] is not None and peaks_at_embedding(self.ed[m].kl)]
+        out = {"kl_peak": ", ".join(peaked) or "none"}
         for i, m in enumerate(self.models):
             out.update({f"m{i}_{k}": v for k, v in self.numbers(m).items()})
         if len(self.models) > 1:

@@ -297,6 +297,13 @@ def reference_spread(metric: str, path: Path = REFERENCE_CSV, family: str = "Qwe
     return round(float(max(means) - min(means)), 3)
 
 
+def reference_floor_cells(metric: str = "kl", path: Path = REFERENCE_CSV) -> list[tuple[str, str, int]]:
+    """The cells of P2's Table 1 whose ``metric`` ED is at layer 1 or below, (model, task, ED): where, on P2's own
+    models, the KL curve is halved by the first layer, as on a curve whose maximum sits at ``h_0``."""
+    return [(r["model"], t, int(r[f"{metric}_{t}_ed"])) for r in _reference_rows(path) for t in P2_TASKS
+            if int(r[f"{metric}_{t}_ed"]) <= 1]
+
+
 def reference_cells(metric: str, path: Path = REFERENCE_CSV) -> list[tuple[str, str, float]]:
     """Every cell of P2's Table 1 for ``metric``: (model, task, ratio), in the table's order."""
     return [(r["model"], t, float(r[f"{metric}_{t}_ratio"])) for r in _reference_rows(path) for t in P2_TASKS]

@@ -20,7 +20,8 @@ from depthutils.book.grading import (
 from depthutils.measures.logit_lens import LogitLensResult
 from depthutils.measures.contributions import ContributionsResult
 from depthutils.measures.residual_stream import ResidualStreamResult
-from depthutils.analysis.study import METRICS, Study, reference_spread
+from depthutils.analysis.study import METRICS, Study, reference_floor_cells, reference_spread
+from depthutils.measures.curves import peaks_at_embedding
 
 # ------------------------------------------------------------------------------------ P1's claims
 
@@ -202,10 +203,16 @@ def shared_layers(result: DepthUse) -> Verdict:
     if stacked == shared:
         return not_tested("shared_layers", "one model only: the claim compares a stacked and a shared-layer model.")
     a, b, f = result.numbers(stacked), result.numbers(shared), result.facts()
-    grades, parts, values = [], [], []
+    grades, parts, values, notes = [], [], [], []
+    peaked = f["kl_peak"]
     for k in MEASURES:
         key = c.fact.format(measure=k)
         d, lo, hi = f[key], f[f"{key}_lo"], f[f"{key}_hi"]
+        if k == "kl_ratio" and peaked != "none":
+            grades.append("not tested")
+            parts.append(f"{k}: {b[k]} vs {a[k]}, degenerate (not tested)")
+            notes.append(f"kl_ratio is degenerate on {peaked}: {embedding_peak_words()}; not counted.")
+            continue
         g = grade(d, lo, hi, c.shown.value, c.against.value, below=False)
         if g == "shown" and (lo if lo is not None else d) <= c.shown.value:  # touching 0 is not above it
             g = "mixed"
@@ -213,33 +220,63 @@ def shared_layers(result: DepthUse) -> Verdict:
         fmt = lambda v: "—" if v is None else f"{v:.3f}"
         parts.append(f"{k}: {fmt(b[k])} vs {fmt(a[k])}, difference {interval_text(d, lo, hi, '+.3f')} ({g})")
         values.append(f"{k}: {interval_text(d, lo, hi, '+.3f')}")
-    return _verdict(c, combine(grades), "; ".join(parts) + ".", value="; ".join(values),
+    return _verdict(c, combine(grades), "; ".join(parts) + ".", notes, value="; ".join(values),
                     criterion=f"{shared} minus {stacked}: " + c.criterion().replace("at or above", "wholly above")
-                    + " Each of the three is graded; shown if all are, not shown if all are not, mixed otherwise.")
+                    + " Each of the three is graded; shown if all are, not shown if all are not, mixed otherwise; a measure "
+                              "that is degenerate on these models (the KL ratio where a model's lens KL peaks at "
+                              "h_0) is not counted.")
 
 
 # ------------------------------------------------------------------------------------ P2's claims
+
+_PEAK = "with the KL maximum at h_0"
+
+
+def embedding_peak_words() -> str:
+    """Why an ED_KL whose curve peaks at ``h_0`` is degenerate, with P2's own cells of the same kind (its Table 1)."""
+    cells = ", ".join(f"{m} on {t}, KL ED {ed}" for m, t, ed in reference_floor_cells("kl"))
+    return ("where the lens's KL is largest at h_0 (the embedding), ED_KL is the first layer that halves the "
+            "embedding's KL, 1 on a curve that falls at once, whatever the depth, so the KL ratio is 2/L by "
+            "construction" + (f"; P2's Table 1 has the same behaviour ({cells})" if cells else ""))
+
 
 def degenerate(study: Study, models, tasks, metric: str) -> str | None:
     """Why ``metric`` cannot inform a comparison of ``models`` × ``tasks`` (None: it can): an effective depth
     that is undefined (no layer meets the condition) or at layer 0 (met already on ``h_0``, the embedding, for the
     lens curves; at the first layer's update for the cosine) in a measured cell says nothing about how deep the
-    model computes."""
-    cells = [study.cell(m, t, metric)[0] for m in models for t in tasks if study.results.get((m, t)) is not None]
+    model computes; nor does a KL effective depth whose curve peaks at ``h_0``
+    (:func:`~depthutils.measures.curves.peaks_at_embedding`)."""
+    measured = [(m, t) for m in models for t in tasks if study.results.get((m, t)) is not None]
+    cells = [study.cell(m, t, metric)[0] for m, t in measured]
     undefined, floor = sum(ed is None for ed in cells), sum(ed == 0 for ed in cells)
+    peak = sum(peaks_at_embedding(study.results[c].kl) for c in measured) if metric == "kl" else 0
     if not cells:
         return "no cell measured"
-    if undefined or floor:
-        return (f"{undefined} of {len(cells)} cells undefined, {floor} at layer 0" if undefined and floor else
-                f"{undefined} of {len(cells)} cells undefined" if undefined else f"{floor} of {len(cells)} cells at layer 0")
-    return None
+    why = [(f"{undefined} of {len(cells)} cells undefined, {floor} at layer 0" if undefined and floor else
+            f"{undefined} of {len(cells)} cells undefined" if undefined else
+            f"{floor} of {len(cells)} cells at layer 0" if floor else ""),
+           f"{peak} of {len(cells)} cells {_PEAK}" if peak else ""]
+    return ", ".join(w for w in why if w) or None
 
 
 def degenerate_note(study: Study, models, tasks) -> str:
     """Which metrics are degenerate on ``models`` × ``tasks`` and why, as a phrase ("none" if all inform)."""
     why = {m: degenerate(study, models, tasks, m) for m in METRICS}
     bad = [f"{m} ({w})" for m, w in why.items() if w]
-    return "; ".join(bad) if bad else "none"
+    peak = any(w and _PEAK in w for w in why.values())
+    return ("; ".join(bad) + (f" ({embedding_peak_words()})" if peak else "")) if bad else "none"
+
+
+def informative_metric(study: Study, models, tasks, order=("kl", "overlap", "cos")) -> str | None:
+    """The first metric of ``order`` that is not degenerate on ``models`` × ``tasks`` (:func:`degenerate`): the one a
+    chapter's prose reads; None when none informs."""
+    return next((m for m in order if not degenerate(study, models, tasks, m)), None)
+
+
+def degenerate_sentence(metric: str, why: str) -> str:
+    """The verdict's note on a metric left out as degenerate (:func:`degenerate`)."""
+    return (f"{metric} is degenerate on these models ({why}): not counted."
+            + (f" ({embedding_peak_words()[0].upper()}{embedding_peak_words()[1:]}.)" if _PEAK in why else ""))
 
 
 def _grows(slope, lo, hi) -> str:
@@ -291,7 +328,7 @@ def effective_depth(study: Study, ladder, base: str | None = None, cot: str | No
         for metric in METRICS:
             why = degenerate(study, models, tasks, metric)
             if why:
-                notes.append(f"{metric} is degenerate on these models ({why}): not counted.")
+                notes.append(degenerate_sentence(metric, why))
                 continue
             f = study.facts(ladder, base, cot, metric)
             t = tol(metric)

@@ -27,6 +27,14 @@ def ed_kl(kl) -> int | None:
     return int(hits[0]) if hits.size else None
 
 
+def peaks_at_embedding(kl) -> bool:
+    """Whether the KL curve's maximum is its first entry, the lens on ``h_0`` (the embedding, before any layer has
+    written). ED_KL is then the first layer that halves the embedding's KL, whatever the later layers do: 1 on a
+    curve that falls at once, at every depth, so it says nothing about how deep the model computes."""
+    v = np.asarray(kl, dtype=float)
+    return bool(v.size) and bool(np.isfinite(v).all()) and int(np.argmax(v)) == 0
+
+
 #: P2's overlap threshold: ED_overlap is the first layer whose top-5 overlap exceeds it
 OVERLAP_THRESHOLD = 0.3
 

@@ -69,12 +69,13 @@ def lens_stats(log_q: torch.Tensor, log_final: torch.Tensor, top_final: torch.Te
     return kl, overlap
 
 
-def read_lens(model, hs: list, k: int) -> list:
+def read_lens(model, hs: list, k: int, last: int | None = None) -> list:
     """Inside a trace of one prompt, given every layer's input ``hs`` (``h_0 … h_{L−1}``, read in the trace): each
     layer's ``[2, T]`` KL and top-``k`` overlap (a list made and saved inside the trace: a remote trace returns
-    only saved names)."""
+    only saved names). With ``last``, only the prompt's last ``last`` positions are read (``hs`` given so sliced)."""
     per_layer = nnsight.save([])
-    log_final = model.logits().float().log_softmax(-1)
+    logits = model.logits() if last is None else model.logits()[:, -last:]
+    log_final = logits.float().log_softmax(-1)
     top_final = log_final.topk(k, dim=-1).indices
     for h in hs:
         log_q = model.lens(h).float().log_softmax(-1)

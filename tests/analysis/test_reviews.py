@@ -10,7 +10,7 @@ import torch
 import oracle
 from conftest import ATOL
 from depthutils.analysis.early_exit import EarlyExitResult, early_exit
-from depthutils.analysis.norm_growth import NormGrowthResult, norm_growth
+from depthutils.analysis.norm_growth import LENS_POSITIONS, NormGrowthResult, norm_growth
 from depthutils.book.reviews import early_exit as exit_review, norm_growth as norm_review
 from depthutils.core.encoding import encode_all
 
@@ -69,23 +69,37 @@ def test_norm_growth_matches_a_plain_pytorch_oracle(tiny, prompts, family):
     handle, hf = tiny(family)
     got = norm_growth(handle, prompts, progress_bar=False)
     _, encs, _ = encode_all(handle, prompts)
-    rows = {"h_norm": [], "delta_norm": [], "ratio": [], "h_first": []}
+    P, L = oracle.parts(hf, family), handle.n_layers
+    rows = {k: [] for k in ("h_norm", "delta_norm", "ratio", "h_first", "peak_first", "peak_rest", "median_abs",
+                            "lens_kl", "lens_overlap")}
     weights = []
     for e in encs:
         with torch.no_grad():
-            h = oracle.record(hf, family, e.input_ids)[0].double()  # [L+1, T, H]
-        n = h.norm(dim=-1)
+            h, _, _, logits = oracle.record(hf, family, e.input_ids)
+            lens = torch.stack([P["finish"](P["head"](P["norm"](h[l]))) for l in range(L)]).double().log_softmax(-1)
+        h = h.double()  # [L+1, T, H]
+        final = logits.double().log_softmax(-1)  # [T, V]
+        n, a = h.norm(dim=-1), h.abs()
         d = (h[1:] - h[:-1]).norm(dim=-1)
         rows["h_norm"].append(n[:, 1:].mean(-1))
         rows["delta_norm"].append(d[:, 1:].mean(-1))
         rows["ratio"].append((d / n[:-1])[:, 1:].mean(-1))
         rows["h_first"].append(n[:, 0])
+        rows["peak_first"].append(a[:, 0].amax(-1))
+        rows["peak_rest"].append(a[:, 1:].amax((-1, -2)))
+        rows["median_abs"].append(a[:, 1:].median(-1).values.mean(-1))
+        last = range(max(1, e.n_tokens - LENS_POSITIONS), e.n_tokens)  # the lens reads the last positions only
+        rows["lens_kl"].append((lens.exp() * (lens - final)).sum(-1)[:, list(last)].mean(-1))
+        top, top_final = lens.topk(5, dim=-1).indices, final.topk(5, dim=-1).indices
+        rows["lens_overlap"].append(torch.tensor([[len(set(top[l, t].tolist()) & set(top_final[t].tolist())) / 5
+                                                   for t in last] for l in range(L)]).mean(-1))
         weights.append(e.n_tokens - 1)
     w = torch.tensor(weights, dtype=torch.float64)
     for key, per in rows.items():
         per = torch.stack(per)
-        want = per.mean(0) if key == "h_first" else (w[:, None] * per).sum(0) / w.sum()
-        np.testing.assert_allclose(getattr(got, key), want.numpy(), rtol=1e-5, atol=ATOL, err_msg=key)
+        want = (per.mean(0) if key in ("h_first", "lens_kl", "lens_overlap") else per.amax(0) if key.startswith("peak")
+                else (w[:, None] * per).sum(0) / w.sum())
+        np.testing.assert_allclose(getattr(got, key), want.numpy(), rtol=1e-4, atol=ATOL, err_msg=key)
     # the statistic: chapter 1's halves of layers 1 … L−1, on ‖Δ‖
     d = got.delta_norm[1:]
     first, second = d[:len(d) // 2].mean(), d[len(d) // 2:].mean()
@@ -114,21 +128,50 @@ def test_the_early_exit_verdict_can_come_out_every_way():
     assert v.outcome == "not tested" and str(exit_review.MIN_CORRECT) in v.notes[0]
 
 
-def _norm_result(delta: np.ndarray, n=10) -> NormGrowthResult:
+def _norm_result(delta, h=None, n=10, noise=0.01) -> NormGrowthResult:
+    """A result of ``n`` prompts whose layers write ``‖Δ_l‖ = delta`` onto residuals of norm ``h`` (``[L]``,
+    default 10 everywhere), each prompt's values off by a relative ``noise``."""
+    delta = np.asarray(delta, float)
     L = len(delta)
+    h = np.full(L, 10.0) if h is None else np.asarray(h, float)
     rng = np.random.default_rng(0)
-    d = delta[None] * (1 + 0.01 * rng.standard_normal((n, L)))
-    h = np.ones((n, L + 1)) * 10
-    return NormGrowthResult(h_norm_by_prompt=h, delta_norm_by_prompt=d, ratio_by_prompt=d / 10,
-                            h_first_by_prompt=h, prompt_tokens=np.full(n, 5)).with_aggregates()
+    d = delta[None] * (1 + noise * rng.standard_normal((n, L)))
+    hn = np.repeat(np.r_[h, h[-1]][None], n, 0)
+    flat = np.ones((n, L + 1))
+    return NormGrowthResult(h_norm_by_prompt=hn, delta_norm_by_prompt=d, ratio_by_prompt=d / hn[:, :L],
+                            h_first_by_prompt=hn, peak_first_by_prompt=flat, peak_rest_by_prompt=flat,
+                            median_abs_by_prompt=flat, lens_kl_by_prompt=np.zeros((n, L)),
+                            lens_overlap_by_prompt=np.ones((n, L)), prompt_tokens=np.full(n, 5)).with_aggregates()
 
 
 def test_the_norm_growth_verdict_can_come_out_every_way():
-    flat = np.ones(8)
-    assert norm_review.verdict(_norm_result(np.r_[1.0, 1, 1, 1, 1, 0.3, 0.3, 0.3])).outcome == "shown"
-    assert norm_review.verdict(_norm_result(np.r_[1.0, 1, 1, 1, 1, 2, 2, 2])).outcome == "not shown"
-    assert norm_review.verdict(_norm_result(np.r_[1.0, 1, 1, 1, 1, 0.75, 0.75, 0.75])).outcome == "mixed"
-    assert norm_review.verdict(_norm_result(flat[:3])).outcome == "not tested"  # halves of one layer
+    grows = np.r_[10.0, 10, 10, 10, 10, 40, 40, 40]  # the residual's norm grows 4x in the second half
+    ones = np.ones(8)
+    # the relative contribution falls (by the growth) while what a layer writes does not: only norm growth
+    assert norm_review.verdict(_norm_result(np.r_[1.0, 1, 1, 1, 1, 1.2, 1.2, 1.2], grows)).outcome == "shown"
+    # it falls and what a layer writes falls too
+    assert norm_review.verdict(_norm_result(np.r_[1.0, 1, 1, 1, 1, 0.5, 0.5, 0.5], grows)).outcome == "not shown"
+    # what a layer writes: the second half's interval straddles 1
+    straddle = _norm_result(np.r_[1.0, 1, 1, 1, 1, 1, 1, 1], grows, noise=0.2)
+    assert norm_review.verdict(straddle).outcome == "mixed"
+    # without norm growth a fall of what a layer writes is the whole fall: not only the norm
+    assert norm_review.verdict(_norm_result(np.r_[1.0, 1, 1, 1, 1, 0.5, 0.5, 0.5])).outcome == "not shown"
+    # no fall of the relative contribution: nothing to explain (ladder-8's case: a relative ratio above 1)
+    rises = norm_review.verdict(_norm_result(np.r_[1.0, 1, 1, 1, 1, 2, 2, 2]))
+    assert rises.outcome == "not tested" and "does not fall" in rises.numbers
+    assert norm_review.verdict(_norm_result(ones)).outcome == "not tested"
+    assert norm_review.verdict(_norm_result(ones[:3])).outcome == "not tested"  # halves of one layer
+
+
+def test_massive_activations_and_the_lens_agreement_are_located():
+    r = _norm_result(np.ones(8))
+    assert r.facts()["massive_layer"] is None and r.facts()["agree_layer"] == 0
+    r.peak_first[3:] = 5000.0  # a component 5000x the median from h_3 on, at position 0
+    r.lens_overlap[:] = [0, 0, 0.1, 0.2, 0.31, 0.5, 0.8, 1]
+    f = r.facts()
+    assert (f["massive_layer"], f["peak_at"], f["agree_layer"], f["agree_rel"]) == (3, "position 0", 4, 0.5)
+    words = norm_review.depth_words(f)
+    assert "from h_3" in words and "at h_4" in words
 
 
 def test_the_ladder_table_has_a_set_column_only_for_sets_of_prompts():

@@ -16,6 +16,7 @@ from depthutils.book.claims import CLAIMS, OUTCOMES, combine, grade
 from depthutils.measures.contributions import KEYS, ContributionsResult
 from depthutils.measures.cross_model_mapping import MappingResult, spearman
 from depthutils.measures.depth_score_result import DepthScoreResult
+from depthutils.measures.curves import peaks_at_embedding
 from depthutils.measures.effective_depth import EffectiveDepthResult
 from depthutils.measures.future_effects import FutureEffectsResult
 from depthutils.measures.logit_lens import LogitLensResult
@@ -250,9 +251,14 @@ def test_one_model_alone_is_not_tested():
 
 # ------------------------------------------------------------------------------ chapter 9: degenerate metrics
 
-def _ed(L: int, kl_cross: int, n: int = 6) -> EffectiveDepthResult:
+def _ed(L: int, kl_cross: int, n: int = 6, embedding_kl: float = 3.0) -> EffectiveDepthResult:
+    """Curves whose KL crosses half its maximum at ``kl_cross``; the lens on h_0 has KL ``embedding_kl`` (below the
+    next layers' 4.0, as on P2's models, unless given larger)."""
     cos = np.full((n, L), -0.1)  # never turns non-negative: ED_cos undefined
     kl = np.tile(np.where(np.arange(L) < kl_cross, 4.0, 0.5), (n, 1)) + 0.01 * RNG.random((n, L))
+    kl[:, 0] = embedding_kl
+    if kl_cross < 2 and embedding_kl < 4.0:  # halved at layer 1 without peaking at h_0: the peak comes later (here
+        kl[:, -1] = 4.0                      # the last lens, which the search skips)
     overlap = np.tile(np.where(np.arange(L) < kl_cross, 0.1, 0.9), (n, 1))
     return EffectiveDepthResult(mean_cos_by_prompt=cos, kl_by_prompt=kl, overlap_by_prompt=overlap,
                                 prompt_tokens=np.full(n, 10)).with_aggregates()
@@ -269,6 +275,48 @@ def test_a_degenerate_metric_is_named_and_not_counted():
     assert v["scale"].outcome == "shown"
     assert v["cot"].outcome == "not tested"  # no chain-of-thought model in this run
     assert claims.degenerate_note(s, models, tasks).startswith("cos (6 of 6 cells undefined")
+
+
+def test_a_kl_curve_that_peaks_at_the_embedding_is_degenerate():
+    """ED_KL on a curve whose maximum is the lens on h_0 is the first layer that halves the embedding's KL: 1 at
+    every depth, a ratio of 2/L by construction, so its trend is not graded (P2's Table 1 has such a cell)."""
+    models, tasks = ["m4", "m8"], ["gsm8k", "hellaswag", "aime24"]
+    results = {(m, t): _ed(L, 1, embedding_kl=12.0) for m, L in (("m4", 4), ("m8", 8)) for t in tasks}
+    s = Study(models, tasks, results, n_boot=200)
+    assert {s.cell(m, t, "kl")[0] for m in models for t in tasks} == {1}
+    assert peaks_at_embedding(results[("m8", "gsm8k")].kl) and not peaks_at_embedding(_ed(8, 5).kl)
+    v = claims.effective_depth(s, models)
+    note = next(n for n in v["scale"].notes if n.startswith("kl is degenerate"))
+    assert "6 of 6 cells with the KL maximum at h_0" in note and "DS-R1-Qwen-1.5B on gsm8k, KL ED 1" in note
+    assert "kl:" not in v["scale"].numbers and "overlap:" in v["scale"].numbers
+    assert claims.informative_metric(s, models, tasks) == "overlap"
+    assert "kl (6 of 6 cells with the KL maximum at h_0)" in claims.degenerate_note(s, models, tasks)
+
+
+class _Use:
+    """Two models' three numbers and their differences, as :class:`~depthutils.analysis.depth_use.DepthUse` gives
+    them: the late effect and the depth score rise, the KL ratio is 2/8 on both (``kl_peak``: where it peaks at h_0)."""
+    models = ["stacked", "shared"]
+
+    def __init__(self, kl_peak):
+        self.kl_peak = kl_peak
+
+    def numbers(self, m):
+        return {"late_effect": 1.0 if m == "stacked" else 1.5, "kl_ratio": 0.25,
+                "depth_score": 0.5 if m == "stacked" else 0.7}
+
+    def facts(self):
+        d = {"late_effect": (0.5, 0.3, 0.7), "kl_ratio": (0.0, 0.0, 0.0), "depth_score": (0.2, 0.1, 0.3)}
+        return {"kl_peak": self.kl_peak} | {k: v for m, (x, lo, hi) in d.items()
+                                             for k, v in ((f"diff_{m}", x), (f"diff_{m}_lo", lo), (f"diff_{m}_hi", hi))}
+
+
+def test_the_shared_layer_verdict_leaves_out_a_degenerate_kl_ratio():
+    counted = claims.shared_layers(_Use("none"))
+    assert counted.outcome == "mixed"  # a KL difference of exactly 0 is not above 0
+    left_out = claims.shared_layers(_Use("stacked, shared"))
+    assert left_out.outcome == "shown" and "kl_ratio: 0.25 vs 0.25, degenerate (not tested)" in left_out.numbers
+    assert any("degenerate on stacked, shared" in n and "h_0" in n for n in left_out.notes)
 
 
 def test_p2s_own_spread_is_the_scale_tolerance():

@@ -1,61 +1,97 @@
-"""Is "the second half contributes less" only the residual's norm growing? Chapter 1's claim graded on the
-absolute contribution ‖Δₗ‖ (:mod:`depthutils.analysis.norm_growth`): the verdict, the figure, the real-model run."""
+"""Is the second half's smaller relative contribution only the residual's norm growing, and where do massive
+activations appear? (:mod:`depthutils.analysis.norm_growth`): the verdict, the figure, the real-model run."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 
 from depthutils import data
 from depthutils.analysis import norm_growth as measure
-from depthutils.analysis.norm_growth import NormGrowthResult
+from depthutils.analysis.norm_growth import MASSIVE, NormGrowthResult
 from depthutils.book.claim_table import CLAIMS, MIN_HALF
-from depthutils.book.grading import Verdict, _verdict, interval_text, judge, not_tested
+from depthutils.book.grading import Verdict, _verdict, band, interval_text, judge, not_tested
 from depthutils.book.plotstyle import BAND_NOTE, COLORS, lines, long_form, title
 
-__all__ = ["verdict", "figure", "REAL_RUN"]
+__all__ = ["verdict", "figure", "depth_words", "REAL_RUN"]
 
 
 def verdict(result: NormGrowthResult) -> Verdict:
-    """The second half's mean ‖Δₗ‖ over the first half's (layer 0 and position 0 apart), graded with chapter 1's
-    thresholds."""
+    """Is the second half's smaller relative contribution only the norm growing? Not tested unless the relative
+    contribution falls (its second-to-first ratio's interval wholly below 1); then the second half's mean ‖Δₗ‖ over
+    the first half's (layer 0 and position 0 apart) is graded against 1. Where massive activations appear and where
+    the lens starts to agree with the output are stated beside it."""
     c, f = CLAIMS["norm_growth"], result.facts()
     if f["half_size"] < MIN_HALF:
         return not_tested("norm_growth", f"{f['L']} layers: layers 1–{f['L'] - 1} cannot form two halves of at "
                                          f"least {MIN_HALF} layers each.")
+    rlo, rhi = band(result, "rel_ratio")
+    rel, grow = interval_text(f["rel_ratio"], rlo, rhi), interval_text(f["growth"])
+    where = depth_words(f)
+    rows = {"norm growth": f"‖hₗ‖ second half over first {grow}; ‖Δₗ‖ / ‖hₗ‖ ratio {rel}",
+            "massive activations": where}
+    if rhi is None or rhi >= 1:
+        return _verdict(c, "not tested",
+                        f"the relative contribution does not fall: its second-to-first ratio is {rel}, not wholly "
+                        f"below 1, so there is no drop for norm growth to explain (‖Δₗ‖ ratio "
+                        f"{interval_text(f['abs_ratio'], *band(result, 'abs_ratio'))}; ‖hₗ‖ grows {grow}×). {where}", rows=rows)
     outcome, value, lo, hi = judge(c, result, c.fact)
-    rel, grow = interval_text(f["rel_ratio"]), interval_text(f["growth"])
     return _verdict(c, outcome,
+                    f"the relative contribution falls (second-to-first ratio {rel}); what a layer writes, ‖Δₗ‖: "
                     f"second half {f['abs_second']:.3f}, first half {f['abs_first']:.3f}, ratio "
                     f"{interval_text(value, lo, hi)}; the residual's norm grows {grow}× from the first half to the "
-                    f"second, and the relative contribution's ratio (chapter 1's, position 0 apart) is {rel}.",
-                    value=interval_text(value, lo, hi),
-                    rows={"norm growth": f"‖hₗ‖ second half over first {grow}; ‖Δₗ‖ / ‖hₗ‖ ratio {rel}"})
+                    f"second. {where}", value=interval_text(value, lo, hi), rows=rows)
+
+
+def depth_words(f: dict) -> str:
+    """Where, in depth, massive activations appear, against where the lens starts to agree with the output."""
+    L = f["L"]
+    at = lambda l: f"h_{l} (relative depth {l / L:.2f})"
+    massive = (f"No layer holds massive activations (the largest component is {f['peak_over_median']:g}× a token's "
+               f"median, at h_{f['peak_layer']}, {f['peak_at']}; massive: ≥ {MASSIVE:.0f}×, ours after Sun et al.)"
+               if f["massive_layer"] is None else
+               f"Massive activations (a component ≥ {MASSIVE:.0f}× a token's median, ours after Sun et al.) appear "
+               f"from {at(f['massive_layer'])}; the largest is {f['peak_over_median']:g}×, at h_{f['peak_layer']}, "
+               f"{f['peak_at']}")
+    agree = ("the lens's top-5 overlap with the output never exceeds 0.3 before the last layer"
+             if f["agree_layer"] is None else
+             f"the lens's top-5 overlap with the output first exceeds 0.3 (P2's threshold) at {at(f['agree_layer'])}")
+    return f"{massive}; {agree}."
 
 
 def figure(result: NormGrowthResult) -> plt.Figure:
-    """‖hₗ‖ (position 0 apart, and at position 0), ‖Δₗ‖, and ‖Δₗ‖ / ‖hₗ‖ per layer, with 95% bands over prompts;
-    dotted: where the second half begins (layer 0 apart, as the verdict splits)."""
+    """(a) ‖h_l‖ at position 0 and at the others; (b) ‖Δ_l‖ with each half's mean; (c) ‖Δ_l‖ / ‖h_l‖; (d) the largest
+    component over a token's median, at position 0 and at the others, with the massive threshold and where the lens
+    starts to agree with the output. 95% bands over prompts; dotted: where the second half begins."""
     f = result.facts()
-    fig, (a, b, c) = plt.subplots(1, 3, figsize=(14, 3.8))
-    lines(a, long_form(result, {"h_norm": "‖hₗ‖, positions 1…T−1", "h_first": "‖hₗ‖ at position 0"}),
-          {"‖hₗ‖, positions 1…T−1": "k", "‖hₗ‖ at position 0": "#d62728"})
-    a.set(xlabel="l (hₗ enters layer l; the last point is the last layer's output)", ylabel="‖hₗ‖ (log scale)",
-          yscale="log", title="(a) the residual's norm")
+    fig, ((a, b), (c, d)) = plt.subplots(2, 2, figsize=(8, 6.2), constrained_layout=True)
+    lines(a, long_form(result, {"h_norm": "positions 1…T−1", "h_first": "position 0"}),
+          {"positions 1…T−1": "k", "position 0": "#d62728"})
+    a.set(xlabel="l (hₗ enters layer l; last: the output)", ylabel="‖hₗ‖ (log)", yscale="log",
+          title="(a) the residual's norm")
     lines(b, long_form(result, {"delta_norm": "‖Δₗ‖"}), {"‖Δₗ‖": COLORS["layer"]})
     b.hlines([f["abs_first"], f["abs_second"]], [1, f["mid"]], [f["mid"] - 1, f["L"] - 1], colors="k", lw=1.5,
              label="mean of each half")
-    b.set(xlabel="layer l", ylabel="‖Δₗ‖ = ‖hₗ₊₁ − hₗ‖ (log scale)", yscale="log",
-          title="(b) what each layer writes, absolute")
+    b.set(xlabel="layer l", ylabel="‖Δₗ‖ = ‖hₗ₊₁ − hₗ‖ (log)", yscale="log", title="(b) what a layer writes")
     lines(c, long_form(result, {"ratio": "‖Δₗ‖ / ‖hₗ‖"}), {"‖Δₗ‖ / ‖hₗ‖": COLORS["attn"]})
-    c.set(xlabel="layer l", ylabel="‖Δₗ‖ / ‖hₗ‖ (log scale)", yscale="log", title="(c) relative (chapter 1)")
-    for ax in (a, b, c):
+    c.set(xlabel="layer l", ylabel="‖Δₗ‖ / ‖hₗ‖ (log)", yscale="log", title="(c) relative (chapter 1)")
+    x = np.arange(len(result.median_abs))
+    d.plot(x, result.peak_rest / result.median_abs, "k-o", ms=3, label="positions 1…T−1")
+    d.plot(x, result.peak_first / result.median_abs, "-o", color="#d62728", ms=3, label="position 0")
+    d.axhline(MASSIVE, color="grey", ls="--", lw=1, label=f"massive (≥ {MASSIVE:.0f}×)")
+    if f["agree_layer"] is not None:
+        d.axvline(f["agree_layer"], color="#8c564b", lw=1.2, label="lens top-5 overlap > 0.3 from here")
+    d.set(xlabel="l (hₗ enters layer l; last: the output)", ylabel="largest |hₗ[d]| / median (log)", yscale="log",
+          title="(d) massive activations")
+    for ax in (a, b, c, d):
         ax.axvline(f["mid"] - 0.5, color="k", lw=0.8, ls=":")
         ax.legend(fontsize=7)
-    fig.suptitle(title(result, "Is it only the norm growing?") + f" · {BAND_NOTE}", y=1.08)
+    fig.suptitle(title(result, "Is it only the norm growing?") + f"\n{BAND_NOTE}", fontsize=10)
     return fig
 
 
 REAL_RUN = dict(
     key="01-norms", what="N = 20 GSM8K test problems, every token but the first",
     measure=lambda lm: measure.norm_growth(lm, data.load("gsm8k", 20)), claim=lambda r, f: verdict(r), figure=figure,
-    caption="The residual's norm ‖hₗ‖ (position 0 apart, and at position 0), what each layer writes ‖Δₗ‖, and their "
-            "ratio (chapter 1's statistic), with 95% bootstrap bands over prompts.")
+    caption="The residual's norm ‖hₗ‖ (position 0 apart, and at position 0), what each layer writes ‖Δₗ‖, their "
+            "ratio (chapter 1's statistic), with 95% bootstrap bands over prompts, and the largest component of hₗ over "
+            "a token's median (massive activations), with where the lens starts to agree with the output.")
