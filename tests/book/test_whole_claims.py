@@ -83,10 +83,12 @@ def test_an_output_half_left_empty_by_structural_zeros_is_not_tested_and_says_wh
 # ------------------------------------------------------------------------------ chapter 9: ED grows with L
 
 def _ed(L: int, cross, n: int = 8) -> EffectiveDepthResult:
-    """KL and overlap curves that cross at ``cross`` (one layer per prompt, or one for all); cos undefined."""
+    """KL and overlap curves that cross at ``cross`` (one layer per prompt, or one for all, at least 1); cos
+    undefined."""
     cross = np.broadcast_to(np.asarray(cross), (n,))
     layers = np.arange(L)[None, :]
     kl = np.where(layers < cross[:, None], 4.0, 0.5) + 0.01 * RNG.random((n, L))
+    kl[:, 0], kl[:, -1] = 3.0, 4.5  # the maximum after h_0 (else ED_KL is degenerate), on the last lens (never an ED)
     overlap = np.where(layers < cross[:, None], 0.1, 0.9)
     return EffectiveDepthResult(mean_cos_by_prompt=np.full((n, L), -0.1), kl_by_prompt=kl, overlap_by_prompt=overlap,
                                 prompt_tokens=np.full(n, 10)).with_aggregates()
