@@ -11,7 +11,9 @@ model does not compute it, so on a real model the prompts are checked first:
   cloze, answer and aliases), composed in P1's style ("The spouse of the performer of Imagine is"). One is
   graded only when the model answers it *and* both of its single hops;
 * **arithmetic**: P1's "5 + 7 + 5 + 3 + 1 + 7 = " → "28" first, then generated sums of ``operands``
-  one-digit numbers in the same format (a small model solves few six-operand chains, and many sums of two).
+  one-digit numbers in the same format (a small model solves few six-operand chains, and many sums of two);
+* **chains**: where asked (``chain_operands``), generated sums of that many one-digit numbers, a kind of their
+  own beside the two-number sums.
 
 "Answers" is decided in two steps. (1) Greedy continuation: the prompt's context is decoded greedily
 (:meth:`ModelHandle.greedy_batch`, batched) for ``max_new`` tokens, and the continuation must begin with the
@@ -21,14 +23,15 @@ as the measurement tokenises it (context and answer together, with the model's s
 answer token must be the model's top-1 prediction at the position before it. Both must hold; answers may
 be several tokens.
 
-An embedded (ladder) model keeps the chapter's synthetic prompts, unchanged and graded: its facts are its
-own world's, held out of its training (the model's card gives its accuracy on them).
+An embedded (ladder) model knows its own invented world only: it is tried on the chapter's two prompts first,
+then on addition chains of 3–6 operands and two-hop compositions held out of its training, each checked the same
+way (:func:`depthutils.analysis.fact_candidates.ladder_candidates`). The candidates are built in
+:mod:`depthutils.analysis.fact_candidates`.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,75 +39,24 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from depthutils.analysis.fact_candidates import (  # noqa: F401 (callers read them here)
+    CURATED, HELDOUT, NOUN_PHRASES, P1_MULTIHOP, TYPOS, Candidate, candidates, curated_pairs, ladder_candidates,
+    mquake_pairs)
 from depthutils.cost import budget
-from depthutils import data
 from depthutils.core.cache import code_version
 from depthutils.core.encoding import encode_all
 from depthutils.core.progress import progress
 from depthutils.core.errors import DepthError
-from depthutils.ladder.registry import PROMPTS_DIR, is_embedded
-from depthutils.core.prompts import P1_ARITHMETIC, Prompt
+from depthutils.ladder.registry import is_embedded
+from depthutils.core.prompts import P1_ARITHMETIC, Prompt  # noqa: F401 (callers read P1_ARITHMETIC here)
 from depthutils.core.results import atomic_write
 
-#: P1's two prompts (Fig. 6), with the single hops of the two-hop one written as MQuAKE's clozes
-P1_MULTIHOP = {"prompt": "The spouse of the performer of Imagine is", "answer": "Yoko Ono", "aliases": ["Ono"],
-               "hops": [("Imagine was performed by", "John Lennon", ["Lennon", "John Winston Ono Lennon"]),
-                        ("John Lennon is married to", "Yoko Ono", ["Ono"])]}
-
-#: the inner hop of a composition as a noun phrase, by Wikidata relation (every relation of MQuAKE-hard)
-NOUN_PHRASES = {
-    "P36": "the capital of {}", "P27": "the country of citizenship of {}", "P495": "the country of origin of {}",
-    "P641": "the sport of {}", "P30": "the continent of {}", "P413": "the position played by {}",
-    "P1037": "the director of {}", "P175": "the performer of {}", "P178": "the developer of {}",
-    "P26": "the spouse of {}", "P169": "the chief executive officer of {}", "P112": "the founder of {}",
-    "P37": "the official language of {}", "P170": "the creator of {}", "P19": "the city where {} was born",
-    "P176": "the manufacturer of {}", "P286": "the head coach of {}", "P449": "the original broadcaster of {}",
-    "P50": "the author of {}", "P40": "the child of {}", "P108": "the employer of {}",
-    "P800": "the notable work of {}", "P20": "the city where {} died", "P488": "the chairperson of {}",
-    "P69": "the university where {} was educated", "P159": "the headquarters of {}", "P136": "the genre of {}",
-    "P6": "the head of government of {}", "P106": "the occupation of {}", "P140": "the religion of {}",
-}
-#: the book's well-known two-hop facts (see :func:`curated_pairs`)
-CURATED = PROMPTS_DIR / "two_hop_facts.json"
-#: MQuAKE's clozes as written, with their two typos fixed
-TYPOS = {"origianl": "original", "univeristy": "university"}
 #: the candidates the book tries on a real model: sums of two one-digit numbers, the well-known facts, MQuAKE's
 SAMPLE_CANDIDATES = dict(tried=40, tried_arithmetic=40, operands=2, curated=True)
 #: the kinds of prompt graded, as the verdict names them
-KINDS = {"arithmetic": "arithmetic", "multihop": "two-hop"}
-
-
-@dataclass
-class Candidate:
-    """One prompt tried: its kind, context, answer forms, and (two-hop) its single hops as candidates."""
-
-    kind: str                      # "arithmetic" or "multihop"
-    context: str
-    forms: list                    # the answer, then its aliases
-    source: str                    # "P1", "MQuAKE case N, hops i-j", "generated"
-    hops: list = field(default_factory=list)
-    answer: str | None = None      # the matched answer text, as the model wrote it
-    continuation: str = ""         # the greedy continuation
-    greedy: bool = False
-    forced: bool | None = None
-    graded: bool = False
-    checked: bool = False          # its greedy continuation was decoded
-
-    @property
-    def answered(self) -> bool:
-        return self.greedy and bool(self.forced)
-
-    @property
-    def knows_hops(self) -> bool | None:
-        """True if the model answers both single hops; None where they were not checked (no hops, or the
-        prompt itself is not answered: its hops cannot make it gradable)."""
-        if not self.hops or not all(h.checked for h in self.hops):
-            return None
-        return all(h.answered for h in self.hops)
-
-    @property
-    def gradable(self) -> bool:
-        return self.answered and self.knows_hops is not False
+KINDS = {"arithmetic": "arithmetic", "chains": "sums of three or more numbers", "multihop": "two-hop"}
+#: on a real model, the sums of more than two numbers tried beside the two-number sums (chapters 4 and 5)
+CHAIN_OPERANDS = 3
 
 
 @dataclass
@@ -115,8 +67,11 @@ class FactPrompts:
 
     prompts: dict
     candidates: list
-    synthetic: bool
     untested: dict = field(default_factory=dict)
+
+    def kinds(self) -> list:
+        """The kinds of :data:`KINDS` that were tried, in its order."""
+        return [k for k in KINDS if any(c.kind == k for c in self.candidates)]
 
     def accuracy(self, kind: str) -> dict:
         """``tried``, ``answered``, ``both`` (answers it and both of its single hops; arithmetic: = answered)
@@ -132,22 +87,25 @@ class FactPrompts:
 
     def sentence(self, kind: str) -> str:
         """The accuracy of ``kind`` in words."""
-        if self.synthetic:
-            return f"{kind}: the embedded model's synthetic prompt (its own world's facts), graded unchecked."
         a = self.accuracy(kind)
+        ladder = any(c.source == HELDOUT for c in self.candidates)
         if kind == "multihop":
             known = any(c.source == "well-known fact" for c in self.candidates)
-            where = "P1's, the book's well-known facts and MQuAKE's" if known else "P1's and MQuAKE's"
+            where = ("the chapter's, then compositions held out of its training" if ladder else
+                     "P1's, the book's well-known facts and MQuAKE's" if known else "P1's and MQuAKE's")
             return (f"two-hop: the model answers {a['answered']} of {a['tried']} prompts tried ({where}) "
                     f"and knows both single hops of {a['both']} of those; {a['graded']} graded.")
-        return (f"arithmetic: the model answers {a['answered']} of {a['tried']} sums tried (P1's chain first); "
-                f"{a['graded']} graded.")
+        if kind == "chains":
+            return (f"{KINDS[kind]}: the model answers {a['answered']} of {a['tried']} sums of {CHAIN_OPERANDS} "
+                    f"numbers tried; {a['graded']} graded.")
+        first = ("the chapter's chain first, then chains of 3–6 numbers held out of its training" if ladder
+                 else "P1's chain first")
+        return f"arithmetic: the model answers {a['answered']} of {a['tried']} sums tried ({first}); {a['graded']} graded."
 
     def summary(self) -> str:
-        kinds = dict.fromkeys(c.kind for c in self.candidates)
-        how = ("" if self.synthetic else " An answer counts when the greedy continuation begins with it (or an "
-               "alias) and, teacher-forced, each of its tokens is the model's top prediction.")
-        return "\n".join(self.sentence(k) for k in kinds) + how
+        return "\n".join(self.sentence(k) for k in self.kinds()) + (
+            " An answer counts when the greedy continuation begins with it (or an alias) and, teacher-forced, each "
+            "of its tokens is the model's top prediction.")
 
     def table(self):
         """Every candidate tried, one row each: prompt, answer, whether the model answers it, its hops."""
@@ -161,74 +119,6 @@ class FactPrompts:
             row["graded"] = c.graded
             rows.append(row)
         return pd.DataFrame(rows)
-
-
-# ------------------------------------------------------------------------------------ candidates
-
-def _fix(text: str) -> str:
-    for bad, good in TYPOS.items():
-        text = text.replace(bad, good)
-    return text
-
-
-def _forms(answer: str, aliases) -> list:
-    return list(dict.fromkeys([answer] + [a for a in aliases if a and a.strip()]))
-
-
-def mquake_pairs(rows=None) -> list[Candidate]:
-    """Every distinct two-hop composition of consecutive MQuAKE hops, in file order."""
-    rows = data.load_rows("MQuAKE-hard.json") if rows is None else rows
-    seen, out = set(), []
-    for r in rows:
-        triples, labels, hops = r["orig"]["triples"], r["orig"]["triples_labeled"], r["single_hops"]
-        for i in range(len(hops) - 1):
-            subject, rel1 = labels[i][0], triples[i][1]
-            outer = _fix(hops[i + 1]["cloze"]).replace(labels[i + 1][0], "{}", 1)
-            if rel1 not in NOUN_PHRASES or "{}" not in outer:
-                continue
-            text = outer.format(NOUN_PHRASES[rel1].format(subject))
-            text = text[0].upper() + text[1:]
-            if text in seen:
-                continue
-            seen.add(text)
-            single = [Candidate("hop", _fix(h["cloze"]), _forms(h["answer"], h["answer_alias"]), f"case {r['case_id']}")
-                      for h in hops[i:i + 2]]
-            out.append(Candidate("multihop", text, _forms(hops[i + 1]["answer"], hops[i + 1]["answer_alias"]),
-                                 f"MQuAKE case {r['case_id']}, hops {i + 1}–{i + 2}", single))
-    return out
-
-
-def curated_pairs(path=CURATED) -> list[Candidate]:
-    """The book's well-known two-hop facts (``path``, a JSON file whose ``facts`` each give the composed
-    ``prompt``, its ``answer`` and ``aliases``, and its two ``hops`` as ``[cloze, answer, aliases]``), in file
-    order; the composed answer is the second hop's."""
-    with open(path, encoding="utf-8") as f:
-        facts = json.load(f)["facts"]
-    return [Candidate("multihop", x["prompt"], _forms(x["answer"], x["aliases"]), "well-known fact",
-                      [Candidate("hop", c, _forms(a, al), "well-known fact") for c, a, al in x["hops"]])
-            for x in facts]
-
-
-def candidates(*, tried: int, seed: int, n_arithmetic: int = 20, operands: int = 6,
-               curated: bool = False) -> list[Candidate]:
-    """P1's two prompts first, then ``n_arithmetic - 1`` generated sums of ``operands`` one-digit numbers
-    and, for two hops, the well-known facts (``curated``: :func:`curated_pairs`) and ``tried - 1`` MQuAKE
-    compositions drawn with ``seed``; a context drawn twice is tried once."""
-    p1 = P1_MULTIHOP
-    out = [Candidate("arithmetic", P1_ARITHMETIC[0], [P1_ARITHMETIC[1]], "P1")]
-    out += [Candidate("arithmetic", p.context, [p.answer], "generated")
-            for p in data.arithmetic(n_arithmetic - 1, operands=operands, seed=seed)] if n_arithmetic > 1 else []
-    out.append(Candidate("multihop", p1["prompt"], _forms(p1["answer"], p1["aliases"]), "P1",
-                         [Candidate("hop", c, _forms(a, al), "P1") for c, a, al in p1["hops"]]))
-    out += curated_pairs() if curated else []
-    pool = mquake_pairs()
-    random.Random(seed).shuffle(pool)
-    seen, unique = set(), []
-    for c in out + pool[:max(tried - 1, 0)]:
-        if c.context not in seen:
-            seen.add(c.context)
-            unique.append(c)
-    return unique
 
 
 # ------------------------------------------------------------------------------------ the checks
@@ -348,17 +238,22 @@ def cached_check(lm, cands, cache_dir=None, *, max_new: int = 8, **check_args) -
 # ------------------------------------------------------------------------------------ the entry point
 
 def prompts_for(lm, *, synthetic: dict | None = None, n: int = 3, n_arithmetic: int = 1, tried: int = 120,
-                tried_arithmetic: int = 20, operands: int = 6, curated: bool = False, seed: int = 0, max_new: int = 6,
-                batch_size: int | None = None, max_memory=None, cache_dir=None, progress_bar: bool = True) -> FactPrompts:
+                tried_arithmetic: int = 20, operands: int = 6, chain_operands: int | None = None, curated: bool = False,
+                seed: int = 0, max_new: int = 6, batch_size: int | None = None, max_memory=None, cache_dir=None,
+                progress_bar: bool = True) -> FactPrompts:
     """The arithmetic and two-hop prompts to grade on ``lm``, and the check that chose them.
 
     Args:
         synthetic: ``{"arithmetic": (context, answer), "multihop": (context, answer)}``, the chapter's own
-            prompts, returned unchanged for an embedded model (required for one).
-        n, n_arithmetic: at most this many two-hop / arithmetic prompts are graded (the first that pass, in the
-            order tried: P1's own first, then the well-known facts, then MQuAKE's).
-        tried, tried_arithmetic: how many MQuAKE compositions / sums are checked (P1's prompt included).
-        operands: how many one-digit numbers each generated sum adds (P1's chain: 6).
+            prompts, of the ladder's invented world: an embedded model (which needs them) is tried on them first,
+            then on the ladder's held-out chains and compositions (:func:`ladder_candidates`).
+        n, n_arithmetic: at most this many two-hop / arithmetic prompts (and sums of ``chain_operands``) are
+            graded (the first that pass, in the order tried: P1's own or the chapter's first, then the well-known
+            facts, then MQuAKE's or the ladder's held-out ones).
+        tried, tried_arithmetic: how many compositions / sums are checked (P1's or the chapter's prompt included).
+        operands: how many one-digit numbers each generated sum adds (P1's chain: 6; a real model only).
+        chain_operands: a real model is also tried on ``tried_arithmetic`` sums of this many one-digit numbers, a
+            kind of their own (``"chains"``, :data:`KINDS`; None: not tried).
         curated: also try the book's well-known two-hop facts (:func:`curated_pairs`, all of them).
         seed: which MQuAKE compositions and generated sums are tried.
         max_new: tokens of greedy continuation (an answer must be complete within them).
@@ -376,19 +271,18 @@ def prompts_for(lm, *, synthetic: dict | None = None, n: int = 3, n_arithmetic: 
             raise DepthError(f"{name} must be a whole number (≥ 1, or ≥ 0 for a count to grade), got {v!r}.")
     if is_embedded(lm):
         if not synthetic:
-            raise DepthError("An embedded model keeps the chapter's synthetic prompts: pass them as synthetic="
+            raise DepthError("An embedded model is tried on the chapter's own prompts first: pass them as synthetic="
                              "{'arithmetic': (context, answer), 'multihop': (context, answer)}.")
-        prompts, cands = {}, []
-        for kind, (context, answer) in synthetic.items():
-            cands.append(Candidate(kind, context, [answer], "synthetic", answer=answer, greedy=True, forced=True,
-                                   graded=True))
-            prompts[kind] = Prompt.from_parts(context, answer, "synthetic")
-        return FactPrompts(prompts, cands, synthetic=True)
-    cands = candidates(tried=tried, seed=seed, n_arithmetic=tried_arithmetic, operands=operands, curated=curated)
+        cands = ladder_candidates(synthetic, tried=tried, tried_arithmetic=tried_arithmetic, seed=seed)
+    else:
+        cands = candidates(tried=tried, seed=seed, n_arithmetic=tried_arithmetic, operands=operands,
+                           chain_operands=chain_operands, curated=curated)
     cached_check(lm, cands, cache_dir, max_new=max_new, batch_size=batch_size, max_memory=max_memory,
                  progress_bar=progress_bar)
-    prompts, out = {}, FactPrompts({}, cands, synthetic=False)
-    for kind, limit in (("arithmetic", n_arithmetic), ("multihop", n)):
+    prompts, out = {}, FactPrompts({}, cands)
+    for kind, limit in (("arithmetic", n_arithmetic), ("chains", n_arithmetic), ("multihop", n)):
+        if not any(c.kind == kind for c in cands):
+            continue
         chosen = [c for c in cands if c.kind == kind and c.gradable][:limit]
         for k, c in enumerate(chosen):
             c.graded = True

@@ -1,12 +1,14 @@
 """A reviewer's question on P1's depth score: do problems that only a deeper model solves use more of its depth?
 
-Two models of the ladder (the same data and tokens, differing only in depth) are given the same problems: the
-task families and levels of :func:`depthutils.measures.depth_score.depth_score`, drawn for both by the same seeded
-loaders (the same ``{family: levels}``, ``n`` per level and ``seed``) and measured on both. Each problem falls in one of four groups by the two models' greedy,
-teacher-free correctness (``prompt_correct``, judged as the depth score judges it): solved by neither model, only
-by the deeper, only by the shallower, or by both. The deeper model's normalised depth score of each problem
-(P1's depth score of the problem's future-effect matrix ``D``, divided by ``L − 1`` as chapter 6 does) is then
-compared between "only the deeper solves" and "both solve": the difference of the two groups' means, with a
+Two models of the ladder (the same data and tokens, differing only in depth) are given the same problems, all held
+out of the ladder's training (:func:`heldout_only`), so that "solved" means composed, not recalled: addition chains
+of 3–6 operands and the held-out 2- and 3-hop compositions (:data:`HELDOUT_FAMILIES`), drawn for both by the same
+seeded loaders of :func:`depthutils.measures.depth_score.depth_score` (the same ``{family: levels}``, ``n`` per
+level, all where fewer exist, and ``seed``) and measured on both. Each problem falls in one of four groups by the two
+models' greedy, teacher-free correctness (``prompt_correct``, judged as the depth score judges it): solved by neither
+model, only by the deeper, only by the shallower, or by both. The deeper model's normalised depth score of each
+problem (P1's depth score of the problem's future-effect matrix ``D``, divided by ``L − 1`` as chapter 6 does) is
+then compared between "only the deeper solves" and "both solve": the difference of the two groups' means, with a
 95% percentile bootstrap interval over problems (:func:`depthutils.core.results.bootstrap`).
 
 Stratified by task family: each family is its own comparison, with its own bootstrap over its own problems.
@@ -23,7 +25,8 @@ import numpy as np
 
 from depthutils.core.errors import DepthError
 from depthutils.core.results import Result, bootstrap
-from depthutils.measures.depth_score import depth_score, levels_of
+from depthutils.ladder.tasks import heldout_check
+from depthutils.measures.depth_score import depth_score, draw, levels_of
 from depthutils.measures.depth_score_result import DepthScoreResult
 from depthutils.models.handle import load_model
 
@@ -33,8 +36,25 @@ GROUPS = ("neither", "only_deeper", "only_shallower", "both")
 #: or two problems, and a percentile bootstrap interval of it is too narrow to trust; it is half of P1's 20
 #: problems per level)
 MIN_GROUP = 10
-#: the ladder's own task families, which its models are trained on (MATH and MQuAKE are solved by neither)
-LADDER_FAMILIES = ("addition", "multihop")
+#: the ladder's held-out problems (MATH and MQuAKE are solved by neither model): addition chains of 3–6 operands
+#: (every two-operand chain is trained) and the held-out 2- and 3-hop compositions (every single fact is trained)
+HELDOUT_FAMILIES = {"addition": (3, 4, 5, 6), "multihop_heldout": (2, 3)}
+#: problems per level (ours: about 50, where the held-out sets allow; 48 compositions of 3 hops exist)
+N_PER_LEVEL = 50
+#: each ladder family of the depth score, by the ladder task whose held-out rule it follows
+LADDER_TASK = {"addition": "addition", "multihop": "multihop", "multihop_heldout": "multihop"}
+
+
+def heldout_only(groups: dict) -> dict:
+    """``groups`` (``{family: {level: [Prompt, ...]}}``) without the problems the ladder was trained on
+    (:func:`depthutils.ladder.tasks.heldout_check` of each prompt's context); a level left empty is dropped."""
+    unknown = [t for t in groups if t not in LADDER_TASK]
+    if unknown:
+        raise DepthError(f"The split uses the ladder's held-out problems only; tasks {unknown} are not the ladder's "
+                         f"(choose from {', '.join(LADDER_TASK)}).")
+    out = {t: {lv: [p for p in ps if heldout_check(LADDER_TASK[t], p.context)] for lv, ps in by_level.items()}
+           for t, by_level in groups.items()}
+    return {t: {lv: ps for lv, ps in by_level.items() if ps} for t, by_level in out.items()}
 
 
 @dataclass
@@ -134,6 +154,9 @@ class SolvedSplit(Result):
                "n": len(self.prompt_scores), "undefined": int((~np.isfinite(self.prompt_scores)).sum())}
         for where, task in [("", None)] + [(f"{t}_", t) for t in self.tasks()]:
             out.update({f"{where}n_{g}": v for g, v in self.counts(task).items()})
+            if task is not None:
+                lvs = self.prompt_levels[self._where(task)].tolist()
+                out[f"{task}_n_by_level"] = ", ".join(f"{lvs.count(lv)} at level {lv}" for lv in dict.fromkeys(lvs))
             out.update({f"{where}scored_{g}": v for g, v in self.counts(task, scored=True).items()})
             idx = self._where(task)
             out.update({f"{where}mean_{g}": _r3(self.mean(g, idx)) for g in GROUPS})
@@ -148,12 +171,12 @@ class SolvedSplit(Result):
 
     def table(self) -> str:
         """The groups' counts per task family and level, as plain text."""
-        head = f"{'task':<10}{'level':>6}" + "".join(f"{g:>16}" for g in GROUPS)
-        lines = [head]
+        w = max([len(t) for t in self.tasks()] + [4]) + 2
+        lines = [f"{'task':<{w}}{'level':>6}" + "".join(f"{g:>16}" for g in GROUPS)]
         for t in self.tasks():
             for lv in dict.fromkeys(self.prompt_levels[self._where(t)].tolist()):
                 n = self.counts(t, lv)
-                lines.append(f"{t:<10}{lv:>6}" + "".join(f"{n[g]:>16}" for g in GROUPS))
+                lines.append(f"{t:<{w}}{lv:>6}" + "".join(f"{n[g]:>16}" for g in GROUPS))
         return "\n".join(lines)
 
     def findings(self) -> str:
@@ -206,7 +229,7 @@ def split(shallow: DepthScoreResult, deep: DepthScoreResult) -> SolvedSplit:
                        deep_correct=np.asarray(deep.prompt_correct, float))
 
 
-def solved_split(shallow, deep, tasks=LADDER_FAMILIES, *, n: int = 20, seed: int = 0, max_tokens: int | None = None,
+def solved_split(shallow, deep, tasks=None, *, n: int = N_PER_LEVEL, seed: int = 0, max_tokens: int | None = None,
                  device: str = "auto", dtype="auto", progress_bar: bool = True) -> SolvedSplit:
     """Split problems by which of two models solves them and compare the deeper model's depth score between
     "only the deeper solves" and "both solve" (see the module's docstring).
@@ -215,10 +238,10 @@ def solved_split(shallow, deep, tasks=LADDER_FAMILIES, *, n: int = 20, seed: int
         shallow, deep: the shallower and the deeper model (names, as :func:`depthutils.models.load_model` takes
             them, or handles), or two :class:`~depthutils.measures.depth_score_result.DepthScoreResult` on the same
             problems. Models are given the same problems: the deeper model's ``tasks`` resolved to one
-            ``{family: levels}``, drawn for both by the same seeded loaders (``n``, ``seed``), then checked by
-            :func:`split`.
+            ``{family: levels}``, drawn once by the depth score's seeded loaders (``n``, ``seed``), the problems
+            the ladder was trained on left out (:func:`heldout_only`), then checked by :func:`split`.
         tasks, n, seed, max_tokens: as :func:`depthutils.measures.depth_score.depth_score` takes them (default: the
-            ladder's own families, :data:`LADDER_FAMILIES`).
+            ladder's held-out problems, :data:`HELDOUT_FAMILIES`, :data:`N_PER_LEVEL` per level).
         device, dtype: how a model given by name is loaded.
     """
     if isinstance(shallow, DepthScoreResult) and isinstance(deep, DepthScoreResult):
@@ -226,7 +249,7 @@ def solved_split(shallow, deep, tasks=LADDER_FAMILIES, *, n: int = 20, seed: int
     if isinstance(shallow, DepthScoreResult) or isinstance(deep, DepthScoreResult):
         raise DepthError("Pass two models or two DepthScoreResults as shallow and deep, not one of each.")
     handles = [load_model(m, device=device, dtype=dtype) if isinstance(m, str) else m for m in (shallow, deep)]
-    wanted = levels_of(handles[1], tasks)  # one {family: levels} for both, so their seeded loaders draw the same
-    shallow_r, deep_r = (depth_score(h, wanted, n=n, seed=seed, max_tokens=max_tokens, progress_bar=progress_bar)
+    groups = heldout_only(draw(levels_of(handles[1], HELDOUT_FAMILIES if tasks is None else tasks), n, seed))
+    shallow_r, deep_r = (depth_score(h, groups=groups, n=n, seed=seed, max_tokens=max_tokens, progress_bar=progress_bar)
                          for h in handles)
     return split(shallow_r, deep_r)

@@ -1,9 +1,10 @@
 """Chapters 4 and 5's claim (P1 Fig. 6): per prompt, the deepest layer at which a context position still matters,
-graded per kind of prompt (arithmetic, two-hop) on the mean over that kind's prompts with its bootstrap interval.
+graded per kind of prompt (arithmetic, sums of three or more numbers, two-hop) on the mean over that kind's prompts with its bootstrap interval.
 
-P1's Fig. 6 shows one prompt per kind; a real model's section grades a sample of prompts the model answers
-(:func:`depthutils.analysis.known_facts.prompts_for`), so that the verdict says how the model typically computes,
-not how it computed one answer. :func:`context` is re-exported by :mod:`depthutils.book.claims`
+P1's Fig. 6 shows one prompt per kind; the book grades a sample of prompts the model answers
+(:func:`depthutils.analysis.known_facts.prompts_for`: on an embedded model, the chapter's prompt and the ladder's
+held-out chains and compositions; on a real model, real facts and sums), so that the verdict says how the model
+typically computes, not how it computed one answer. :func:`context` is re-exported by :mod:`depthutils.book.claims`
 (``claims.context``); :class:`KindSample` and :func:`sample_figure` are how a real-model section shows one kind.
 
 **Why the mean.** The claim's thresholds are relative depths (0.6, 0.8), so the mean of the per-prompt relative
@@ -26,15 +27,15 @@ from depthutils.core.progress import progress
 from depthutils.core.results import bootstrap
 from depthutils.measures.integrated_gradients import IGResult
 
-__all__ = ["CONTEXT_MEASURES", "MIN_PROMPTS", "KindSample", "context", "kind_of", "per_prompt", "run_sample",
-           "sample_figure", "sample_mean"]
+__all__ = ["CONTEXT_MEASURES", "MIN_PROMPTS", "KindSample", "by_kind", "context", "kind_of", "per_prompt",
+           "run_sample", "sample_facts", "sample_figure", "sample_mean", "worked"]
 
 #: what chapters 4 and 5 measure at a context position, by the ``what`` they pass to :func:`context`
 CONTEXT_MEASURES = {"erasing the residual": "the effect on the answer of erasing the residual (replacing it by "
                                             "its mean)",
                     "the |attribution|": "the |integrated-gradients attribution| to the answer"}
-#: a real model's kind of prompt is graded only on at least this many counted prompts (ours: below ten, a
-#: percentile bootstrap over prompts rests on too few distinct resamples to say where the mean lies)
+#: a kind of prompt is graded only on at least this many counted prompts (ours: below ten, a percentile bootstrap
+#: over prompts rests on too few distinct resamples to say where the mean lies)
 MIN_PROMPTS = 10
 
 
@@ -70,8 +71,8 @@ def per_prompt(r) -> tuple[float | None, str | None]:
 
 @dataclass
 class KindSample:
-    """One kind's graded prompts on one model (``results``: name → result), as a real-model section shows them:
-    one figure (:func:`sample_figure`) and one summary per kind."""
+    """One kind's graded prompts on one model (``results``: name → result), as a chapter shows them: one figure
+    (:func:`sample_figure`) and one summary per kind."""
 
     kind: str
     results: dict
@@ -90,6 +91,30 @@ class KindSample:
         out = (f"prompts measured {len(self.results)}, counted {s['n']}; per prompt " +
                (", ".join(f"{v:.2f}" for v in s["values"]) or "—") + f"; mean {interval_text(s['mean'], s['lo'], s['hi'])}")
         return out + "".join(f"; {k} not counted ({why})" for k, why in s["dropped"].items())
+
+
+def by_kind(results: dict) -> dict:
+    """``{kind: KindSample}`` of a sample's ``{name: result}`` (names as :func:`kind_of` reads them), in
+    :data:`~depthutils.analysis.known_facts.KINDS` order."""
+    return {k: KindSample(k, {n: r for n, r in results.items() if kind_of(n) == k})
+            for k in KINDS if any(kind_of(n) == k for n in results)}
+
+
+def worked(results: dict) -> dict:
+    """The first prompt of each kind (named as the kind itself: the chapter's own, or P1's): the worked example
+    that a chapter draws in full, as P1's Fig. 6 does."""
+    return {k: results[k] for k in KINDS if k in results}
+
+
+def sample_facts(results: dict) -> dict:
+    """Per kind, the sample's numbers for a chapter's glued prose: ``{kind}_measured``, ``{kind}_n`` (counted),
+    and the mean with its bootstrap interval, ``{kind}_mean``, ``{kind}_lo``, ``{kind}_hi`` (two decimals)."""
+    out = {}
+    for k, sample in by_kind(results).items():
+        s = sample.stats()
+        out.update({f"{k}_measured": len(sample.results), f"{k}_n": s["n"]})
+        out.update({f"{k}_{x}": None if s[x] is None else round(s[x], 2) for x in ("mean", "lo", "hi")})
+    return out
 
 
 def run_sample(prompts: dict, measure, desc: str = "prompts") -> dict:
@@ -122,18 +147,18 @@ def context(results: dict, what: str, facts: FactPrompts | None = None) -> Verdi
     if every kind is, not shown if one is, mixed otherwise).
 
     ``results``: name → result (``"arithmetic"``, ``"multihop"``, ``"multihop_2"`` …), or kind → :class:`KindSample`.
-    ``facts``: the :func:`depthutils.analysis.known_facts.prompts_for` that chose the prompts. On a real model
-    (``facts`` not synthetic) a kind with fewer than :data:`MIN_PROMPTS` counted prompts is *not tested*, with
-    the model's accuracy on it; one prompt (the embedded model's synthetic one) is graded on its point, with no
-    interval."""
+    ``facts``: the :func:`depthutils.analysis.known_facts.prompts_for` that chose the prompts, and the kinds it
+    tried. With ``facts``, a kind with fewer than :data:`MIN_PROMPTS` counted prompts is *not tested*, with the
+    model's accuracy on it; without, results alone (a test's) are graded however many they are, one prompt on
+    its point, with no interval."""
     c = CLAIMS["context"]
-    real = facts is not None and not facts.synthetic
-    rows = {"prompts the model answers": " ".join(facts.sentence(k) for k in KINDS)} if facts is not None else {}
+    sampled = facts is not None
+    rows = {"prompts the model answers": " ".join(facts.sentence(k) for k in facts.kinds())} if sampled else {}
     grouped = {}
     for name, r in _flatten(results).items():
         grouped.setdefault(kind_of(name), {})[name] = r
     grades, parts, values, notes = [], [], [], []
-    for kind in dict.fromkeys([*KINDS, *grouped]):
+    for kind in dict.fromkeys([*(facts.kinds() if sampled else []), *grouped]):
         label, s = KINDS.get(kind, kind), KindSample(kind, grouped.get(kind, {})).stats()
         if s["dropped"]:
             gap = any(why.startswith("completeness") for why in s["dropped"].values())
@@ -142,21 +167,19 @@ def context(results: dict, what: str, facts: FactPrompts | None = None) -> Verdi
                 f"{name}, {why}" for name, why in s["dropped"].items()) + (
                 " (ours: past that gap the attribution is not the integral it stands for; more nodes, or "
                 "rule=\"adaptive\", close it)." if gap else "."))
-        unrun = [n for n in (facts.prompts if real else {}) if kind_of(n) == kind and n not in grouped.get(kind, {})]
+        unrun = [n for n in (facts.prompts if sampled else {}) if kind_of(n) == kind and n not in grouped.get(kind, {})]
         if unrun:
             notes.append(f"{label}: {len(unrun)} of its {len(unrun) + len(grouped.get(kind, {}))} prompts were not "
                          f"measured: the run stops a kind once it can no longer reach {MIN_PROMPTS} counted prompts "
                          "(ours: a kind that cannot be graded is not worth its cost).")
-        if kind not in grouped and facts is None:
-            continue
-        if not s["n"] or (real and s["n"] < MIN_PROMPTS):
+        if not s["n"] or (sampled and s["n"] < MIN_PROMPTS):
             grades.append("not tested")
             parts.append(f"{label}: not tested ({s['n']} prompts counted)")
             values.append(parts[-1])
             why = facts.sentence(kind) if facts is not None else ""
             notes.append(f"The {label} prompts are not graded: {s['n']} counted, " +
                          (f"fewer than the {MIN_PROMPTS} a sample needs (ours: below ten, a bootstrap interval over "
-                          "prompts rests on too few distinct resamples). " if real else "none to grade. ") + why)
+                          "prompts rests on too few distinct resamples). " if sampled else "none to grade. ") + why)
             continue
         g = grade(s["mean"], s["lo"], s["hi"], c.shown.value, c.against.value)
         grades.append(g)
@@ -169,13 +192,13 @@ def context(results: dict, what: str, facts: FactPrompts | None = None) -> Verdi
     outcome = max(tested, key=OUTCOMES.index) if tested else "not tested"
     statistic = (f"per prompt, the relative depth of the deepest layer at which {CONTEXT_MEASURES.get(what, what)} at "
                  "a context position is still more than 10% of its largest value (ours: what counts as mattering)")
-    criterion = (f"{statistic}; per kind of prompt (arithmetic, two-hop), its mean over the kind's prompts with its "
+    criterion = (f"{statistic}; per kind of prompt (arithmetic, sums of three or more numbers where tried, two-hop), its mean over the kind's prompts with its "
                  f"{100 * LEVEL:.0f}% bootstrap interval over prompts (ours: the mean, because the thresholds are "
                  f"relative depths): shown if the interval lies at or below {c.shown.value} ({c.shown.source}), not "
                  f"shown if it lies wholly above {c.against.value} ({c.against.source}), mixed otherwise. The claim "
-                 "is shown if every kind is, not shown if one is, mixed otherwise. On a real model a kind needs at "
-                 f"least {MIN_PROMPTS} counted prompts that the model answers; a single prompt (the embedded model's, as in P1) is graded "
-                 "on its point, with no interval.")
+                 f"is shown if every kind is, not shown if one is, mixed otherwise. A kind needs at least {MIN_PROMPTS} "
+                 "counted prompts that the model answers (on an embedded model: the chapter's and others held out of "
+                 "its training).")
     return _verdict(c, outcome, "; ".join(parts) + f" ({what}).", notes, value="; ".join(values), rows=rows,
                     criterion=criterion)
 

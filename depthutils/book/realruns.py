@@ -26,8 +26,8 @@ from depthutils.core.errors import DepthError
 from depthutils.models.real.fetch import ensure
 from depthutils.measures.future_effects import future_effects
 from depthutils.measures.integrated_gradients import integrated_gradients
-from depthutils.analysis.known_facts import KINDS, SAMPLE_CANDIDATES, prompts_for
-from depthutils.book.context_claim import MIN_PROMPTS, KindSample, kind_of, run_sample, sample_figure
+from depthutils.analysis.known_facts import CHAIN_OPERANDS, KINDS, SAMPLE_CANDIDATES, prompts_for
+from depthutils.book.context_claim import MIN_PROMPTS, by_kind, run_sample, sample_figure
 from depthutils.measures.logit_lens import logit_lens
 from depthutils.models.handle import load_model
 from depthutils.book.plotstyle import save
@@ -77,10 +77,13 @@ FACT_CHECK_DTYPE = "float32"
 
 #: chapters 4 and 5 on a real model grade a sample: every prompt of a kind the model answers, the first ``SAMPLE``
 #: of it (the fewest the verdict grades, ``context_claim.MIN_PROMPTS``: each prompt costs seconds per chapter), from
-#: P1's own, 39 sums of two one-digit numbers (the sums small models solve), the book's well-known two-hop facts and
-#: 39 MQuAKE compositions (:func:`depthutils.analysis.known_facts.prompts_for`)
+#: P1's own, 59 sums of two one-digit numbers (the sums small models solve), 60 sums of three (their own kind, beside
+#: the sums of two: SmolLM2 answered 9 of 39 distinct ones, 12 of 59), the book's well-known two-hop facts and 39
+#: MQuAKE compositions (:func:`depthutils.analysis.known_facts.prompts_for`)
 SAMPLE = MIN_PROMPTS
-FACTS = dict(n=SAMPLE, n_arithmetic=SAMPLE, seed=123, **SAMPLE_CANDIDATES)
+SUMS_TRIED = 60
+FACTS = dict(n=SAMPLE, n_arithmetic=SAMPLE, seed=123, **{**SAMPLE_CANDIDATES, "tried_arithmetic": SUMS_TRIED},
+             chain_operands=CHAIN_OPERANDS)
 #: chapter 5's sample: Gauss–Legendre with this many nodes per layer (9 evaluations with f(b)). A converged rule
 #: costs what a sample cannot: the adaptive rule took ~37 s per prompt on SmolLM2 (and still missed completeness
 #: by 0.14–1.04) and ~80 s on Gemma 3 270M (missing by 0.02), so a prompt whose layer sums miss f(x) − f(b) by more
@@ -89,9 +92,8 @@ IG_NODES = 8
 
 
 def _by_kind(results: dict) -> dict:
-    """``{kind: KindSample}``: a section shows one figure and one summary per kind of prompt."""
-    return {KINDS[k]: KindSample(k, {n: r for n, r in results.items() if kind_of(n) == k})
-            for k in KINDS if any(kind_of(n) == k for n in results)}
+    """``{kind's label: KindSample}``: a section shows one figure and one summary per kind of prompt."""
+    return {KINDS[k]: sample for k, sample in by_kind(results).items()}
 
 
 def facts_for(lm):
@@ -136,8 +138,10 @@ RUNS: dict[str, Run] = {
               "The logit lens on each layer's input hₗ (P1 Fig. 4) on this model: KL to the output and top-5 "
               "overlap, with 95% bootstrap bands over prompts."),
     "04": Run(f"up to {SAMPLE} prompts per kind that the model answers (two-hop: and knows both single hops of), "
-              "from P1's two, 39 sums of two one-digit numbers, the book's well-known two-hop facts and 39 MQuAKE "
-              "compositions; the baseline from 10 GSM8K problems", _erasure,
+              f"from P1's two, {SUMS_TRIED - 1} sums of two one-digit numbers, {SUMS_TRIED} sums of {CHAIN_OPERANDS} (a "
+              "kind of their own), the book's well-known two-hop facts and 39 MQuAKE compositions; the baseline from 10 "
+              "GSM8K problems",
+              _erasure,
               lambda rs, f: claims.context(rs, "erasing the residual", facts=f),
               lambda s: sample_figure(s, "erasing a context position still moves the answer"),
               "Per prompt (rows), the relative depth of the deepest residual at which erasing a context position "

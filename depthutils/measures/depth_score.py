@@ -41,6 +41,10 @@ TASKS = {
     "addition": ((2, 3, 4, 5, 6), lambda level, n, seed: data.project_task("addition", n, operands=level, seed=seed),
                  "first"),
     "multihop": ((1, 2, 3), lambda level, n, seed: data.project_task("multihop", n, hops=level, seed=seed), "first"),
+    # the compositions held out of the ladder's training only (a 1-hop fact is always trained): up to n per level,
+    # all where fewer exist (60 of 2 hops, 48 of 3)
+    "multihop_heldout": ((2, 3), lambda level, n, seed: data.project_task("multihop", None, hops=level, heldout=True,
+                                                                          seed=seed)[:n], "first"),
     "math": ((1, 2, 3, 4, 5), lambda level, n, seed: data.math(n, type="Intermediate Algebra", level=level),
              "stride"),
     "mquake": ((1, 4), lambda level, n, seed: data.mquake(n, hops=level, question=True), "first"),
@@ -145,7 +149,7 @@ def accuracies(model, tasks, *, n: int = 20, seed: int = 0, max_new_tokens: int 
                max_memory=None, progress_bar: bool = True) -> dict:
     """Greedy accuracy alone, ``{(task, level): (solved, n)}``, judged as :func:`depth_score` judges it
     (no interventions): what :func:`tasks_for` was calibrated with."""
-    groups = _groups(levels_of(model, tasks), n, seed)
+    groups = draw(levels_of(model, tasks), n, seed)
     keys, decodings, prompts = [], [], []
     for t, by_level in groups.items():
         for lv, ps in by_level.items():
@@ -179,25 +183,30 @@ def levels_of(model, tasks) -> dict:
     return wanted
 
 
-def _groups(wanted: dict, n: int, seed: int) -> dict:
-    """``{task: {level: [Prompt, ...]}}`` for ``{family: levels}`` (:func:`levels_of`)."""
-    return {t: {lv: TASKS[t][1](lv, n, seed) for lv in lvs} for t, lvs in wanted.items()}
+def draw(wanted: dict, n: int, seed: int, n_by_family: dict | None = None) -> dict:
+    """``{task: {level: [Prompt, ...]}}`` for ``{family: levels}`` (:func:`levels_of`): ``n`` problems per level,
+    or ``n_by_family[family]`` for a family it names (a family it names that is not drawn is ignored)."""
+    per = dict(n_by_family or {})
+    return {t: {lv: TASKS[t][1](lv, per.get(t, n), seed) for lv in lvs} for t, lvs in wanted.items()}
 
 
-def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int = 0, groups: dict | None = None,
-                accuracy: bool = True, max_new_tokens: int = 48, max_tokens: int | None = None, max_memory=None,
+def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int = 0, n_by_family: dict | None = None,
+                groups: dict | None = None, accuracy: bool = True, max_new_tokens: int = 48, max_tokens: int | None = None, max_memory=None,
                 progress_bar: bool = True) -> DepthScoreResult:
     """P1's depth score against difficulty for each task family in ``tasks`` (see :data:`TASKS`).
 
     Args:
         tasks: family names of :data:`TASKS`: the ladder's ``"addition"`` (2–6 operands) and
-            ``"multihop"`` (1–3 hops), P1's ``"math"`` (intermediate algebra, levels 1–5) and
+            ``"multihop"`` (1–3 hops; ``"multihop_heldout"``: 2 and 3 hops, the compositions held out of its
+            training only), P1's ``"math"`` (intermediate algebra, levels 1–5) and
             ``"mquake"`` (the shared subset has 1- and 4-hop questions only), and the few-shot
             ``"sums"`` and ``"mquake_qa"`` for pretrained models (:mod:`depthutils.data.depth_tasks`); or a dict
             ``{family: levels}`` for some of a family's levels, such as :func:`depthutils.data.depth_tasks.tasks_for`
             gives for a model; or ``"auto"``, that choice: the ladder's families for an embedded model, the
             calibrated few-shot levels for the book's real models, and every few-shot level for any other.
         n: prompts per level (P1: 20).
+        n_by_family: ``{family: prompts per level}`` for the families that take another ``n`` than the rest
+            (:func:`draw`; ``"multihop_heldout"`` takes all where fewer exist).
         groups: instead of ``tasks``, your own ``{task: {level: [Prompt, ...]}}`` (``"first"`` rule).
         accuracy: also decode greedily to measure whether the model solves each prompt.
         max_tokens: a prompt whose answer positions fall beyond it (default: the context) is skipped.
@@ -206,7 +215,7 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
             (:func:`depthutils.cost.passes.generate`) fits (:func:`depthutils.cost.budget.pick_batch`, which says so).
     """
     if groups is None:
-        groups = _groups(levels_of(model, tasks), n, seed)
+        groups = draw(levels_of(model, tasks), n, seed, n_by_family)
     rules = {t: TASKS[t][2] if t in TASKS else "first" for t in groups}
     L = model.n_layers
     rows, scores, levels, names, correct, effects = [], [], [], [], [], []
@@ -264,7 +273,8 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
         raise DepthError("No prompt had an answer position to intervene on; check the answers, or raise max_tokens.")
     fit = Fit("skip", resolve_max_tokens(model, max_tokens), used=len(scores), skipped=skipped)
     meta = make_meta(model, dataset="+".join(groups), n=len(scores), seed=seed, fit=fit, tasks=list(groups),
-                     n_per_level=n, rules=rules, accuracy=accuracy, max_new_tokens=max_new_tokens,
+                     n_per_level=n, n_by_family=dict(n_by_family or {}), rules=rules, accuracy=accuracy,
+                     max_new_tokens=max_new_tokens,
                      levels={t: list(by_level) for t, by_level in groups.items()}, **layer_passes(L, works, fast))
     return DepthScoreResult(meta=meta, prompt_scores=np.array(scores, float), prompt_levels=np.array(levels),
                             prompt_tasks=np.array(names), prompt_correct=np.array(correct, float),

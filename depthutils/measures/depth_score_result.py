@@ -148,6 +148,7 @@ class DepthScoreResult(Result):
             out[f"{t}_slope"] = _r3(self.slope(t))
             band = self.slope_interval(t)
             out[f"{t}_slope_lo"], out[f"{t}_slope_hi"] = (None, None) if band is None else map(_r3, band)
+            out[f"{t}_n_by_level"] = ", ".join(f"{r['n']} at level {r['level']}" for r in rows)
             out[f"{t}_first"] = _r3(rows[0]["norm_score"])
             out[f"{t}_last"] = _r3(rows[-1]["norm_score"])
             out[f"{t}_acc_first"] = _r3(rows[0]["accuracy"])

@@ -48,14 +48,15 @@ def _cap(Ts, max_tokens, shape):
     return [min(T, limit) for T in Ts]
 
 
-def _score_prompts(info, tasks, n, seed, max_new_tokens):
-    """``(T, answer positions, context, decoded tokens)`` of every depth-score prompt; ``tasks`` as
-    :func:`depthutils.measures.depth_score.depth_score` takes it (``"auto"``, family names, or ``{family: levels}``)."""
+def _score_prompts(info, tasks, n, seed, max_new_tokens, n_by_family=None):
+    """``(T, answer positions, context, decoded tokens)`` of every depth-score prompt; ``tasks``, ``n`` and
+    ``n_by_family`` as :func:`depthutils.measures.depth_score.depth_score` takes them (``"auto"``, family names, or
+    ``{family: levels}``)."""
     out = []
     for t, levels in levels_of(info.name, tasks).items():
         _, load, rule = TASKS[t]
         for lv in levels:
-            for p in load(lv, n, seed):
+            for p in load(lv, dict(n_by_family or {}).get(t, n), seed):
                 T = info.count(p.context + p.answer)
                 ctx = info.count(p.context)
                 n_ans = max(1, T - ctx)
@@ -102,8 +103,9 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
                 if i == 0:
                     out += [(info, ig(p["reference_steps"], "gauss")), (info, ig(p["gauss_steps"], "gauss"))]
         elif chapter == "06":
+            held = {"multihop_heldout": p["n_heldout"]} if "n_heldout" in p else None
             out.append((info, cost_of("depth_score")(s, _score_prompts(info, p["tasks"], p["n_per_level"], p["seed"],
-                                                               p["max_new_tokens"]), dtype, fast, remote,
+                                                               p["max_new_tokens"], held), dtype, fast, remote,
                                         batch=batch)))
         elif chapter == "07":
             if info is models[-1] and len(models) > 1:  # the target; one model alone is mapped onto itself

@@ -1,5 +1,5 @@
 """The prompts chapters 4 and 5 grade (depthutils.analysis.known_facts): a prompt the model does not answer is dropped,
-a two-hop prompt counts only when the model knows both single hops, the ladder keeps its synthetic prompts;
+a two-hop prompt counts only when the model knows both single hops, the ladder is tried on held-out prompts;
 each check against a plain-transformers oracle (greedy decoding and teacher-forced argmax, one prompt at a time)."""
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_selection_drops_unanswered_prompts_and_needs_both_hops(tiny, monkeypatc
             kf.Candidate("multihop", c2, [a2.strip()], "y", [hop(c1, a1), hop(c2, a2)])]   # graded
     monkeypatch.setattr(kf, "candidates", lambda **kw: made)
     fp = kf.prompts_for(lm, n=3, batch_size=3, progress_bar=False)
-    assert not fp.synthetic and set(fp.prompts) == {"multihop"}
+    assert set(fp.prompts) == {"multihop"}
     assert fp.prompts["multihop"].context == c2 and fp.prompts["multihop"].answer.strip() == a2.strip()
     assert fp.accuracy("multihop") == {"tried": 3, "answered": 2, "both": 1, "graded": 1}
     assert set(fp.untested) == {"arithmetic"} and "answers 0 of 1" in fp.untested["arithmetic"]
@@ -138,13 +138,26 @@ def test_selection_drops_unanswered_prompts_and_needs_both_hops(tiny, monkeypatc
     assert v.outcome == "not tested" and "answers 1 of 2" in v.notes[-1]
 
 
-def test_the_ladder_keeps_its_synthetic_prompts():
-    lm = du.load_model("ladder-4")
-    synthetic = {"arithmetic": ("5 + 7 + 5 + 3 + 1 + 7 = ", "28"),
-                 "multihop": ("The spouse of the performer of Crystal Wings is", " Freya Vance")}
-    fp = kf.prompts_for(lm, synthetic=synthetic)
-    assert fp.synthetic and not fp.untested
-    assert {k: (p.context, p.answer) for k, p in fp.prompts.items()} == synthetic
+def test_the_ladder_is_graded_on_held_out_prompts_it_answers():
+    from depthutils.ladder.tasks import heldout_check
+
+    lm = du.load_model("default")
+    own = {"arithmetic": ("5 + 7 + 5 + 3 + 1 + 7 = ", "28"),
+           "multihop": ("The spouse of the performer of Crystal Wings is", " Freya Vance")}
+    fp = kf.prompts_for(lm, synthetic=own, n=12, n_arithmetic=12, tried=20, tried_arithmetic=14, seed=123,
+                        progress_bar=False)
+    assert (fp.prompts["arithmetic"].context, fp.prompts["multihop"].context) == (own["arithmetic"][0], own["multihop"][0])
+    chains = [p for k, p in fp.prompts.items() if k.split("_")[0] == "arithmetic"]
+    # at least ten held-out chains of 3-6 operands that the model solves (greedy and teacher-forced)
+    assert len(chains) >= 10 and all(heldout_check("addition", p.context) for p in chains)
+    assert all(3 <= p.context.count("+") + 1 <= 6 for p in chains)
+    graded = [c for c in fp.candidates if c.graded]
+    assert all(c.answered for c in graded) and fp.kinds() == ["arithmetic", "multihop"]
+    # two-hop: held-out compositions only, each with both of its (trained) single facts known
+    hops = [c for c in graded if c.kind == "multihop"]
+    assert hops and all(heldout_check("multihop", c.context) and c.knows_hops for c in hops)
+    assert all(len(c.hops) == 2 for c in fp.candidates if c.kind == "multihop")
+    assert "held out of its training" in fp.summary()
     with pytest.raises(DepthError, match="synthetic"):
         kf.prompts_for(lm)
 

@@ -10,13 +10,17 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import depthutils as du  # noqa: E402
-from depthutils.analysis.solved_split import GROUPS, MIN_GROUP, SolvedSplit, solved_split, split  # noqa: E402
+from depthutils.analysis import solved_split as ss  # noqa: E402
+from depthutils.analysis.solved_split import GROUPS, MIN_GROUP, SolvedSplit, heldout_only, solved_split, split  # noqa: E402,E501
 from depthutils.book.reviews import only_deeper as review  # noqa: E402
 from depthutils.core.errors import DepthError  # noqa: E402
 from depthutils.core.results import Result  # noqa: E402
+from depthutils.ladder.tasks import heldout_check  # noqa: E402
+from depthutils.measures.depth_score import draw  # noqa: E402
 from depthutils.measures.depth_score_result import DepthScoreResult  # noqa: E402
 
-TASKS = ("addition", "multihop")
+#: held-out problems only, so each model's own depth score draws exactly the split's problems
+TASKS = {"addition": (3,), "multihop_heldout": (2, 3)}
 N, SEED = 3, 7
 
 
@@ -62,6 +66,7 @@ def test_the_split_matches_a_numpy_oracle_on_the_same_problems(pair):
     groups = _oracle_groups(s_ok, d_ok)
     f = got.facts()
     for t in TASKS:
+        assert f[f"{t}_n_by_level"] == ", ".join(f"{N} at level {lv}" for lv in TASKS[t])
         m = deep.prompt_tasks == t
         for lv in np.unique(deep.prompt_levels[m]):
             ml = m & (deep.prompt_levels == lv)
@@ -162,3 +167,37 @@ def test_the_figure_labels_each_group_with_its_count(pair):
     n = pair[1].counts()
     assert len(labels) == len(GROUPS) and all(f"n = {n[g]}" in lab for g, lab in zip(GROUPS, labels))
     assert ax.get_ylabel() and ax.get_xlabel()
+
+
+def test_the_split_keeps_held_out_problems_only(monkeypatch):
+    # the depth score's plain multi-hop family mixes compositions the ladder was trained on with held-out ones
+    mixed = draw({"multihop": (2, 3), "addition": (2, 3)}, 100, 0)
+    trained = [p for by_level in mixed.values() for ps in by_level.values() for p in ps
+               if not heldout_check(p.source if p.source == "addition" else "multihop", p.context)]
+    assert trained and any(p.context == "0 + 0 = " for p in mixed["addition"][2])
+    kept = heldout_only(mixed)
+    texts = [p.context for by_level in kept.values() for ps in by_level.values() for p in ps]
+    assert texts and not {p.context for p in trained} & set(texts)
+    assert 2 not in kept["addition"]  # every two-operand chain is trained: the level is dropped
+    assert all(heldout_check(t, p.context) for t, by_level in (("addition", kept["addition"]),
+                                                                ("multihop", kept["multihop"]))
+               for ps in by_level.values() for p in ps)
+    with pytest.raises(DepthError, match="held-out problems only"):
+        heldout_only({"math": {1: []}})
+    # solved_split gives both models only held-out problems, by default the held-out families, all where fewer
+    # than n exist
+    seen = []
+    monkeypatch.setattr(ss, "depth_score", lambda m, **kw: seen.append(kw["groups"]) or m)
+    monkeypatch.setattr(ss, "split", lambda a, b: (a, b))
+    solved_split(object(), object(), n=100, seed=0, tasks={"multihop": (2, 3)})
+    solved_split(object(), object(), seed=0)
+    assert seen[0] is seen[1] and seen[2] is seen[3]
+    assert {k: len(v) for k, v in seen[0]["multihop"].items()} == {2: len(kept["multihop"][2]), 3: len(kept["multihop"][3])}
+    assert {k: len(v) for k, v in seen[2]["multihop_heldout"].items()} == {2: 50, 3: 48}
+    assert {k: len(v) for k, v in seen[2]["addition"].items()} == {3: 50, 4: 50, 5: 50, 6: 50}
+
+
+def test_a_group_under_the_floor_is_not_tested_with_its_counts():
+    v = review.verdict(_case([0.4] * 9, [0.4] * 40, "multihop_heldout", neither=[0.2] * 60, only_shallower=[0.3] * 8))
+    assert v.outcome == "not tested"
+    assert "neither 60, only deep 9, only shallow 8, both 40" in v.numbers and "9 only-deep and 40 both" in v.value

@@ -28,7 +28,7 @@ def _sample(kind: str, values) -> dict:
     return {kind if i == 0 else f"{kind}_{i + 1}": _Prompt(v, f"prompt {i}") for i, v in enumerate(values)}
 
 
-REAL = kf.FactPrompts({}, [], synthetic=False)  # a real model's check (its sentences read the empty candidate list)
+REAL = kf.FactPrompts({}, [])  # a model's check (its sentences read the empty candidate list)
 
 
 def _numpy_interval(values, n_boot=1000, seed=0, level=0.95):
@@ -88,12 +88,32 @@ def test_the_verdict_rests_on_each_kinds_mean_and_interval():
     assert v.outcome == "not tested"
 
 
-def test_one_prompt_per_kind_is_graded_on_its_point_without_an_interval():
-    synthetic = kf.FactPrompts({}, [], synthetic=True)
-    v = claims.context({"arithmetic": _Prompt(0.5), "multihop": _Prompt(0.7)}, "erasing the residual", facts=synthetic)
+def test_one_prompt_per_kind_is_graded_on_its_point_only_without_a_check():
+    # results alone (no fact check) are graded however many they are, one prompt on its point
+    v = claims.context({"arithmetic": _Prompt(0.5), "multihop": _Prompt(0.7)}, "erasing the residual")
     assert v.outcome == "mixed"
     assert "arithmetic: 0.50 (one prompt: no interval)" in v.value and "two-hop: 0.70 (one prompt" in v.value
     assert claims.context({"arithmetic": _Prompt(0.5)}, "erasing the residual").outcome == "shown"
+    # with the check that chose them (any model's, the embedded one's too), one prompt per kind is not tested
+    v = claims.context({"arithmetic": _Prompt(0.5), "multihop": _Prompt(0.7)}, "erasing the residual", facts=REAL)
+    assert v.outcome == "not tested" and "arithmetic: not tested (1 prompts counted)" in v.value
+
+
+def test_sums_of_three_numbers_are_a_kind_of_their_own_beside_the_sums_of_two():
+    cands = kf.candidates(tried=1, seed=3, n_arithmetic=6, operands=2, chain_operands=3)
+    pairs = [c for c in cands if c.kind == "arithmetic" and c.source == "generated"]
+    chains = [c for c in cands if c.kind == "chains"]
+    assert len(pairs) == 5 and all(c.context.count("+") == 1 for c in pairs)
+    assert len(chains) == 6 and all(c.context.count("+") == 2 for c in chains)
+    assert all(int(c.forms[0]) == sum(int(x) for x in c.context.rstrip("= ").split(" + ")) for c in chains)
+    assert not [c for c in kf.candidates(tried=1, seed=3, n_arithmetic=6, operands=2) if c.kind == "chains"]
+    facts = kf.FactPrompts({}, cands)
+    assert facts.kinds() == ["arithmetic", "chains", "multihop"]
+    n = cc.MIN_PROMPTS
+    v = claims.context({**_sample("arithmetic", [0.4] * n), **_sample("chains", [0.5] * (n - 1))},
+                       "erasing the residual", facts=facts)
+    assert "arithmetic: mean 0.40" in v.value and "sums of three or more numbers: not tested (9 prompts counted)" in v.value
+    assert "two-hop: not tested (0 prompts counted)" in v.value and v.outcome == "shown"
 
 
 def test_prompts_that_cannot_inform_are_not_counted():
@@ -161,7 +181,7 @@ def test_a_sample_stops_a_kind_that_can_no_longer_be_graded():
     assert [k for k in measured if k.startswith("arithmetic")] == ["arithmetic", "arithmetic_2", "arithmetic_3",
                                                                    "arithmetic_4"]
     assert sum(k.startswith("multihop") for k in measured) == n
-    facts = kf.FactPrompts(dict.fromkeys(rels), [], synthetic=False)
+    facts = kf.FactPrompts(dict.fromkeys(rels), [])
     v = claims.context(measured, "erasing the residual", facts=facts)
     assert "arithmetic: not tested (0 prompts counted)" in v.value and "two-hop: mean 0.50" in v.value
     assert any(f"{n - 1} of its {n + 3} prompts were not measured" in x for x in v.notes), v.notes

@@ -30,7 +30,7 @@ def verdict(results: dict[str, EarlyExitResult], facts: FactPrompts | None = Non
         outcomes.append("not tested")
         parts.append("facts it knows: not tested")
         notes.append("facts it knows: the model answers none of the sums and two-hop questions it was given. "
-                     + " ".join(facts.sentence(k) for k in KINDS))
+                     + " ".join(facts.sentence(k) for k in facts.kinds()))
     for name, r in results.items():
         f = r.facts()
         correct = int(round(float(r.correct_by_prompt.sum())))

@@ -47,8 +47,8 @@ def verdict(result: SolvedSplit) -> Verdict:
         values.append(text)
     outcome = combine(grades)
     notes = [] if outcome != "not tested" else [
-        f"No task family has {MIN_GROUP} or more problems in both compared groups, so this run cannot answer the "
-        "question; more problems per level give the groups more problems."]
+        f"No task family has {MIN_GROUP} or more problems in both compared groups (the counts above), so this run "
+        "cannot answer the question."]
     pooled = interval_text(f["diff"], f["diff_lo"], f["diff_hi"], "+.3f")
     numbers = (f"groups per family ({'; '.join(counts)}); only-{deep} minus both: " + "; ".join(parts) + f"; pooled "
                f"over families (not graded: families differ in their scores) {pooled}.")
@@ -58,8 +58,10 @@ def verdict(result: SolvedSplit) -> Verdict:
                  f"wholly above 0 ({c.against.source}), and is mixed otherwise. Families are combined; a family whose "
                  f"only-deeper or both group holds fewer than {MIN_GROUP} problems is not tested (ours: a mean over "
                  "fewer rests on one or two problems).")
+    problems = "; ".join(f"{t}: {f[f'{t}_n_by_level']}" for t in result.tasks())
     return _verdict(c, outcome, numbers, notes, criterion=criterion, value="; ".join(values),
                     rows={"models": f"{shallow} ({f['shallow_L']} layers) and {deep} ({f['L']} layers)",
+                          "problems per level": problems,
                           "groups": "; ".join(counts)})
 
 
