@@ -189,8 +189,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_value=_p2_lens,
           paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems"))),
     Claim("context", "04", "P1", "Fig. 6",
-          "in our words: context positions (operands, entities) stop mattering by about the middle of the network; "
-          "after that the answer is computed at the last positions",
+          "in our words: context positions (operands, entities) stop mattering by about the middle of the network "
+          "(P1's NDIF notebook: “all tokens are important until halfway through the network”)",
           "per kind of prompt (arithmetic, sums of three or more numbers where tried, two-hop), the mean over its "
           "prompts of the relative depth of the deepest "
           "layer at which intervening at a context position still moves the answer by more than 10% of the largest "
@@ -223,11 +223,11 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                                                                         "2/3/4-hop questions"),
                        ("accuracy", "— (ours: a family counts only where the model solves enough of every level)"))),
     Claim("only_deeper", "06", "P1", "abstract (its position); a reviewer's question on OpenReview (not the paper)",
-          "a reviewer wrote “when evaluating deep and shallow models, it would be informative to separately consider "
-          "tasks that are solved by neither model, only by the deep model, and by both models.”; in our words: do the "
-          "problems only a deeper model solves use more of its depth than those a shallower model solves too? P1's "
-          "abstract holds that “deeper models are not using their depth to learn new kinds of computation”, so they "
-          "should not",
+          "in our words: do the problems only a deeper model solves use more of its depth than those a shallower "
+          "model solves too? (A reviewer wrote “when evaluating deep and shallow models, it would be informative to "
+          "separately consider tasks that are solved by neither model, only by the deep model, and by both models.”) "
+          "P1's abstract holds that “deeper models are not using their depth to learn new kinds of computation”, so "
+          "they should not",
           "per task family, the deeper model's mean normalised depth score (each problem's depth score of D divided "
           "by L − 1) over the problems only it solves minus that over the problems both models solve (two ladder "
           "models differing only in depth, on the same problems, all held out of their training; each family "
