@@ -237,7 +237,8 @@ def solved_split(shallow, deep, tasks=None, *, n: int = N_PER_LEVEL, seed: int =
     Args:
         shallow, deep: the shallower and the deeper model (names, as :func:`depthutils.models.load_model` takes
             them, or handles), or two :class:`~depthutils.measures.depth_score_result.DepthScoreResult` on the same
-            problems. Models are given the same problems: the deeper model's ``tasks`` resolved to one
+            problems (split as they are: which problems they hold is the caller's choice). Models are given the
+            same problems: the deeper model's ``tasks`` resolved to one
             ``{family: levels}``, drawn once by the depth score's seeded loaders (``n``, ``seed``), the problems
             the ladder was trained on left out (:func:`heldout_only`), then checked by :func:`split`.
         tasks, n, seed, max_tokens: as :func:`depthutils.measures.depth_score.depth_score` takes them (default: the

@@ -18,6 +18,7 @@ from IPython.display import Markdown
 
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.claims import Verdict, paper_vs_run
+from depthutils.book.context_claim import by_kind, sample_facts, worked
 from depthutils.book.grading import interval_text
 from depthutils.book.plotstyle import save
 from depthutils.models.handle import loaded_dtypes
@@ -44,6 +45,20 @@ def glue_facts(facts, prefix: str) -> None:
     for name, value in facts.items():
         if _glue is not None:
             _glue(f"{prefix}_{name}", "never" if value is None else value, display=False)
+
+
+def sample(results: dict, out_dir: str, name: str, prefix: str) -> None:
+    """Chapters 4 and 5's sample, shown: each kind's worked prompt (its first, the chapter's own) saved as
+    ``{out_dir}/{name}_{kind}``, its summary printed and its facts glued as ``{prefix}_{kind}_…``; then each kind's
+    sample summary, and the samples' numbers glued as ``{prefix}_sample_…``
+    (:func:`depthutils.book.context_claim.sample_facts`)."""
+    for kind, r in worked(results).items():
+        r.save(f"{out_dir}/{name}_{kind}")
+        print(f"{kind}:", r.summary())
+        glue_facts(r.facts(), f"{prefix}_{kind}")
+    for kind, s in by_kind(results).items():
+        print(f"{kind} sample:", s.summary())
+    glue_facts(sample_facts(results), f"{prefix}_sample")
 
 
 def paper(v: Verdict, *results) -> Markdown:
