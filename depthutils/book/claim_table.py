@@ -244,7 +244,9 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           "“layers with the same relative depth map best to each other, suggesting that the larger model simply "
           "spreads the same computations out over its many layers”",
           "per mapping, the mean |relative depth of the best target − relative depth of the source| over source "
-          "layers, against its chance distribution when the target layers are permuted",
+          "layers, against the same source mapped onto the deeper model's untrained initial weights (the null: "
+          "ours, what the architecture and the residual stream's accumulation give without training) and against "
+          "its chance distribution when the target layers are permuted",
           Threshold(None, f"the 5th percentile of the distance under {N_PERMUTATIONS} random permutations of the "
                           "target layers: closer to the diagonal than 95% of chance maps (5%: the conventional level)"),
           Threshold(None, "the same percentile: a distance chance reaches more than 5% of the time"),
@@ -252,7 +254,9 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_value="no number given; the best matches lie on the diagonal of P1's heatmap, a distance near 0 (ours)",
           whole_layer=True,
           paper_facts=(("models", "Qwen2.5-1.5B → Qwen2.5-14B"),
-                       ("result", "a diagonal in the source × target heatmap")))] + [
+                       ("result", "a diagonal in the source × target heatmap"),
+                       ("untrained target (null)", "— (none in the P1 text the book quotes)"),
+                       ("second seed (positive control)", "— (none in the P1 text the book quotes)")))] + [
     Claim("shared_layers", "08", "P1", "outlook: MoEUT",
           "in our words: a shared-layer model (MoEUT) tends to use more of its depth than a standard transformer "
           "trained on the same task; P1 calls this preliminary",

@@ -1,7 +1,8 @@
 """Every :class:`Verdict` the book prints, one function per claim (see :mod:`depthutils.book.claim_table` for the
 claims and their thresholds, :mod:`depthutils.book.grading` for the one grading rule and the "paper vs this run"
 table; both are re-exported here, so ``claims.grade`` and ``claims.CLAIMS`` keep working). Chapters 4 and 5's claim
-lives in :mod:`depthutils.book.context_claim`, re-exported here as ``claims.context``.
+lives in :mod:`depthutils.book.context_claim`, re-exported here as ``claims.context``; chapter 7's in
+:mod:`depthutils.book.mapping_claim`, re-exported as ``claims.mapping``.
 """
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import numpy as np
 from depthutils.book.claim_table import (
     ACCURACY_FLOOR, CLAIMS, COMPLETENESS_LIMIT, GROWS, LEVEL, MIN_HALF, N_PERMUTATIONS, OUTCOMES, OUTPUT_AGAINST,
     OUTPUT_SHOWN, SCALE_WORDS, SHARED_TARGET, WHOLE_LAYER, Claim, Threshold)
-from depthutils.measures.cross_model_mapping import MappingResult
 from depthutils.measures.depth_score_result import DepthScoreResult
 from depthutils.analysis.depth_use import MEASURES, DepthUse
 from depthutils.measures.future_effects import FutureEffectsResult
 from depthutils.book.context_claim import CONTEXT_MEASURES, context
+from depthutils.book.mapping_claim import mapping
 from depthutils.book.grading import (
     Verdict, _verdict, band, combine, grade, interval_text, judge, not_tested, paper_vs_run)
 from depthutils.measures.logit_lens import LogitLensResult
@@ -159,41 +160,6 @@ def depth_score(result: DepthScoreResult, floor: float = ACCURACY_FLOOR) -> Verd
                               f"above 0 ({c.against.source}), and is mixed otherwise (an interval that reaches both 0 "
                               "and past one layer). Families are combined, "
                               f"and a family below {100 * floor:.0f}% accuracy at any level is not counted.")
-
-
-def mapping(results: list[MappingResult], n_permutations: int = N_PERMUTATIONS, seed: int = 0) -> Verdict:
-    """Chapter 7: the best matches' distance from the relative-depth diagonal against permuted targets,
-    with the rank correlation beside it; a map where most source layers share one target is at best mixed."""
-    c = CLAIMS["mapping"]
-    results = [r for r in results if r.meta["params"]["source"] != r.meta["params"]["target"]]
-    if not results:
-        return not_tested("mapping", "one model only: a model mapped onto itself is the sanity check, not a test; "
-                                     "give two models that share a tokenizer.")
-    grades, parts, notes, values = [], [], [], []
-    for r in results:
-        p = r.meta["params"]
-        null = r.null_distances(n_permutations, seed)
-        q05 = float(np.percentile(null, 5))
-        outcome, value, lo, hi = judge(c, r, c.fact, shown=q05, against=q05)
-        f = r.facts()
-        rho_lo, rho_hi = band(r, "rank_corr")
-        if f["shared_frac"] > SHARED_TARGET:
-            notes.append(f"{p['source']} → {p['target']}: {100 * f['shared_frac']:.0f}% of the source layers share one "
-                         f"best target (layer {f['shared_layer']}), so the map cannot place them at distinct depths: "
-                         "graded at best mixed.")
-            outcome = "mixed" if outcome == "shown" else outcome
-        grades.append(outcome)
-        values.append(f"{p['source']} → {p['target']}: {interval_text(value, lo, hi, '.3f')} (chance's 5th "
-                      f"percentile {q05:.3f})")
-        parts.append(f"{p['source']} → {p['target']}: distance {interval_text(value, lo, hi, '.3f')} against chance's "
-                     f"5th percentile {q05:.3f} (median {np.median(null):.3f}; {100 * np.mean(null <= value):.0f}% of "
-                     f"permutations are as close); rank correlation of source and best-target depth "
-                     f"{interval_text(f['rank_corr'], rho_lo, rho_hi)} ({outcome})")
-    worst = max(grades, key=OUTCOMES.index)
-    return _verdict(c, worst, "; ".join(parts) + ".", notes, value="; ".join(values),
-                    criterion=f"{c.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval over held-out prompts: "
-                              f"shown if the interval lies at or below {c.shown.source}; not shown if it lies wholly "
-                              "above it; mixed otherwise. Every mapping must show it.")
 
 
 def shared_layers(result: DepthUse) -> Verdict:

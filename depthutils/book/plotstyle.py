@@ -113,6 +113,13 @@ def heatmap(ax, data, label: str, *, cmap="viridis", vmin=None, vmax=None, cente
     ax.grid(False)
 
 
+def yerr(values, bands):
+    """Matplotlib ``yerr`` (distances below and above) from values and ``(lo, hi)`` bands (None: no bar)."""
+    lo = [0 if v is None or b is None else max(v - b[0], 0) for v, b in zip(values, bands)]
+    hi = [0 if v is None or b is None else max(b[1] - v, 0) for v, b in zip(values, bands)]
+    return np.array([lo, hi])
+
+
 def title(result, what: str) -> str:
     m = result.meta
     name = str(m.get("model", "?"))

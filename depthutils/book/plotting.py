@@ -7,7 +7,8 @@ Drawn with seaborn on long-form data (one row per prompt × layer): lines carry
 result's own aggregate), heatmaps come from ``sns.heatmap`` with a labelled
 colorbar. Titles name the model, the data set and n (from the result's metadata);
 :func:`save` writes PNG and PDF. A figure of a single prompt (erasure, integrated
-gradients) has no interval over prompts and says so.
+gradients) has no interval over prompts and says so. Chapter 7's figures are in
+:mod:`depthutils.book.mapping_plots`, re-exported here.
 """
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from depthutils.book.plotstyle import BAND, BAND_NOTE, CMAPS, COLORS, LABELS, heatmap, lineplot, lines, long_form, title
+from depthutils.book.mapping_plots import mapping, mapping_curves, mapping_null  # noqa: F401  chapter 7's figures
+from depthutils.book.plotstyle import (BAND, BAND_NOTE, CMAPS, COLORS, LABELS, heatmap, lineplot, lines, long_form,
+                                       title, yerr)
 
 
 def contributions(result):
@@ -162,13 +165,6 @@ def effective_depth_curves(study, task: str):
     return fig
 
 
-def _yerr(values, bands):
-    """Matplotlib ``yerr`` (distances below and above) from values and ``(lo, hi)`` bands (None: no bar)."""
-    lo = [0 if v is None or b is None else max(v - b[0], 0) for v, b in zip(values, bands)]
-    hi = [0 if v is None or b is None else max(b[1] - v, 0) for v, b in zip(values, bands)]
-    return np.array([lo, hi])
-
-
 def ratio_vs_depth(study, models, uncontrolled=None):
     """P2's scale question: effective-depth ratio against the number of layers, per metric and task,
     with each cell's 95% bootstrap interval over prompts. ``uncontrolled`` (a study of other models, e.g. the
@@ -184,11 +180,11 @@ def ratio_vs_depth(study, models, uncontrolled=None):
             bands = [study.cell_interval(m, task, metric) for m in models]
             shift = (j - (len(study.tasks) - 1) / 2) * 0.12  # keep the bars of different tasks apart
             line = ax.errorbar(np.array(depths, float) + shift, [np.nan if r is None else r for r in ratios],
-                               yerr=_yerr(ratios, bands), marker="o", ms=4, capsize=2, label=task)
+                               yerr=yerr(ratios, bands), marker="o", ms=4, capsize=2, label=task)
             for m in (extra if extra and task in uncontrolled.tasks else []):
                 r = uncontrolled.cell(m, task, metric)[1]
                 if r is not None:
-                    ax.errorbar([uncontrolled.n_layers(m) + shift], [r], yerr=_yerr([r], [uncontrolled.cell_interval(m, task, metric)]),
+                    ax.errorbar([uncontrolled.n_layers(m) + shift], [r], yerr=yerr([r], [uncontrolled.cell_interval(m, task, metric)]),
                                 marker="D", ms=5, mfc="none", ls="none", capsize=2, color=line[0].get_color())
         for m in extra:
             ax.annotate(m, (uncontrolled.n_layers(m), 1.0), ha="center", fontsize=7, color="0.3")
@@ -210,7 +206,7 @@ def base_vs_cot(study, base: str, cot: str):
         for off, name, color in ((-0.2, base, "C0"), (0.2, cot, "C1")):
             vals = [study.cell(name, t, metric)[1] for t in study.tasks]
             ax.bar(x + off, [np.nan if v is None else v for v in vals], width=0.4, label=name, color=color,
-                   yerr=_yerr(vals, [study.cell_interval(name, t, metric) for t in study.tasks]), capsize=2)
+                   yerr=yerr(vals, [study.cell_interval(name, t, metric) for t in study.tasks]), capsize=2)
             for xi, v in zip(x + off, vals):
                 if v is None:
                     ax.text(xi, 0.02, "undefined", rotation=90, ha="center", va="bottom", fontsize=7, color=color)
@@ -256,47 +252,6 @@ def depth_score(result):
         b.legend(fontsize=7, title=None, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     fig.suptitle(title(result, "Does a harder problem use more depth? (dots: single prompts)") + f" · {BAND_NOTE}",
                  y=1.06)
-    return fig
-
-
-# ------------------------------------------------------------------ chapter 7 (P1; spec §7)
-def mapping(result):
-    """Held-out error of the affine map from each source layer to each target layer of one mapping, with
-    the relative-depth diagonal (dashed), the best match of each source layer (dots) and the target layers
-    within the noise of its minimum (squares, :meth:`~depthutils.measures.cross_model_mapping.MappingResult.best_band`);
-    source layer 0 at the bottom."""
-    r, p = result, result.meta["params"]
-    Ls, Lt = r.shape
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    heatmap(ax, r.error, "held-out ‖ŷ − y‖ / ‖y‖", cmap=CMAPS["mapping_error"])
-    ax.invert_yaxis()
-    # heatmap cells are centred at i + 0.5
-    ax.plot((np.arange(Ls) + 1) / Ls * Lt - 0.5, np.arange(Ls) + 0.5, "w--", lw=1.5, label="same relative depth")
-    band = [(s, j) for s, b in enumerate(r.best_band()) for j in b]
-    ax.plot([j + 0.5 for _, j in band], [s + 0.5 for s, _ in band], "s", mfc="none", mec="orange", ms=7, mew=1.2,
-            label="within the noise of the row's minimum")
-    ax.plot(r.best + 0.5, np.arange(Ls) + 0.5, "o", color="red", ms=5, label="best target layer")
-    ax.set_xticks(np.arange(0, Lt, max(1, Lt // 8)) + 0.5, np.arange(0, Lt, max(1, Lt // 8)))
-    ax.set(xlabel=f"target layer of {p['target']}", ylabel=f"source layer of {p['source']}",
-           title=f"{p['source']} → {p['target']}: which target layer does each source layer map to?")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=3)
-    return fig
-
-
-def mapping_curves(results):
-    """The best-match curve of every mapping against the relative-depth diagonal, each best match with its
-    95% bootstrap interval over held-out prompts."""
-    fig, ax = plt.subplots(figsize=(6, 4.2))
-    ax.plot([0, 1], [0, 1], "k--", lw=1, label="same relative depth")
-    for r in results:
-        src, tgt = r.relative()
-        Lt = r.shape[1]
-        band = r.interval(lambda x: (x.best + 1) / Lt) if r.n_prompts else None
-        ax.errorbar(src, tgt, yerr=None if band is None else _yerr(list(tgt), list(zip(*band))), marker="o",
-                    capsize=2, label=f"{r.meta['params']['source']} → {r.meta['params']['target']}")
-    ax.set(xlabel="relative depth of the source layer (s+1)/L", ylabel="relative depth of its best target",
-           title="Best-match curves (bars: 95% CI over held-out prompts)", xlim=(0, 1.05), ylim=(0, 1.05))
-    ax.legend(fontsize=8)
     return fig
 
 

@@ -36,6 +36,7 @@ ALIASES: dict[str, str] = {
     "ladder-16": "ladder-16",
     "ladder-8-cot": "ladder-8-cot",
     "ladder-8-shared": "ladder-8-shared",
+    "ladder-4-seed2": "ladder-4-seed2",
     "cot": "ladder-8-cot",
     "shared": "ladder-8-shared",
     "shallow": "ladder-4",
@@ -79,6 +80,11 @@ SPECS: dict[str, dict] = {
                       description="12-layer Llama, direct answers"),
     "ladder-16": dict(layers=16, style="direct", steps=3500, lr=3e-3, warmup=150,
                       description="16-layer Llama, direct answers (deep rung)"),
+    # ladder-4's recipe at another seed (other initial weights, other batches drawn from the same mix) on a shorter
+    # schedule (1000 steps, 4.1M tokens: what the shared 2-core machine could train in the time it had): chapter
+    # 7's positive control, what mapping a model onto the same computation (trained alike) gives
+    "ladder-4-seed2": dict(layers=4, style="direct", steps=1000, lr=3e-3, warmup=150, seed=2,
+                           description="4-layer Llama, direct answers: ladder-4's recipe with seed 2, 1000 steps"),
 }
 # The objectives experiment (:mod:`.objectives`): one 8-layer architecture of the ladder's width (a narrower
 # MLP, 256), two tasks (:mod:`.word_problems`: S5, which needs depth, and the Z10 control, which has a shortcut),
@@ -126,7 +132,7 @@ OBJECTIVE_RUNS = [objective_name(t, o, s) for s in OBJECTIVE_SEEDS for t in _TAS
 SHIPPED_OBJECTIVE_RUNS = [n for n in OBJECTIVE_RUNS if SPECS[n]["seed"] == SHIPPED_SEED and SPECS[n]["objective"] != NULL]
 
 #: Training order of ``python -m depthutils.ladder all``.
-ORDER = ["ladder-8", "ladder-4", "ladder-8-cot", "ladder-12", "ladder-16", "ladder-8-shared"]
+ORDER = ["ladder-8", "ladder-4", "ladder-8-cot", "ladder-12", "ladder-16", "ladder-8-shared", "ladder-4-seed2"]
 
 #: Batch geometry shared by all runs (tokens per step = BATCH_SIZE * SEQ_LEN).
 BATCH_SIZE = 16

@@ -47,7 +47,7 @@ class MappingResult(Result):
     prompt_tokens: np.ndarray = None
     kind: ClassVar[str] = "cross_model_mapping"
     PER_PROMPT: ClassVar[dict] = {"error": ("error_by_prompt", "tokens")}
-    INTERVAL_FACTS: ClassVar[tuple] = ("distance", "mean_best_error", "rank_corr")
+    INTERVAL_FACTS: ClassVar[tuple] = ("distance", "mean_best_error", "rank_corr", "diagonal_gap")
 
     def with_aggregates(self) -> "MappingResult":
         """The error from the held-out prompts' errors (the maps stay fixed), then the best matches."""
@@ -68,6 +68,21 @@ class MappingResult(Result):
         """Mean |relative depth of the best target − relative depth of the source| over source layers."""
         src, tgt = self.relative()
         return float(np.abs(tgt - src).mean())
+
+    def diagonal_targets(self) -> np.ndarray:
+        """For every source layer ``s``, the target layer at its relative depth: ``round((s+1)·L_tgt/L_src) − 1``."""
+        Ls, Lt = self.shape
+        return np.clip(np.round((np.arange(Ls) + 1) * Lt / Ls).astype(int) - 1, 0, Lt - 1)
+
+    def diagonal_gap(self) -> float | None:
+        """Mean over source layers of (the row's mean error over the other target layers − the error at its
+        :meth:`diagonal_targets` layer): above 0 where the target at the same relative depth is mapped better than
+        the row's average (None for a single target layer)."""
+        Ls, Lt = self.shape
+        if Lt < 2:
+            return None
+        diag = self.error[np.arange(Ls), self.diagonal_targets()]
+        return float(((self.error.sum(axis=1) - diag) / (Lt - 1) - diag).mean())
 
     def rank_correlation(self) -> float | None:
         """Spearman's correlation of source depth and best-target depth: "deeper source, deeper target", which
@@ -102,12 +117,12 @@ class MappingResult(Result):
 
     def facts(self) -> dict:
         shared, frac = self.shared_target()
-        rho = self.rank_correlation()
+        rho, gap = self.rank_correlation(), self.diagonal_gap()
         return {"L_src": self.shape[0], "L_tgt": self.shape[1], "distance": round(self.diagonal_distance(), 3),
                 "min_error": round(float(self.error.min()), 3), "best": [int(b) for b in self.best],
                 "mean_best_error": round(float(self.error[np.arange(self.shape[0]), self.best].mean()), 3),
                 "rank_corr": None if rho is None else round(rho, 2), "shared_layer": shared,
-                "shared_frac": round(frac, 2)}
+                "shared_frac": round(frac, 2), "diagonal_gap": None if gap is None else round(gap, 3)}
 
     def findings(self) -> str:
         f = self.facts()

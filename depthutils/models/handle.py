@@ -293,7 +293,8 @@ class ModelHandle:
 
 def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", remote: bool = False,
                revision: str | None = None, trust_remote_code: bool = False,
-               prepend_bos: bool | str = "auto", timeout: float = DEFAULT_TIMEOUT) -> ModelHandle:
+               prepend_bos: bool | str = "auto", timeout: float = DEFAULT_TIMEOUT,
+               label: str | None = None) -> ModelHandle:
     """Load a model for measurement.
 
     Args:
@@ -316,6 +317,7 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         timeout: with ``remote=True``, the seconds one request to NDIF may take from sending to its
             downloaded result, its time in NDIF's queue included (default 3600: a 70B model's queue);
             past it the call stops with an error that says so.
+        label: the name results and prose give the model (default: its alias's folder, path or hub id).
     """
     from nnsight.modeling.transformers import TransformersModel
     from transformers import AutoConfig
@@ -364,7 +366,7 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         model = TransformersModel(source, task="text-generation", tokenizer=tokenizer, revision=revision,
                                   trust_remote_code=trust_remote_code)
         rev = _local_revision(local) if local is not None else revision or "main"
-        handle = ModelHandle(model, arch, tokenizer, name=name, revision=rev, remote=True,
+        handle = ModelHandle(model, arch, tokenizer, name=label or name, revision=rev, remote=True,
                              device="remote", dtype=_pick_dtype(dtype, "cuda"), config=config,
                              dtype_how="auto: NDIF's GPUs" if dtype == "auto" else "as given",
                              prepend_bos=True if prepend_bos == "auto" else prepend_bos, timeout=float(timeout),
@@ -386,9 +388,9 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
         get_path(module, arch.unembed).register_forward_pre_hook(_dense_bf16)
     rev = _local_revision(local) if local is not None else (getattr(config, "_commit_hash", None) or revision or "main")
     start, start_how = resolve_start(prepend_bos, name, module, tokenizer)
-    handle = ModelHandle(model, arch, tokenizer, name=name, revision=rev, remote=False, device=dev, dtype=dt,
+    handle = ModelHandle(model, arch, tokenizer, name=label or name, revision=rev, remote=False, device=dev, dtype=dt,
                          config=config, prepend_bos=start, start_how=start_how, dtype_how=how)
-    _LOADED[name] = handle.dtype_name
+    _LOADED[handle.name] = handle.dtype_name
     if dev == "cpu" and dt == torch.bfloat16:  # whether the fast path may run: measured here, not inside a measurement
         batch_invariant(handle)
     return handle

@@ -1,6 +1,7 @@
 """Models with random weights and the embedded models' tokenizer, built from a config and saved as a Hugging
 Face folder: for checks that hold whatever the weights are (which tensor a layer adds), for the benchmark's
-second model and for the plan's check at a real model's width.
+second model and for the plan's check at a real model's width; and an embedded model's own initial weights
+(:func:`untrained`), chapter 7's null.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 from depthutils.core.errors import DepthError
 from depthutils.ladder.registry import TOKENIZER_DIR
 
-__all__ = ["FAMILIES", "WIDTH_8B", "random_model", "tiny_model"]
+__all__ = ["FAMILIES", "WIDTH_8B", "random_model", "tiny_model", "untrained"]
 
 #: the families :func:`random_model` builds, by ``model_type``
 FAMILIES = ("llama", "olmo2", "gemma2")
@@ -73,3 +74,34 @@ def tiny_model(family: str = "olmo2", layers: int = 2, seed: int = 0):
     path = random_model(family, seed=seed, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256)
     return load_model(str(path), dtype="float32")  # its identity is checked at float32 rounding
+
+
+def untrained(name: str, *, device: str = "auto", dtype: str = "auto", **kwargs):
+    """Embedded model ``name`` as it stood before its first training step, loaded and named ``"<name>-untrained"``.
+
+    The weights are drawn by the trainer's own :func:`~depthutils.ladder.train.build_model` from the spec's seed
+    (:data:`~depthutils.ladder.registry.SPECS`), so ``untrained("ladder-16")`` has ``ladder-16``'s architecture and
+    the initial draw its trainer makes from its seed, with no training. They are written to a temporary folder that is
+    removed once loaded (where the system allows: a file still mapped cannot be removed on Windows). ``dtype="auto"`` is the embedded models' rule (float32 on a CPU), so the untrained model
+    computes in the precision of its trained twin; ``kwargs`` go to :func:`~depthutils.models.handle.load_model`.
+    """
+    from depthutils.ladder.registry import SPECS
+    from depthutils.ladder.tokenizer import load_tokenizer
+    from depthutils.ladder.train import build_model, export, tie_layers, untie_layers
+    from depthutils.models.devices import _pick_device, auto_dtype
+    from depthutils.models.handle import load_model
+
+    spec = SPECS.get(name)
+    if spec is None or spec.get("init_from"):
+        raise DepthError(f"{name!r} is not an embedded model trained from its own initial weights; choose one of "
+                         f"{', '.join(n for n, s in SPECS.items() if not s.get('init_from'))}.")
+    tok = load_tokenizer(TOKENIZER_DIR)
+    model = build_model(spec, tok)
+    if spec.get("shared_blocks"):  # as the trainer ties them before its first step, then exported as repeats
+        tie_layers(model, spec["shared_blocks"])
+        untie_layers(model)
+    if dtype == "auto":
+        dtype = auto_dtype(_pick_device(device), embedded=True)[0]
+    with tempfile.TemporaryDirectory(prefix=f"{name}-untrained-", ignore_cleanup_errors=True) as folder:
+        export(model, tok, Path(folder))
+        return load_model(folder, device=device, dtype=dtype, label=f"{name}-untrained", **kwargs)

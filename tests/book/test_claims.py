@@ -13,6 +13,7 @@ import pytest
 
 from depthutils.book import claims
 from depthutils.book.claims import CLAIMS, OUTCOMES, combine, grade
+from depthutils.book.mapping_claim import against_null
 from depthutils.measures.contributions import KEYS, ContributionsResult
 from depthutils.measures.cross_model_mapping import MappingResult, spearman
 from depthutils.measures.depth_score_result import DepthScoreResult
@@ -212,10 +213,49 @@ def _mapping(best_of_row, Ls=8, Lt=16, n=10, depth=0.3, flat=0.0) -> MappingResu
     return MappingResult(meta=meta, error_by_prompt=err, prompt_tokens=np.full(n, 20)).with_aggregates()
 
 
-def test_a_diagonal_map_is_shown_against_permuted_targets():
-    diag = [round((s + 1) / 8 * 16) - 1 for s in range(8)]
-    v = claims.mapping([_mapping(diag)])
-    assert v.outcome == "shown" and "rank correlation" in v.numbers
+DIAG = [round((s + 1) / 8 * 16) - 1 for s in range(8)]
+
+
+def _untrained(best_of_row, **kw) -> MappingResult:
+    r = _mapping(best_of_row, **kw)
+    r.meta = {"params": {"source": "a", "target": "b-untrained"}}
+    return r
+
+
+def test_a_diagonal_map_is_shown_against_permuted_targets_and_an_untrained_target():
+    v = claims.mapping([_mapping(DIAG)], [_untrained([15] * 8)])
+    assert v.outcome == "shown" and "rank correlation" in v.numbers and "onto b-untrained" in v.numbers
+    assert "(shown); against chance" in v.numbers
+
+
+def test_without_an_untrained_target_a_diagonal_is_at_best_mixed():
+    v = claims.mapping([_mapping(DIAG)])
+    assert v.outcome == "mixed" and any("no untrained target" in n for n in v.notes)
+
+
+def test_a_map_no_nearer_the_diagonal_than_its_untrained_target_is_not_shown():
+    """The null decides where chance alone would show the claim: the untrained target is as diagonal."""
+    v = claims.mapping([_mapping(DIAG)], [_untrained(DIAG)])
+    assert v.outcome == "not shown" and "(not shown); against chance" in v.numbers
+
+
+def test_the_untrained_target_test_on_intervals():
+    assert against_null((0.1, 0.05, 0.2), (0.4, 0.3, 0.5)) == "shown"      # wholly below
+    assert against_null((0.1, 0.05, 0.3), (0.4, 0.3, 0.5)) == "mixed"      # nearer, the intervals touch
+    assert against_null((0.4, 0.2, 0.45), (0.4, 0.3, 0.5)) == "not shown"  # no nearer
+    assert against_null((0.5, 0.45, 0.6), (0.4, 0.3, 0.5)) == "not shown"
+
+
+def test_the_positive_control_is_reported_and_not_counted():
+    """A second seed that is perfectly diagonal does not lift a trained pair that shows nothing."""
+    control = _mapping(list(range(8)), Lt=8)
+    control.meta = {"params": {"source": "a", "target": "a-seed2"}}
+    v = claims.mapping([_mapping(DIAG)], [_untrained(DIAG)], control)
+    assert v.outcome == "not shown"
+    assert any(n.startswith("Positive control (not counted): a → a-seed2") and "shown against the untrained" in n
+               for n in v.notes)
+    assert v.rows["second seed (positive control)"].startswith("a → a-seed2: 0.000")
+    assert v.rows["untrained target (null)"].startswith("a → b-untrained: ")
 
 
 def test_a_random_map_is_not_shown_where_a_fixed_threshold_could_not_fail():

@@ -279,6 +279,18 @@ def test_controlled_rungs_saw_equal_tokens():
     assert len(set(seeds.values())) == 1, seeds
 
 
+def test_the_second_seed_is_ladder_4_at_another_seed():
+    """Chapter 7's positive control: ladder-4-seed2 has ladder-4's spec but its seed and a shorter schedule (its
+    steps, hence its tokens), and its card says so."""
+    keep = lambda n: {k: v for k, v in registry.SPECS[n].items() if k not in ("seed", "steps", "description")}  # noqa: E731
+    assert keep("ladder-4-seed2") == keep("ladder-4")
+    assert registry.SPECS["ladder-4-seed2"]["steps"] < registry.SPECS["ladder-4"]["steps"]
+    seeds = [json.loads((MODELS / n / "training.json").read_text())["seed"] for n in ("ladder-4", "ladder-4-seed2")]
+    assert seeds == [registry.SEED, registry.SPECS["ladder-4-seed2"]["seed"]] and seeds[0] != seeds[1]
+    assert registry.training_tokens("ladder-4-seed2") == registry.SPECS["ladder-4-seed2"]["steps"] * \
+        registry.BATCH_SIZE * registry.SEQ_LEN
+
+
 def test_count_params_of_an_ordinary_model():
     from depthutils.ladder.train import count_params
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import depthutils
-from conftest import TEXT, build_tiny
+from conftest import ATOL, TEXT, build_tiny
 from depthutils.book.claims import mapping as verdict
 from depthutils.measures.cross_model_mapping import with_bias, fit_maps
 from depthutils.core.prompts import Prompt
@@ -87,3 +87,61 @@ def test_fit_maps_solves_a_wide_right_hand_side():
     scale = xtx[:, :-1, :-1].diagonal(dim1=1, dim2=2).mean(-1)
     resid = (xtx + 1e-4 * scale[:, None, None] * eye) @ W - xty
     assert resid.abs().max() < 1e-6 * xty.abs().max()
+
+
+def test_the_null_is_mapped_by_the_same_call_as_the_trained_pair(tiny, tiny_root, monkeypatch):
+    """map_against_null sends the trained target, the untrained one and the second seed through one and the same
+    cross_model_mapping call: the same source, texts and arguments, only the target differs; its null is the
+    mapping a direct call gives."""
+    from depthutils.analysis import mapping_null
+
+    shallow, _ = tiny("llama")
+    load = lambda layers, seed=0: depthutils.load_model(  # noqa: E731
+        str(build_tiny("llama", tiny_root / f"seed{seed}", layers=layers, seed=seed)), device="cpu", dtype="float32")
+    deep, untrained, second = load(5), load(5, seed=1), load(3, seed=2)
+    calls = []
+
+    def recorded(source, target, texts_, **kw):
+        calls.append((source, target, texts_, kw))
+        return depthutils.cross_model_mapping(source, target, texts_, **kw)
+
+    monkeypatch.setattr(mapping_null, "cross_model_mapping", recorded)
+    kw = dict(held_out=0.5, ridge=1e-3, seed=7, max_tokens=64, progress_bar=False)
+    prompts = texts()
+    m = mapping_null.map_against_null([shallow], deep, untrained, prompts, control=second, **kw)
+    assert [(c[0], c[1]) for c in calls] == [(shallow, deep), (shallow, untrained), (shallow, second)]
+    assert all(c[2] is prompts and c[3] == kw for c in calls)
+    params = [{k: v for k, v in r.meta["params"].items() if k not in ("target", "target_revision")}
+              for r in (m.trained[0], m.untrained[0], m.control)]
+    assert params[0] == params[1] == params[2]
+    direct = depthutils.cross_model_mapping(shallow, untrained, prompts, **kw)
+    np.testing.assert_allclose(m.untrained[0].error_by_prompt, direct.error_by_prompt, rtol=0, atol=ATOL)
+    assert m.pairs() == [(m.trained[0], m.untrained[0])]
+    assert mapping_null.map_against_null([shallow], deep, None, prompts, **kw).untrained == []
+
+
+def test_the_untrained_target_is_the_trainers_initial_draw():
+    """untrained() builds an embedded model's initial weights with the trainer's own build_model (its spec's
+    seed), names it "<name>-untrained" and loads it in its trained twin's float32; load_nulls finds it and the
+    shipped second seed, and neither for a model mapped onto itself."""
+    from depthutils.analysis.mapping_null import cards, load_nulls
+    from depthutils.ladder.registry import SPECS, TOKENIZER_DIR
+    from depthutils.ladder.tokenizer import load_tokenizer
+    from depthutils.ladder.train import build_model
+    from depthutils.models.random import untrained
+
+    null = untrained("ladder-4", device="cpu")
+    assert null.name == "ladder-4-untrained" and null.n_layers == 4 and null.dtype == torch.float32
+    want = build_model(SPECS["ladder-4"], load_tokenizer(TOKENIZER_DIR)).state_dict()
+    got = null.hf.state_dict()
+    assert set(want) == set(got) and all(torch.equal(want[k], got[k]) for k in want)
+    trained = depthutils.load_model("ladder-4", device="cpu").hf.state_dict()
+    assert not torch.equal(trained["model.layers.0.mlp.up_proj.weight"], got["model.layers.0.mlp.up_proj.weight"])
+    with pytest.raises(depthutils.DepthError, match="not an embedded model trained from its own initial weights"):
+        untrained("ladder-8-cot")
+    null, second = load_nulls("ladder-4", "ladder-8", device="cpu")
+    assert (null.name, second.name) == ("ladder-8-untrained", "ladder-4-seed2")
+    assert load_nulls("ladder-8", "ladder-8", device="cpu") == (None, None)
+    side = cards("ladder-4", "ladder-4-seed2")
+    assert (side["steps_a"], side["steps_b"]) == (SPECS["ladder-4"]["steps"], SPECS["ladder-4-seed2"]["steps"])
+    assert all(0 <= side[f"{k}_{t}"] <= 100 for k in ("addition", "word_problems") for t in "ab")
