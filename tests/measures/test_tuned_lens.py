@@ -13,7 +13,7 @@ from conftest import ATOL, TEXT, zero_tol
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError
 from depthutils.core.prompts import Prompt
-from depthutils.measures.tuned_lens import fit_readouts, tuned_lens
+from depthutils.measures.tuned_lens import evaluated, fit_readouts, tuned_lens
 
 FAMILIES = ["llama", "gemma3_text"]
 
@@ -92,6 +92,10 @@ def test_what_holds_of_any_run(tiny):
     assert f["mid_layer"] == L // 2 and f["fit_tokens"] > 0 and "fit on" in r.findings()
     with pytest.raises(DepthError, match="fit_texts"):
         tuned_lens(handle, EVAL, progress_bar=False)
+    # a sample of positions: the same statistics on fewer tokens, the last position always among them
+    few = tuned_lens(handle, EVAL, readouts=fit_readouts(handle, FIT, progress_bar=False), positions=2,
+                     progress_bar=False)
+    assert (few.prompt_tokens == 2).all() and evaluated(10, 2) == [1, 9] and evaluated(3, 5) == [1, 2]
 
 
 def test_the_tuned_lens_is_registered_for_chapter_3():
