@@ -7,8 +7,15 @@ agreement*). The model with its whole second half skipped (layers ``L//2 … L�
 the lens on ``h_{L//2}``: its final norm and unembedding see the residual after the first half (the tests run
 that model and check it).
 
-The graded statistic is the share of the answer tokens the full model gets right that the half model gets wrong
-(``lost``): the accuracy the second half adds, as a share of the full model's.
+With a cheap readout (the tuned readout of :mod:`depthutils.measures.tuned_lens`: an affine map per layer fitted on
+other text, then the same final norm and unembedding), each exit ``l`` is decoded from ``A_l h_l + b_l`` instead,
+and the model cut after its first half outputs that readout on ``h_{L//2}``: the model with its second half replaced
+by one affine map.
+
+The graded statistic (:mod:`depthutils.book.reviews.early_exit`) is the share of the answer tokens the full model
+gets right that the cut model with the tuned readout gets wrong (``tuned_lost``); the raw lens's share (``lost``)
+stands beside it. Each is is the share of the answer tokens the full model gets right that the half model gets wrong
+the accuracy the second half adds, as a share of the full model's.
 """
 from __future__ import annotations
 
@@ -26,12 +33,16 @@ from depthutils.core.errors import DepthError, NothingFits
 from depthutils.core.results import Result, describe, make_meta
 from depthutils.models.architectures import check_residual
 from depthutils.ladder.registry import is_embedded
+from depthutils.measures.tuned_lens import Readouts, fit_readouts, fit_time
+from depthutils.models.architectures import get_path
 from depthutils.models.remote import each
 
 __all__ = ["EarlyExitResult", "early_exit", "early_exit_on", "prompt_exits", "FORMED"]
 
 #: "the prediction has formed" at the first exit whose gold accuracy reaches this share of the full model's (ours)
 FORMED = 0.5
+#: the held-out corpus windows (60 words each, :func:`depthutils.data.heldout_text`) the tuned readout is fitted on
+FIT_TEXTS = 100
 
 
 @dataclass
@@ -40,7 +51,10 @@ class EarlyExitResult(Result):
     ``gold_by_prompt`` ``[N, L+1]`` (top-1 is the gold token) and ``agree_by_prompt`` ``[N, L+1]`` (top-1 is the full
     model's). With the second half skipped: ``skip_gold_by_prompt``, ``skip_agree_by_prompt`` ``[N]``. The counts
     behind the graded share: ``correct_by_prompt`` (answer tokens the full model gets right) and ``kept_by_prompt``
-    (those the half model gets right too). Aggregates: plain means over prompts."""
+    (those the half model gets right too). With the tuned readout (NaN where none was given):
+    ``tuned_gold_by_prompt`` ``[N, L]`` (exits ``0 … L−1``), ``tuned_skip_gold_by_prompt``,
+    ``tuned_skip_agree_by_prompt`` and ``tuned_kept_by_prompt`` ``[N]`` (the cut model with the readout on
+    ``h_{L//2}``). Aggregates: plain means over prompts."""
 
     gold: np.ndarray = None
     agree: np.ndarray = None
@@ -54,10 +68,28 @@ class EarlyExitResult(Result):
     skip_agree_by_prompt: np.ndarray = None
     correct_by_prompt: np.ndarray = None
     kept_by_prompt: np.ndarray = None
+    tuned_gold: np.ndarray = None
+    tuned_skip_gold: np.ndarray = None
+    tuned_skip_agree: np.ndarray = None
+    tuned_kept: np.ndarray = None
+    tuned_gold_by_prompt: np.ndarray = None
+    tuned_skip_gold_by_prompt: np.ndarray = None
+    tuned_skip_agree_by_prompt: np.ndarray = None
+    tuned_kept_by_prompt: np.ndarray = None
     kind: ClassVar[str] = "early_exit"
     PER_PROMPT: ClassVar[dict] = {k: (f"{k}_by_prompt", "mean")
-                                  for k in ("gold", "agree", "skip_gold", "skip_agree", "correct", "kept")}
-    INTERVAL_FACTS: ClassVar[tuple] = ("full_gold", "skip_gold", "added", "lost", "skip_agree")
+                                  for k in ("gold", "agree", "skip_gold", "skip_agree", "correct", "kept",
+                                            "tuned_gold", "tuned_skip_gold", "tuned_skip_agree", "tuned_kept")}
+    INTERVAL_FACTS: ClassVar[tuple] = ("full_gold", "skip_gold", "added", "lost", "skip_agree", "tuned_skip_gold",
+                                       "tuned_lost")
+
+    def __post_init__(self):
+        n = 0 if self.gold_by_prompt is None else len(self.gold_by_prompt)
+        L = 0 if self.gold_by_prompt is None else self.gold_by_prompt.shape[-1] - 1
+        for k, shape in (("tuned_gold", (n, L)), ("tuned_skip_gold", (n,)), ("tuned_skip_agree", (n,)),
+                         ("tuned_kept", (n,))):
+            if getattr(self, f"{k}_by_prompt") is None:  # measured without a tuned readout
+                setattr(self, f"{k}_by_prompt", np.full(shape, np.nan))
 
     def facts(self) -> dict:
         """The numbers the prose states, rounded as printed (None: undefined, e.g. ``lost`` when the full model
@@ -67,7 +99,16 @@ class EarlyExitResult(Result):
         reach = [l for l in range(L + 1) if full > 0 and self.gold[l] >= FORMED * full]
         formed = reach[0] if reach else None
         lost = None if self.correct <= 0 else 1 - float(self.kept) / float(self.correct)
-        return {"L": L, "half": L // 2, "full_gold": round(full, 3), "skip_gold": round(float(self.skip_gold), 3),
+        tuned = None if self.correct <= 0 or not np.isfinite(self.tuned_kept) else \
+            1 - float(self.tuned_kept) / float(self.correct)
+        t_reach = [l for l in range(L) if full > 0 and self.tuned_gold[l] >= FORMED * full]
+        nan = lambda x: None if not np.isfinite(x) else round(float(x), 3)  # noqa: E731
+        return {"tuned_skip_gold": nan(self.tuned_skip_gold), "tuned_skip_agree": nan(self.tuned_skip_agree),
+                "tuned_lost": None if tuned is None else round(tuned, 3),
+                "tuned_formed_layer": t_reach[0] if t_reach else None,
+                "fit_tokens": self.meta.get("params", {}).get("fit_tokens") if self.meta else None,
+                "fit_time": fit_time(self.meta),
+                "L": L, "half": L // 2, "full_gold": round(full, 3), "skip_gold": round(float(self.skip_gold), 3),
                 "added": round(full - float(self.skip_gold), 3), "skip_agree": round(float(self.skip_agree), 3),
                 "lost": None if lost is None else round(lost, 3), "formed_layer": formed,
                 "formed_rel": None if formed is None else round(formed / L, 2),
@@ -77,40 +118,59 @@ class EarlyExitResult(Result):
         f = self.facts()
         lost = "undefined (the full model gets no answer token right)" if f["lost"] is None else f"{f['lost']:.2f}"
         formed = "never" if f["formed_layer"] is None else f"at exit {f['formed_layer']} of {f['L']}"
+        tuned = "" if f["tuned_skip_gold"] is None else (
+            f" With the tuned readout on h_{f['half']} instead: gold accuracy {f['tuned_skip_gold']:.2f}, share lost "
+            + ("undefined" if f["tuned_lost"] is None else f"{f['tuned_lost']:.2f}") + ".")
         return (f"Gold accuracy: full model {f['full_gold']:.2f}, second half skipped {f['skip_gold']:.2f} (the half "
                 f"model agrees with the full one on {f['skip_agree']:.2f} of the answer tokens); share of the full "
                 f"model's correct answer tokens lost without the second half: {lost}. The lens reaches {FORMED} of "
-                f"the full accuracy {formed}.")
+                f"the full accuracy {formed}.{tuned}")
 
 
-def prompt_exits(model, enc) -> torch.Tensor:
+def prompt_exits(model, item) -> torch.Tensor:
     """``[L + 1, P]`` for one prompt's ``P`` answer tokens: the top-1 token of the lens on each ``h_l``
     (``l = 0 … L−1``) and of the model's output (one trace). Row ``L // 2`` is also the output of the model with
     layers ``L//2 … L−1`` skipped: skipping a layer passes its input through, so that model's final norm and
-    unembedding see ``h_{L//2}`` (the tests run the skipped model and check it)."""
+    unembedding see ``h_{L//2}`` (the tests run the skipped model and check it).
+
+    ``item`` is the prompt's encoding, or ``(encoding, readouts)``: then ``L`` more rows follow, the top-1 of the
+    tuned readout (:class:`~depthutils.measures.tuned_lens.Readouts`) on each ``h_l``, decoded after the trace."""
+    enc, readouts = item if isinstance(item, tuple) else (item, None)
     L, T = model.n_layers, enc.n_tokens
     pp = list(enc.predict_positions)
     with model.no_grad(), model.trace(enc.input_ids):
-        tops = nnsight.save([])
+        tops, hs = nnsight.save([]), nnsight.save([])
         for l in range(L):
             h = check_residual(model.layers_input(l), 1, T, f"layer {l} input")
             tops.append(model.lens(h[:, pp]).float().argmax(-1)[0].save())
+            hs.append(h[0, pp].save())
         tops.append(model.logits()[0, pp].float().argmax(-1).save())
-    return torch.stack(list(tops)).cpu().to(torch.float64)
+    rows = list(tops)
+    if readouts is not None:
+        module = model.nn._module
+        norm, head = get_path(module, model.arch.final_norm), get_path(module, model.arch.unembed)
+        with torch.no_grad():
+            tuned = readouts.apply(torch.stack(list(hs)))  # [L, P, H]
+            rows += list(model.finish_logits(head(norm(tuned))).float().argmax(-1))
+    return torch.stack(rows).cpu().to(torch.float64)
 
 
-def early_exit(model, prompts, *, max_tokens: int | None = None, progress_bar: bool = True) -> EarlyExitResult:
+def early_exit(model, prompts, *, readouts: Readouts | None = None, max_tokens: int | None = None,
+               progress_bar: bool = True) -> EarlyExitResult:
     """Gold accuracy and top-1 agreement with the full model of every early exit, and of the model with its
-    second half skipped, at the answer tokens of ``prompts`` (each needs an answer). One forward per prompt; a
-    prompt longer than ``max_tokens`` (default: the model's context) is skipped (its answer would be cut)."""
+    second half skipped, at the answer tokens of ``prompts`` (each needs an answer); with ``readouts`` (from
+    :func:`~depthutils.measures.tuned_lens.fit_readouts`, on other text) the same for the tuned readout. One
+    forward per prompt; a prompt longer than ``max_tokens`` (default: the model's context) is skipped (its answer
+    would be cut)."""
     if model.n_layers < 2:
         raise DepthError(f"early_exit needs at least 2 layers to skip a second half; the model has {model.n_layers}.")
     prompts, encs, fit = encode_all(model, prompts, need_answer=True, max_tokens=max_tokens)
     L = model.n_layers
     per = {k: [] for k in EarlyExitResult.PER_PROMPT}
-    for enc, s in zip(encs, each(model, prompt_exits, encs, "early exit", enabled=progress_bar)):
+    items = encs if readouts is None else [(e, readouts) for e in encs]
+    for enc, s in zip(encs, each(model, prompt_exits, items, "early exit", enabled=progress_bar)):
         gold_ids = torch.tensor(enc.answer_ids, dtype=torch.float64)
-        exits, skip = s, s[L // 2]
+        exits, skip = s[:L + 1], s[L // 2]
         full_ok, skip_ok = exits[L] == gold_ids, skip == gold_ids
         per["gold"].append((exits == gold_ids).double().mean(-1).numpy())
         per["agree"].append((exits == exits[L]).double().mean(-1).numpy())
@@ -118,22 +178,32 @@ def early_exit(model, prompts, *, max_tokens: int | None = None, progress_bar: b
         per["skip_agree"].append(float((skip == exits[L]).double().mean()))
         per["correct"].append(float(full_ok.sum()))
         per["kept"].append(float((full_ok & skip_ok).sum()))
+        tuned = s[L + 1:]
+        if readouts is not None:
+            t_ok = tuned[L // 2] == gold_ids
+            per["tuned_gold"].append((tuned == gold_ids).double().mean(-1).numpy())
+            per["tuned_skip_gold"].append(float(t_ok.double().mean()))
+            per["tuned_skip_agree"].append(float((tuned[L // 2] == exits[L]).double().mean()))
+            per["tuned_kept"].append(float((full_ok & t_ok).sum()))
     if not encs:
         raise DepthError("early_exit has no prompt left to measure: every prompt was longer than max_tokens.")
     ds, n = describe(prompts)
+    fitted = {} if readouts is None else {"fit_tokens": readouts.tokens, "fit_seconds": round(readouts.seconds, 1),
+                                          "fit_texts": readouts.n_texts, "fit_dataset": readouts.dataset}
     return EarlyExitResult(meta=make_meta(model, dataset=ds, n=n, fit=fit,
-                                          answer_tokens=sum(len(e.answer_ids) for e in encs)),
-                           **{f"{k}_by_prompt": np.asarray(v, float) for k, v in per.items()}
+                                          answer_tokens=sum(len(e.answer_ids) for e in encs), **fitted),
+                           **{f"{k}_by_prompt": np.asarray(v, float) for k, v in per.items() if v}
                            ).with_aggregates()
 
 
-def early_exit_on(model, sets="auto", *, n: int = 20, seed: int = 123, facts=None, max_tokens: int | None = None,
-                  progress_bar: bool = True) -> tuple[dict, object]:
+def early_exit_on(model, sets="auto", *, n: int = 20, seed: int = 123, facts=None, readouts: Readouts | None = None,
+                  max_tokens: int | None = None, progress_bar: bool = True) -> tuple[dict, object]:
     """:func:`early_exit` on each set of prompts of ``sets`` (``{name: prompts}``), or with ``"auto"`` the sets a
     model can be graded on: an embedded model's own tasks (``n`` addition chains and ``n`` invented-world
     questions), another model's ``n`` GSM8K answers and the facts it knows (``facts``, a
     :class:`~depthutils.analysis.known_facts.FactPrompts`, by default up to ``n`` sums and ``n`` two-hop questions
-    it answers among the book's candidates, each checked). Returns ``({name: result}, FactPrompts or None)``; a
+    it answers among the book's candidates, each checked). The tuned readout is ``readouts``, or fitted here on
+    :data:`FIT_TEXTS` windows of the held-out corpus (:func:`depthutils.data.heldout_text`). Returns ``({name: result}, FactPrompts or None)``; a
     set with no prompt, or none that fits ``max_tokens`` (default: the model's context) with its answer, is left
     out (the fact check, or the verdict, says why)."""
     if isinstance(sets, str):
@@ -146,10 +216,13 @@ def early_exit_on(model, sets="auto", *, n: int = 20, seed: int = 123, facts=Non
                 facts = prompts_for(model, n=n, n_arithmetic=n, seed=seed, progress_bar=progress_bar,
                                     **SAMPLE_CANDIDATES)
             sets = {"GSM8K answers": data.load("gsm8k", n), "facts it knows": list(facts.prompts.values())}
+    if readouts is None:
+        readouts = fit_readouts(model, data.heldout_text(FIT_TEXTS), max_tokens=max_tokens, progress_bar=progress_bar)
     out = {}
     for name, prompts in sets.items():
         try:
-            out[name] = early_exit(model, prompts, max_tokens=max_tokens, progress_bar=progress_bar) if prompts else None
+            out[name] = early_exit(model, prompts, readouts=readouts, max_tokens=max_tokens,
+                                   progress_bar=progress_bar) if prompts else None
         except NothingFits:
             out[name] = None
     return {k: r for k, r in out.items() if r is not None}, facts

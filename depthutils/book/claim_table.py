@@ -303,18 +303,23 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_value="— (P1 measures only ‖Δₗ‖ / ‖hₗ‖ and gives no number for ‖Δₗ‖, nor does the reviewer; ours: the "
                       "reviewer's mechanism would put this ratio at or above 1)",
           paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems"))),
-    Claim("early_exit", "03", "P1", "Fig. 4; a reviewer's question on whether the late refinement is needed",
-          "in our words: a reviewer asked whether the second half's refinement is needed or could be cut; P1's "
-          "logit lens (Fig. 4) has the prediction form in the second half, so a model whose second half is skipped "
-          "should lose most of the answers the full model gets right",
-          "the share of the answer tokens the full model predicts (top-1) that the model with its second half "
-          "skipped, whose output is the logit lens on the residual after the first half, gets wrong; per set of "
-          "prompts, each graded",
-          Threshold(0.5, "ours: a prediction that forms late read as most of the full model's correct answer tokens, "
-                         "more than half, formed in the second half"),
-          Threshold(0.5, "the same half from below: most of them survive the cut"),
-          fact="lost", below=False, short="share of correct answer tokens lost with the second half skipped",
-          paper_value="— (P1 gives no early-exit accuracy; ours: its Fig. 4 read as more than 0.5)",
+    Claim("early_exit", "03", "P1", "§5's discussion; a reviewer's question on it and the authors' reply (OpenReview)",
+          "in our words: P1's discussion suggests the second half might be wasteful (distribution matching); a "
+          "reviewer asked whether that matching is still necessary, and the authors were unsure how many layers it "
+          "needs. Read as the reviewer's: even with a cheap readout (one affine map fitted per layer, then the final "
+          "norm and unembedding), a model cut after its first half loses most of the answers the full model gets "
+          "right",
+          "the share of the answer tokens the full model predicts (top-1) that the model cut after its first half, "
+          "whose output is the tuned readout on the residual after the first half (fitted on other text), gets "
+          "wrong; per set of prompts, each graded",
+          Threshold(0.5, "ours: most of the full model's correct answer tokens, more than half, need the second half "
+                         "even with a cheap readout (the reviewer's reading)"),
+          Threshold(0.5, "the same half from below: a cheap readout keeps most of them (P1's suggestion that the "
+                         "second half might be wasteful)"),
+          fact="tuned_lost", below=False, short="share of correct answer tokens lost, cut after the first half, "
+                                                "tuned readout",
+          paper_value="— (neither P1 nor its reviewers give a number; ours: the reviewer's reading as more than 0.5, "
+                      "P1's suggestion as less)",
           paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems (Fig. 4)"))),
     Claim("scale", "09", "P2", "abstract; Table 1",
           "“while the number of effective layers grows with model size, the effective depth ratio remains stable”",

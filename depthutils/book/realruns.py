@@ -66,6 +66,10 @@ class Run:
     dtype: str = "auto"
     #: the figure takes the whole ``{name: result}`` (one figure), not one result per figure
     together: bool = False
+    #: numbers the chapter's prose states for each model: ``results -> {key: value}``, glued as
+    #: ``verdict[_<name>]_<slug>_<key>``; a model not run gets "not run" for each of ``glue_keys``
+    glue: Callable | None = None
+    glue_keys: tuple = ()
 
 
 #: chapters 4 and 5 grade only prompts the model answers, by greedy decoding (the fact check), and a prompt near
@@ -261,13 +265,16 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", left_out
         display(Markdown(v.markdown()))
         if _glue is not None:
             _glue(f"{glue_name(chapter)}_{slug(name)}", _value(v, lm.dtype_name), display=False)
+            for key, value in (run.glue(results) if run.glue else {}).items():
+                _glue(f"{glue_name(chapter)}_{slug(name)}_{key}", "never" if value is None else value, display=False)
     for name in REAL_MODELS:
         if name not in done:
             why = left_out.get(name, f"{TITLES[name]} is not in this run's real_models (`python -m depthutils book` "
                                      "runs every real model that is cached or can be fetched).")
             display(Markdown(f"*{why}*"))
             if _glue is not None:
-                _glue(f"{glue_name(chapter)}_{slug(name)}", "not run", display=False)
+                for key in ("", *run.glue_keys):
+                    _glue(f"{glue_name(chapter)}_{slug(name)}{'_' + key if key else ''}", "not run", display=False)
     return {TITLES[n]: done[n][2] for n in order}
 
 

@@ -32,6 +32,7 @@ MEASUREMENTS = {
     "contributions": Measurement("depthutils.measures.contributions", "contributions", chapter="01"),
     "future_effects": Measurement("depthutils.measures.future_effects", "future_effects", chapter="02"),
     "logit_lens": Measurement("depthutils.measures.logit_lens", "logit_lens", chapter="03"),
+    "tuned_lens": Measurement("depthutils.measures.tuned_lens", "tuned_lens", chapter="03"),
     "residual_means": Measurement("depthutils.measures.residual_erasure", "residual_means", "means_cost", chapter="04"),
     "residual_erasure": Measurement("depthutils.measures.residual_erasure", "residual_erasure", chapter="04"),
     "integrated_gradients": Measurement("depthutils.measures.integrated_gradients", "integrated_gradients", chapter="05"),

@@ -28,6 +28,7 @@ from depthutils.models.architectures import check_residual
 from depthutils.models.remote import batches, each
 from depthutils.core.prompts import Prompt, encode
 from depthutils.core.results import Result, bootstrap, make_meta
+from depthutils.core.ridge import fit_maps, with_bias  # noqa: F401  (with_bias, fit_maps: chapter 7's exercise reads them here)
 from depthutils.cost.accounting import BYTES, Acc, Shape, total, with_requests
 from depthutils.cost.passes import trace_pass
 
@@ -198,31 +199,6 @@ def _residual_bytes(model, enc) -> int:
     return model.n_layers * enc.n_tokens * model.text_config.hidden_size * model.dtype.itemsize
 
 
-def with_bias(x: torch.Tensor) -> torch.Tensor:
-    """``x`` with a column of ones appended (the affine map's bias)."""
-    return torch.cat([x, torch.ones(*x.shape[:-1], 1, dtype=x.dtype)], dim=-1)
-
-
-def fit_maps(xtx: torch.Tensor, xty: torch.Tensor, ridge: float) -> torch.Tensor:
-    """Solve the ridge normal equations for every source layer at once.
-
-    ``xtx [S, D+1, D+1]`` and ``xty [S, D+1, K]`` (the last row/column is the bias); the penalty is
-    ``ridge · mean(diag XᵀX)`` on the weights only, so ``ridge`` is free of the residual's scale.
-    """
-    S, D1, _ = xtx.shape
-    eye = torch.eye(D1, dtype=xtx.dtype)
-    eye[-1, -1] = 0.0  # no penalty on the bias
-    scale = xtx[:, :-1, :-1].diagonal(dim1=1, dim2=2).mean(-1).clamp_min(1e-12)  # [S]
-    lhs = xtx + ridge * scale[:, None, None] * eye
-    # one solve per layer: torch's batched solve (MKL's getrs) fails on a wide right-hand side, e.g.
-    # SmolLM2 onto itself ([30, 577, 577] against [30, 577, 17280]: "Pivots given to lu_solve must all be
-    # greater or equal to 1"); the per-layer solves are the same arithmetic
-    out = torch.empty_like(xty)  # written layer by layer: never a second [S, D+1, K] beside it
-    for i in range(S):
-        out[i] = torch.linalg.solve(lhs[i], xty[i])
-    return out
-
-
 def cross_model_mapping(source, target, texts, *, held_out: float = 0.5, ridge: float = 1e-4, seed: int = 0,
                         max_tokens: int | None = None, progress_bar: bool = True) -> MappingResult:
     """Fit affine maps from every layer of ``source`` to every layer of ``target`` and score them.
@@ -292,7 +268,7 @@ def cost(src: Shape, tgt: Shape, Ts, dtype: str, remote: bool, held_out: float =
 
     * per fitting text, ``XᵀX`` and ``XᵀY`` (``[H_src+1]`` rows each, ``product_rows``), ``XᵀY`` a fresh
       ``[L_src, H_src+1, L_tgt·H_tgt]`` tensor (``fresh_bytes``) added in place into the sum (``stream_bytes``);
-    * once, :func:`~depthutils.measures.cross_model_mapping.fit_maps`: the penalised ``XᵀX`` (two fresh copies), one
+    * once, :func:`~depthutils.core.ridge.fit_maps`: the penalised ``XᵀX`` (two fresh copies), one
       solve per source layer (``solve_flops``), whose right-hand side is copied into a fresh buffer, and the
       result copied into the fresh maps ``W``;
     * per held-out text, the predictions ``x @ W`` (``T-1`` rows per source layer) into a fresh

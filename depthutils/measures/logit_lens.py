@@ -105,13 +105,16 @@ def prompt_lens(model, item) -> torch.Tensor:
         return chunked_lens(model, torch.stack(list(hs)), final, k, *chunk)
 
 
-def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_bytes: int | None = None) -> torch.Tensor:
+def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_bytes: int | None = None,
+                 output_first: bool = False) -> torch.Tensor:
     """``[L, 2, T]`` as :func:`read_lens` gives it, from the layer inputs ``hs`` ``[L, T, H]`` (``h_0 … h_{L−1}``)
     and the model's logits ``final`` ``[T, V]``: every layer's lens in one matrix product per slice of the
     vocabulary (within ``chunk_bytes``, :data:`LENS_CHUNK_BYTES`), never a whole ``[L, T, V]``.
 
     Per row, over the slices: the running max ``m``, ``S = Σ e^{z−m}`` and ``W = Σ e^{z−m}(z − z_final)`` (in
     float64 between slices), and the running top-``k``; then ``KL(q ‖ q_final) = W/S − lse(z) + lse(z_final)``.
+    With ``output_first`` the KL row is the other direction, ``KL(q_final ‖ q) = Σ q_final (z_final − z) −
+    lse(z_final) + lse(z)``, from ``R = Σ q_final·z`` summed over the slices (the tuned readout's objective).
     """
     module = model.nn._module
     norm, head = get_path(module, model.arch.final_norm), get_path(module, model.arch.unembed)
@@ -120,7 +123,8 @@ def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_byt
     final = final.float()
     V, M = final.shape[-1], Lh * T
     m = torch.full((M,), -torch.inf, dtype=torch.float64)
-    S, W = torch.zeros(M, dtype=torch.float64), torch.zeros(M, dtype=torch.float64)
+    S, W, R = (torch.zeros(M, dtype=torch.float64) for _ in range(3))
+    p_final = final.log_softmax(-1).exp() if output_first else None
     top_v, top_i = torch.empty(M, 0), torch.empty(M, 0, dtype=torch.long)
     step = max(k, (chunk_bytes or LENS_CHUNK_BYTES) // (8 * M))
     for v0 in range(0, V, step):
@@ -129,6 +133,8 @@ def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_byt
         cv, ci = z.topk(min(k, z.shape[-1]), dim=-1)
         top_v, idx = torch.cat([top_v, cv], -1).topk(min(k, top_v.shape[-1] + cv.shape[-1]), dim=-1)
         top_i = torch.cat([top_i, ci + v0], -1).gather(-1, idx)
+        if output_first:
+            R += (z.view(Lh, T, -1) * p_final[None, :, v0:v0 + step]).sum(-1).double().view(M)
         m_new = torch.maximum(m, z.amax(-1).double())
         scale = torch.exp(m - m_new)
         e = z.sub(m_new.float()[:, None]).exp_()
@@ -137,7 +143,11 @@ def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_byt
         W = W * scale + e.mul_(d).sum(-1).double()
         m = m_new
     lse_final = torch.logsumexp(final, -1).double()
-    kl = (W / S - (m + S.log())).view(Lh, T) + lse_final[None]
+    if output_first:
+        own = (p_final * final).sum(-1).double() - lse_final  # Σ q_final log q_final
+        kl = own[None] - (R - (m + S.log())).view(Lh, T)
+    else:
+        kl = (W / S - (m + S.log())).view(Lh, T) + lse_final[None]
     top_final = final.topk(k, dim=-1).indices
     overlap = (top_i.view(Lh, T, k, 1) == top_final[None, :, None, :]).any(-1).float().sum(-1) / k
     return torch.stack([kl.float(), overlap], 1)  # [L, 2, T]

@@ -87,6 +87,9 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
                     out.append((info, cost_of("future_effects")(s, Ts, dtype, fast, remote, part=part, mode=mode, batch=batch)))
         elif chapter == "03":
             out.append((info, cost_of("logit_lens")(s, gsm(), dtype, remote)))
+            if not remote:  # the tuned readout runs locally only (its early-exit section: the same fit)
+                fit = _cap([info.count(t.text) for t in data.heldout_text(p.get("fit_texts", 100))], mt, s)
+                out.append((info, cost_of("tuned_lens")(s, gsm(), dtype, remote, fit_Ts=fit)))
         elif chapter in ("04", "05"):
             pairs = [(p["arithmetic_prompt"], p["arithmetic_answer"]), (p["multihop_prompt"], p["multihop_answer"])]
             if chapter == "04":

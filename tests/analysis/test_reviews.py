@@ -8,11 +8,13 @@ import pytest
 import torch
 
 import oracle
-from conftest import ATOL
+from conftest import ATOL, TEXT
 from depthutils.analysis.early_exit import EarlyExitResult, early_exit
 from depthutils.analysis.norm_growth import LENS_POSITIONS, NormGrowthResult, norm_growth
 from depthutils.book.reviews import early_exit as exit_review, norm_growth as norm_review
 from depthutils.core.encoding import encode_all
+from depthutils.core.prompts import Prompt
+from depthutils.measures.tuned_lens import fit_readouts
 
 FAMILIES = ["llama", "gemma3_text", "granite"]
 
@@ -42,7 +44,9 @@ def _skipped_logits(hf, family, ids, first):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_early_exit_matches_a_plain_pytorch_oracle(tiny, prompts, family):
     handle, hf = tiny(family)
-    got = early_exit(handle, prompts, progress_bar=False)
+    fit = [Prompt(" ".join(TEXT.split()[i:i + 14]), 0, "test") for i in range(16)]
+    readouts = fit_readouts(handle, fit, progress_bar=False)
+    got = early_exit(handle, prompts, readouts=readouts, progress_bar=False)
     _, encs, _ = encode_all(handle, prompts, need_answer=True)
     P, L = oracle.parts(hf, family), handle.n_layers
     for i, e in enumerate(encs):
@@ -51,6 +55,9 @@ def test_early_exit_matches_a_plain_pytorch_oracle(tiny, prompts, family):
             pp, gold = e.predict_positions, torch.tensor(e.answer_ids)
             tops = [P["finish"](P["head"](P["norm"](h[l])))[pp].argmax(-1) for l in range(L)] + [logits[pp].argmax(-1)]
             skipped = _skipped_logits(hf, family, e.input_ids, L // 2)[pp].argmax(-1)
+            mapped = [(torch.cat([h[l], torch.ones(len(h[l]), 1)], -1).double() @ readouts.maps[l]).float()
+                      for l in range(L)]
+            tuned = [P["finish"](P["head"](P["norm"](x)))[pp].argmax(-1) for x in mapped]
         np.testing.assert_allclose(got.gold_by_prompt[i], [(t == gold).double().mean().item() for t in tops])
         np.testing.assert_allclose(got.agree_by_prompt[i], [(t == tops[L]).double().mean().item() for t in tops])
         # the skipped model, run for real, is what the result reports for it
@@ -58,6 +65,9 @@ def test_early_exit_matches_a_plain_pytorch_oracle(tiny, prompts, family):
         assert got.skip_agree_by_prompt[i] == pytest.approx((skipped == tops[L]).double().mean().item())
         assert got.correct_by_prompt[i] == (tops[L] == gold).sum().item()
         assert got.kept_by_prompt[i] == ((tops[L] == gold) & (skipped == gold)).sum().item()
+        # the tuned readout: the same maps applied to the oracle's residuals, through the plain final norm and head
+        np.testing.assert_allclose(got.tuned_gold_by_prompt[i], [(t == gold).double().mean().item() for t in tuned])
+        assert got.tuned_kept_by_prompt[i] == ((tops[L] == gold) & (tuned[L // 2] == gold)).sum().item()
     assert got.agree_by_prompt[:, L].min() == 1.0  # the exit after the last layer is the model's output
     f = got.facts()
     correct, kept = got.correct_by_prompt.sum(), got.kept_by_prompt.sum()
@@ -106,12 +116,16 @@ def test_norm_growth_matches_a_plain_pytorch_oracle(tiny, prompts, family):
     assert got.facts()["abs_ratio"] == pytest.approx(second / first, abs=5e-3)
 
 
-def _exit_result(correct, kept, n=20, L=8) -> EarlyExitResult:
-    """A result of ``n`` prompts with these counts of answer tokens right (full model; half model too)."""
+def _exit_result(correct, kept, n=20, L=8, tuned_kept=None) -> EarlyExitResult:
+    """A result of ``n`` prompts with these counts of answer tokens right (full model; model cut after its first
+    half with the raw lens too; with the tuned readout too, by default as many as with the raw lens)."""
     per = np.zeros((n, L + 1))
+    tuned = np.asarray(kept if tuned_kept is None else tuned_kept, float)
     return EarlyExitResult(gold_by_prompt=per, agree_by_prompt=per, skip_gold_by_prompt=np.zeros(n),
                            skip_agree_by_prompt=np.zeros(n), correct_by_prompt=np.asarray(correct, float),
-                           kept_by_prompt=np.asarray(kept, float)).with_aggregates()
+                           kept_by_prompt=np.asarray(kept, float), tuned_gold_by_prompt=per[:, :L],
+                           tuned_skip_gold_by_prompt=np.zeros(n), tuned_skip_agree_by_prompt=np.zeros(n),
+                           tuned_kept_by_prompt=tuned).with_aggregates()
 
 
 def test_the_early_exit_verdict_can_come_out_every_way():
@@ -126,6 +140,15 @@ def test_the_early_exit_verdict_can_come_out_every_way():
     few = _exit_result([1, 1] + [0] * (n - 2), [0] * n)  # 2 correct answer tokens: below MIN_CORRECT
     v = exit_review.verdict({"a": few})
     assert v.outcome == "not tested" and str(exit_review.MIN_CORRECT) in v.notes[0]
+    # the tuned readout's share is graded, not the raw lens's; the last note says which reading the outcome supports
+    cheap = _exit_result([1] * n, [0] * n, tuned_kept=[1] * n)
+    v = exit_review.verdict({"a": cheap})
+    assert v.outcome == "not shown" and v.notes[-1] == f"This outcome supports {exit_review.READINGS['not shown']}."
+    assert exit_review.verdict({"a": all_lost}).notes[-1].endswith(exit_review.READINGS["shown"] + ".")
+    untuned = EarlyExitResult(gold_by_prompt=np.zeros((n, 9)), agree_by_prompt=np.zeros((n, 9)),
+                              skip_gold_by_prompt=np.zeros(n), skip_agree_by_prompt=np.zeros(n),
+                              correct_by_prompt=np.ones(n), kept_by_prompt=np.zeros(n)).with_aggregates()
+    assert exit_review.verdict({"a": untuned}).outcome == "not tested"  # measured without a tuned readout
 
 
 def _norm_result(delta, h=None, n=10, noise=0.01) -> NormGrowthResult:
