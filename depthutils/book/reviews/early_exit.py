@@ -16,7 +16,7 @@ from depthutils.book.realruns import FACT_CHECK_DTYPE, facts_for
 from depthutils.measures.tuned_lens import TunedLensResult, fit_readouts, tuned_lens
 
 __all__ = ["verdict", "figure", "lens_figure", "lens_panels", "headline", "tuned_on", "real_facts", "REAL_RUN",
-           "REAL_FACTS", "REAL_FIT_TEXTS", "REAL_POSITIONS", "MIN_CORRECT", "READINGS", "LENS_KEY"]
+           "REAL_FACTS", "REAL_FIT_TEXTS", "REAL_POSITIONS", "MIN_CORRECT", "READINGS", "LENS_KEY", "better_readout"]
 
 #: the fewest answer tokens the full model must get right for the share it loses to mean something (ours: below
 #: five one token moves the share by more than a fifth)
@@ -61,9 +61,10 @@ def verdict(results: dict, facts: FactPrompts | None = None) -> Verdict:
                          "(ours: below that one token moves the share by more than a fifth), so the share it loses "
                          "says nothing.")
             continue
-        outcome, value, lo, hi = judge(c, r, c.fact)
+        tuned, value, lo, hi = judge(c, r, c.fact)
         if value is None:
             notes.append(f"{name}: no tuned readout was fitted, so the cut model with one is not measured.")
+        outcome = better_readout(tuned, judge(c, r, "lost")[0])
         outcomes.append(outcome)
         band = r.intervals()
         raw = interval_text(f["lost"], band.get("lost_lo"), band.get("lost_hi"))
@@ -88,7 +89,19 @@ def verdict(results: dict, facts: FactPrompts | None = None) -> Verdict:
                      f"{lf['mid_overlap']:.2f} and {lf['mid_raw_overlap']:.2f}.")
     outcome = combine(outcomes)
     notes.append(f"This outcome supports {READINGS[outcome]}.")
-    return _verdict(c, outcome, "; ".join(parts) + ".", notes, value="; ".join(values))
+    return _verdict(c, outcome, "; ".join(parts) + ".", notes, value="; ".join(values),
+                    criterion=c.criterion() + " The raw lens on the same residual, the cheapest readout, is graded "
+                    "alike, and a set is shown only if both readouts lose most, not shown if either keeps most, "
+                    "mixed otherwise.")
+
+
+def better_readout(tuned: str, raw: str) -> str:
+    """One set's outcome from the tuned readout's and the raw lens's (both cheap readouts): the question is whether
+    *a* cheap readout keeps the answers, so *not shown* if either keeps most of them, *shown* only if both lose
+    most, *mixed* otherwise; *not tested* without a tuned readout (the raw lens alone is not the question)."""
+    if tuned == "not tested":
+        return "not tested"
+    return "not shown" if "not shown" in (tuned, raw) else "shown" if tuned == raw == "shown" else "mixed"
 
 
 def _num(x) -> str:
