@@ -1,14 +1,22 @@
 """The book's one look, shared by every figure: colours and colour maps per quantity, seaborn's theme,
 long-form data, line plots with 95% bootstrap bands over prompts (token-weighted where the measurement
-averages over tokens), heatmaps with a labelled colorbar, titles and saving as PNG and PDF.
+averages over tokens), heatmaps with a labelled colorbar and a colour scale one cell cannot stretch, titles
+and saving as PNG and PDF.
+
+Every figure is drawn for the width it is shown at: :data:`COLUMN_IN` inches, the book's text column
+(688 px at 1280 px and wider), with no text smaller than :data:`MIN_FONT_PT`. :func:`save` records in the PNG
+what the rendered page needs to check that (:func:`legibility`: the smallest font, the resolution, and how
+many tick labels overlap), and the book's browser test reads it back from every figure of the page.
 
 The figures of each chapter are in :mod:`depthutils.book.plotting`.
 """
 from __future__ import annotations
 
 import functools
+import itertools
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -22,9 +30,43 @@ CMAPS = {"future_effect": "viridis", "erasure": "magma", "attribution": "RdBu_r"
 #: the band every line plot draws: a 95% percentile bootstrap over prompts, seeded
 BAND = dict(errorbar=("ci", 95), n_boot=1000, seed=0)
 BAND_NOTE = "bands: 95% bootstrap CI over prompts"
-sns.set_theme(context="notebook", style="whitegrid", font_scale=0.85,
-              rc={"figure.dpi": 100, "savefig.dpi": 150, "grid.alpha": 0.3, "axes.spines.top": False,
-                  "axes.spines.right": False})
+#: the width every figure is drawn at, in inches: the book's text column (688 px) at the figures' 100 px an inch
+COLUMN_IN = 6.8
+#: the full-size PNG's resolution (the page shows it shrunk to the column: sharp on high-density screens)
+PNG_DPI = 150
+#: the smallest text a figure may have, in points: at the column's scale, 10 pt is 13.9 px, the size of the page's
+#: code and captions (14 px)
+MIN_FONT_PT = 10
+#: a colour scale stops at this percentile of the finite cells (the rest drawn in the top colour, the colorbar
+#: extended), so that one large cell cannot leave the others dark
+ROBUST_PERCENTILE = 98
+sns.set_theme(context="notebook", style="whitegrid", font_scale=1.0,
+              rc={"figure.dpi": 100, "savefig.dpi": PNG_DPI, "grid.alpha": 0.3, "axes.spines.top": False,
+                  "axes.spines.right": False, "legend.fontsize": MIN_FONT_PT, "legend.title_fontsize": MIN_FONT_PT,
+                  "figure.titlesize": 12, "axes.titlesize": 11, "axes.labelsize": 11, "xtick.labelsize": 10,
+                  "ytick.labelsize": 10})
+
+
+def subplots(nrows: int = 1, ncols: int = 1, *, height: float, **kw):
+    """``plt.subplots`` at the column's width (:data:`COLUMN_IN`), ``height`` inches tall, with matplotlib's
+    constrained layout (nothing spills out of the figure)."""
+    return plt.subplots(nrows, ncols, figsize=(COLUMN_IN, height), layout="constrained", **kw)
+
+
+def integer_ticks(*axes, which: str = "x") -> None:
+    """Whole-number ticks on the ``which`` axis (``"x"``, ``"y"`` or ``"both"``) of each axes: layers, levels,
+    counts."""
+    from matplotlib.ticker import MaxNLocator
+    for ax in axes:
+        for name in ("x", "y") if which == "both" else (which,):
+            getattr(ax, f"{name}axis").set_major_locator(MaxNLocator(integer=True))
+
+
+def robust_max(data) -> float | None:
+    """The colour scale's top for ``data``: its :data:`ROBUST_PERCENTILE`-th percentile over the finite cells
+    (None where there are none)."""
+    finite = np.asarray(data, float)[np.isfinite(np.asarray(data, float))]
+    return float(np.percentile(finite, ROBUST_PERCENTILE)) if finite.size else None
 
 
 def long_form(result, names: dict[str, str], x=None) -> pd.DataFrame:
@@ -104,11 +146,20 @@ def weighted_band(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return xs, lo, hi
 
 
-def heatmap(ax, data, label: str, *, cmap="viridis", vmin=None, vmax=None, center=None, **kw):
-    """``sns.heatmap`` with a labelled colorbar; NaN cells (e.g. ``j ≤ s``) are left blank."""
+def heatmap(ax, data, label: str, *, cmap="viridis", vmin=None, vmax=None, center=None, robust: bool = False,
+            **kw):
+    """``sns.heatmap`` with a labelled colorbar; NaN cells (e.g. ``j ≤ s``) are left blank. ``robust``: the
+    scale stops at :func:`robust_max` (where ``vmax`` is not given), the colorbar is extended and its label says
+    so, when a cell lies above it."""
     data = np.asarray(data, float)
+    extend = "neither"
+    if robust and vmax is None:
+        vmax = robust_max(data)
+        if vmax is not None and np.nanmax(data) > vmax:
+            extend = "max"
+            label = f"{label}\n(scale capped at the {ROBUST_PERCENTILE}th percentile)"
     sns.heatmap(data, mask=~np.isfinite(data), cmap=cmap, vmin=vmin, vmax=vmax, center=center, ax=ax,
-                cbar_kws={"label": label}, **kw)
+                cbar_kws={"label": label, "extend": extend}, **kw)
     ax.tick_params(axis="y", labelrotation=0)
     ax.grid(False)
 
@@ -129,11 +180,43 @@ def title(result, what: str) -> str:
     return f"{what}\n{name} · {data} · n={m.get('n', '?')}"
 
 
+def _texts(fig):
+    """Every visible, non-empty text of ``fig``."""
+    from matplotlib.text import Text
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+def legibility(fig) -> dict:
+    """What the page needs to know of ``fig`` to tell whether it can be read: its width in inches, its smallest
+    font in points, and the pairs of tick labels of one axis that overlap (as ``"label | label"``)."""
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    overlaps = []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            labels = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()]
+            boxes = [t.get_window_extent(renderer) for t in labels]
+            for (a, ba), (b, bb) in itertools.combinations(zip(labels, boxes), 2):
+                if ba.overlaps(bb) and ba.intersection(ba, bb).width * ba.intersection(ba, bb).height > 1:
+                    overlaps.append(f"{a.get_text()} | {b.get_text()}")
+    sizes = [t.get_fontsize() for t in _texts(fig)]
+    return {"width_in": float(fig.get_size_inches()[0]), "min_font_pt": float(min(sizes, default=MIN_FONT_PT)),
+            "overlaps": overlaps}
+
+
+#: the PNG text chunks :func:`save` writes (read back by the browser test)
+PNG_KEYS = ("depthutils:dpi", "depthutils:min_font_pt", "depthutils:overlaps")
+
+
 def save(fig, out_dir: str | Path, name: str) -> list[Path]:
-    """Write ``name.png`` and ``name.pdf`` into ``out_dir`` (atomically) and return the paths."""
+    """Write ``name.png`` and ``name.pdf`` into ``out_dir`` (atomically) and return the paths; the PNG carries
+    its resolution, its smallest font and the number of overlapping tick labels (:func:`legibility`)."""
+    seen = legibility(fig)
+    meta = dict(zip(PNG_KEYS, (str(PNG_DPI), f"{seen['min_font_pt']:g}", str(len(seen["overlaps"])))))
     out = []
     for ext in ("png", "pdf"):
         path = Path(out_dir) / f"{name}.{ext}"
-        atomic_write(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, bbox_inches="tight"))
+        atomic_write(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, bbox_inches="tight", dpi=PNG_DPI,
+                                                            metadata=meta if ext == "png" else None))
         out.append(path)
     return out

@@ -14,7 +14,7 @@ import time
 
 import matplotlib.pyplot as plt
 import torch
-from IPython.display import Markdown
+from IPython.display import Image, Markdown
 
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.claims import Verdict, paper_vs_run
@@ -137,11 +137,11 @@ def precisions(dtypes: dict[str, str]) -> str:
 
 
 def figure(fig, out_dir, name: str) -> None:
-    """Save ``fig`` as ``name.png`` and ``name.pdf`` in ``out_dir`` and glue it as ``fig_<name>`` for a
+    """Save ``fig`` as ``name.png`` and ``name.pdf`` in ``out_dir`` and glue the saved PNG as ``fig_<name>`` for a
     captioned ``{glue:figure}`` in the chapter's Markdown (alt text, caption, full-size link); shows nothing."""
-    save(fig, out_dir, name)
+    png, _ = save(fig, out_dir, name)
     if _glue is not None:
-        _glue(f"fig_{name}", fig, display=False)
+        _glue(f"fig_{name}", Image(data=png.read_bytes(), format="png"), display=False)
     plt.close(fig)
 
 
