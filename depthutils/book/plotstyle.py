@@ -171,13 +171,29 @@ def yerr(values, bands):
     return np.array([lo, hi])
 
 
-def title(result, what: str) -> str:
+#: the most characters a title's line holds at the column's width (12 pt)
+TITLE_CHARS = 72
+
+
+def model_name(name) -> str:
+    """A model as a figure names it: an alias or hub id as it is, a local folder by its own name (never the
+    machine's path to it)."""
+    name = str(name)
+    return Path(name).name if name.startswith(("/", ".", "~")) else name
+
+
+def title(result, what: str, note: str | None = None) -> str:
+    """``what``, then the model, the data set and n (from the result's metadata), then ``note`` (e.g. what the
+    bands are), each line at most :data:`TITLE_CHARS` long: a note that would not fit goes on a line of its own."""
     m = result.meta
-    name = str(m.get("model", "?"))
+    name = model_name(m.get("model", "?"))
     if len(name) > 40:
         name = "…" + name[-39:]
     data = m.get("dataset") or "custom prompts"
-    return f"{what}\n{name} · {data} · n={m.get('n', '?')}"
+    line = f"{name} · {data} · n={m.get('n', '?')}"
+    if note:
+        line += f" · {note}" if len(line) + 3 + len(note) <= TITLE_CHARS else f"\n{note}"
+    return f"{what}\n{line}"
 
 
 def _texts(fig):
@@ -187,8 +203,9 @@ def _texts(fig):
 
 
 def legibility(fig) -> dict:
-    """What the page needs to know of ``fig`` to tell whether it can be read: its width in inches, its smallest
-    font in points, and the pairs of tick labels of one axis that overlap (as ``"label | label"``)."""
+    """What the page needs to know of ``fig`` to tell whether it can be read: its width in inches as saved (text
+    outside the figure widens it), its smallest font in points, and the pairs of tick labels of one axis that
+    overlap (as ``"label | label"``)."""
     renderer = fig.canvas.get_renderer()
     fig.draw_without_rendering()
     overlaps = []
@@ -200,8 +217,9 @@ def legibility(fig) -> dict:
                 if ba.overlaps(bb) and ba.intersection(ba, bb).width * ba.intersection(ba, bb).height > 1:
                     overlaps.append(f"{a.get_text()} | {b.get_text()}")
     sizes = [t.get_fontsize() for t in _texts(fig)]
-    return {"width_in": float(fig.get_size_inches()[0]), "min_font_pt": float(min(sizes, default=MIN_FONT_PT)),
-            "overlaps": overlaps}
+    drawn = fig.get_tightbbox(renderer)  # in inches: wider than the figure where text spills out of it
+    return {"width_in": float(max(fig.get_size_inches()[0], drawn.width)),
+            "min_font_pt": float(min(sizes, default=MIN_FONT_PT)), "overlaps": overlaps}
 
 
 #: the PNG text chunks :func:`save` writes (read back by the browser test)

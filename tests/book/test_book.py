@@ -198,6 +198,45 @@ def browser():
     b.quit()
 
 
+def _png_bytes(src: str) -> bytes:
+    """A figure's PNG as the page has it: inlined (a data URI) or served."""
+    import base64
+    import urllib.request
+
+    if src.startswith("data:"):
+        return base64.b64decode(src.split(",", 1)[1])
+    with urllib.request.urlopen(src, timeout=30) as r:
+        return r.read()
+
+
+def _illegible(browser, figures: list[dict]) -> list[str]:
+    """The page's figures whose smallest text, at the width the page shows them, is smaller than the page's own
+    small print (its code and outputs), or whose tick labels overlap, as :func:`depthutils.book.plotstyle.save`
+    recorded them in the PNG. A figure in a hidden tab or a closed solution is taken at the width it opens at."""
+    import io
+
+    from PIL import Image
+
+    small_px, column = browser.execute_script("""
+        const pre = document.querySelector('main div.cell_output pre, main div.cell_input pre');
+        const column = document.querySelector('main div.cell_output') || document.querySelector('main');
+        return [parseFloat(getComputedStyle(pre).fontSize), column.clientWidth];""")
+    bad = []
+    for f in figures:
+        png = Image.open(io.BytesIO(_png_bytes(f["src"])))
+        info, name = png.info, f["alt"][:50]
+        if "depthutils:min_font_pt" not in info:
+            bad.append(f"{name}: not saved by plotstyle.save")
+            continue
+        shown = f["shown"] or min(f["natural"], column)
+        px = float(info["depthutils:min_font_pt"]) / 72 * shown / (png.size[0] / float(info["depthutils:dpi"]))
+        if px < small_px - 0.5:
+            bad.append(f"{name}: smallest text {px:.1f} px < {small_px:.0f} px")
+        if info["depthutils:overlaps"] != "0":
+            bad.append(f"{name}: {info['depthutils:overlaps']} overlapping tick labels")
+    return bad
+
+
 @pytest.mark.parametrize("stem", [p.stem for p in chapters().values()])
 def test_chapter_page_in_a_browser(book_url, browser, stem):
     browser.get(f"{book_url}/chapters/{stem}.html")
@@ -224,6 +263,8 @@ def test_chapter_page_in_a_browser(book_url, browser, stem):
         assert len(f["caption"]) >= 40, f"{stem}: a figure without a caption ({f['src'][-40:]})"
         if f["natural"] > f["shown"] + 1:  # shown smaller than drawn (or in a hidden tab): it opens full size
             assert f["href"] == f["src"], f"{stem}: a reduced figure without a link to its full size"
+    illegible = _illegible(browser, figures)
+    assert not illegible, f"{stem}: figures that cannot be read at the width they are shown: {illegible}"
     # nothing runs past the page: outputs wrap, tables stay inside the text column (scrolling in their box)
     overflow = browser.execute_script("""
         const main = document.querySelector('main').getBoundingClientRect();

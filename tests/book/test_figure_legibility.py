@@ -1,0 +1,89 @@
+"""Every figure of the book is drawn for the column it is shown in: the column's width, no text under the
+book's smallest size, no two tick labels of one axis on top of each other, even on a 30-layer model.
+
+The rendered book's own figures are checked again in Chromium (``test_book.py``: each figure's displayed
+scale against what :func:`depthutils.book.plotstyle.save` recorded in its PNG)."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+from PIL import Image  # noqa: E402
+
+import depthutils  # noqa: E402
+from depthutils.book import plotstyle, plotting  # noqa: E402
+from depthutils.core.prompts import Prompt  # noqa: E402
+from conftest import build_tiny  # noqa: E402
+
+#: the saved PNG may be a little narrower or wider than the figure where its tight box trims or keeps an edge
+WIDTH_SLACK_IN = 0.15
+
+
+@pytest.fixture(scope="module")
+def deep(tiny_root):
+    """A random 30-layer model: as many layers as SmolLM2, so per-layer ticks and cells are as crowded."""
+    return depthutils.load_model(str(build_tiny("llama", tiny_root, layers=30)), device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def figures(deep, prompts):
+    sums = {2: [Prompt.from_parts("5 + 7 = ", "12"), Prompt.from_parts("1 + 2 = ", "3")],
+            3: [Prompt.from_parts("5 + 7 + 5 = ", "17"), Prompt.from_parts("1 + 2 + 3 = ", "6")]}
+    few = prompts[:2]
+    made = {
+        "residual_stream": lambda: plotting.residual_stream(depthutils.residual_stream(deep, few, progress_bar=False)),
+        "contributions": lambda: plotting.contributions(depthutils.contributions(deep, few, progress_bar=False)),
+        "future_effects": lambda: plotting.future_effects(depthutils.future_effects(deep, few, progress_bar=False)),
+        "logit_lens": lambda: plotting.logit_lens(depthutils.logit_lens(deep, few, progress_bar=False)),
+        "residual_erasure": lambda: plotting.residual_erasure(
+            depthutils.residual_erasure(deep, "5 + 7 + 5 + 3 + 1 + 7 = ", "28", progress_bar=False,
+                                        baseline=depthutils.residual_means(deep, few, progress_bar=False))),
+        "integrated_gradients": lambda: plotting.integrated_gradients(
+            depthutils.integrated_gradients(deep, "5 + 7 + 5 + 3 + 1 + 7 = ", "28", steps=4, progress_bar=False)),
+        "depth_score": lambda: plotting.depth_score(depthutils.depth_score(deep, groups={"sums": sums})),
+    }
+    return made
+
+
+@pytest.mark.parametrize("name", ["residual_stream", "contributions", "future_effects", "logit_lens",
+                                  "residual_erasure", "integrated_gradients", "depth_score"])
+def test_a_figure_fits_the_column_and_can_be_read(figures, name, tmp_path):
+    fig = figures[name]()
+    seen = plotstyle.legibility(fig)
+    png, _ = plotstyle.save(fig, tmp_path, name)
+    plt.close(fig)
+    assert seen["width_in"] <= plotstyle.COLUMN_IN + WIDTH_SLACK_IN, seen
+    assert seen["min_font_pt"] >= plotstyle.MIN_FONT_PT, seen
+    assert not seen["overlaps"], seen["overlaps"]
+    info = Image.open(png).info  # what the browser test reads back from the page
+    assert info["depthutils:overlaps"] == "0" and float(info["depthutils:min_font_pt"]) >= plotstyle.MIN_FONT_PT
+    assert Image.open(png).size[0] <= (plotstyle.COLUMN_IN + WIDTH_SLACK_IN) * plotstyle.PNG_DPI
+
+
+def test_the_check_can_fail():
+    fig, ax = plt.subplots(figsize=(11, 3))
+    ax.set_xticks(range(30), [str(1000 + i) for i in range(30)], fontsize=8)
+    seen = plotstyle.legibility(fig)
+    plt.close(fig)
+    assert seen["width_in"] > plotstyle.COLUMN_IN + WIDTH_SLACK_IN
+    assert seen["min_font_pt"] < plotstyle.MIN_FONT_PT
+    fig, ax = plotstyle.subplots(height=3)
+    ax.set_xticks(range(60), [str(1000 + i) for i in range(60)])
+    assert "1000 | 1001" in plotstyle.legibility(fig)["overlaps"]
+    plt.close(fig)
+
+
+def test_a_colour_scale_is_capped_where_one_cell_would_stretch_it():
+    import numpy as np
+
+    data = np.random.default_rng(0).uniform(0, 1, (30, 30))
+    data[0, 1] = 60.0
+    fig, ax = plotstyle.subplots(height=4)
+    plotstyle.heatmap(ax, data, "value", robust=True)
+    assert ax.collections[0].norm.vmax == pytest.approx(np.percentile(data, plotstyle.ROBUST_PERCENTILE))
+    assert ax.collections[0].norm.vmax < 1
+    assert "98th percentile" in fig.axes[-1].get_ylabel()
+    plt.close(fig)
