@@ -17,7 +17,7 @@ from depthutils.measures.future_effects import FutureEffectsResult
 from depthutils.book.context_claim import CONTEXT_MEASURES, context
 from depthutils.book.mapping_claim import mapping
 from depthutils.book.grading import (
-    Verdict, _verdict, band, combine, grade, interval_text, judge, not_tested, paper_vs_run)
+    COMBINED, Verdict, _verdict, band, combine, grade, interval_text, judge, not_tested, paper_vs_run)
 from depthutils.measures.logit_lens import LogitLensResult
 from depthutils.measures.contributions import ContributionsResult
 from depthutils.measures.residual_stream import ResidualStreamResult
@@ -86,9 +86,8 @@ def future_effects(result: FutureEffectsResult) -> Verdict:
                  f"the interval lies at or below {c.shown.value:.2f} ({c.shown.source}), not shown if wholly above "
                  f"{c.against.value:.2f} ({c.against.source}), mixed otherwise. Output: shown if it lies at or below "
                  f"{OUTPUT_SHOWN.value:.2f} ({OUTPUT_SHOWN.source}), not shown if wholly above "
-                 f"{OUTPUT_AGAINST.value:.2f} ({OUTPUT_AGAINST.source}), mixed otherwise. The claim is shown only if "
-                 "both are, not shown if both are not, mixed otherwise; an output ratio that is undefined is not "
-                 "tested and not counted.")
+                 f"{OUTPUT_AGAINST.value:.2f} ({OUTPUT_AGAINST.source}), mixed otherwise. The two parts combined: "
+                 f"{COMBINED}; an output ratio that is undefined is not tested and not counted.")
     return _verdict(c, combine([outcome, out]),
                     f"second half {f['later_second']:.3f}, first half {f['later_first']:.3f}, ratio {later_text} "
                     f"({params.get('part', 'layer')}, {params.get('mode', 'future')} tokens; {outcome}); on the "
@@ -188,7 +187,7 @@ def shared_layers(result: DepthUse) -> Verdict:
         values.append(f"{k}: {interval_text(d, lo, hi, '+.3f')}")
     return _verdict(c, combine(grades), "; ".join(parts) + ".", notes, value="; ".join(values),
                     criterion=f"{shared} minus {stacked}: " + c.criterion().replace("at or above", "wholly above")
-                    + " Each of the three is graded; shown if all are, not shown if all are not, mixed otherwise; a measure "
+                    + f" Each of the three is graded and combined: {COMBINED}; a measure "
                               "that is degenerate on these models (the KL ratio where a model's lens KL peaks at "
                               "h_0) is not counted.")
 
@@ -266,7 +265,7 @@ def _scale_criterion(c: Claim) -> str:
             f"above 0, not shown if wholly at or below 0, mixed otherwise ({GROWS.source}). The ratio is stable: "
             f"shown if the spread's interval lies at or below the metric's tolerance, not shown if wholly above it, "
             f"mixed otherwise; the tolerance is {c.shown.source}: {tolerances}. Metrics are combined within each "
-            "part, and the claim is shown only if both parts are, not shown if both are not, mixed otherwise.")
+            f"part, and the two parts into the claim: {COMBINED}.")
 
 
 def effective_depth(study: Study, ladder, base: str | None = None, cot: str | None = None) -> dict[str, Verdict]:
@@ -313,7 +312,7 @@ def effective_depth(study: Study, ladder, base: str | None = None, cot: str | No
         criterion = (f"{c.statistic}, per metric (cos, KL, overlap) that is informative for the models compared, "
                      f"with its {100 * LEVEL:.0f}% bootstrap interval over prompts: shown if it lies at or below the "
                      f"tolerance{'' if c.shown.value is None else f', {c.shown.value:.2f}'} ({c.shown.source}), "
-                     "not shown if wholly above it, mixed otherwise; metrics are combined.")
+                     f"not shown if wholly above it, mixed otherwise; metrics combined: {COMBINED}.")
         if name == "scale":
             numbers = (f"ED against L: {'; '.join(grown) or 'no metric is informative'}; ED grows: "
                        f"{combine(growth)}. Ratio spread: {numbers}; ratio stable: {outcome}")

@@ -94,15 +94,23 @@ def judge(claim: Claim, result: Result, key: str, *, shown: float | None = None,
     return grade(value, lo, hi, s, a, claim.below), value, lo, hi
 
 
+#: :func:`combine`'s rule in the words a criterion states it with
+COMBINED = ("shown if every part is, not shown if none is and one at least is not shown, mixed otherwise (both "
+            "ways, or inconclusive)")
+
+
 def combine(outcomes) -> str:
-    """Several graded parts of one claim: the parts that are *not tested* are left out; shown if all the
-    rest are shown, not shown if all are not shown, mixed otherwise; *not tested* if nothing is left."""
+    """Several graded parts of one claim, by the book's words: the parts that are *not tested* are left out;
+    *shown* if all the rest are shown; *not shown* if none is shown and one at least is not shown (nothing
+    supports the claim and something contradicts it); *mixed* otherwise, either both ways (a part shown and a
+    part not shown) or inconclusive (no part decided against, not every part shown); *not tested* if nothing is
+    left."""
     tested = [o for o in outcomes if o != "not tested"]
     if not tested:
         return "not tested"
     if all(o == "shown" for o in tested):
         return "shown"
-    if all(o == "not shown" for o in tested):
+    if "not shown" in tested and "shown" not in tested:
         return "not shown"
     return "mixed"
 

@@ -41,7 +41,7 @@ try:
 except ImportError:
     _glue = None
 
-__all__ = ["RUNS", "section", "uncontrolled", "available", "slug", "TITLES", "facts_for"]
+__all__ = ["RUNS", "section", "uncontrolled", "available", "slug", "TITLES", "facts_for", "one_line"]
 
 #: how the pages name the real models
 TITLES = {"smollm2-135m": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M"}
@@ -197,6 +197,12 @@ def glue_name(key: str) -> str:
     return "verdict" + ("_" + key.split("-", 1)[1] if "-" in key else "")
 
 
+def one_line(v, title: str) -> str:
+    """A real model's verdict in one line: its outcome and numbers; the claim and its criterion are stated once,
+    in the chapter's verdict."""
+    return f"**{title}: {v.outcome}.** {v.numbers} *(The claim and its criterion: the chapter's verdict.)*"
+
+
 def _figure_html(png, alt: str, caption: str) -> HTML:
     """A captioned figure (the saved PNG, inlined) that opens full size on a click, as the book's own figures do."""
     src = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
@@ -262,7 +268,7 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", left_out
             print(f"{title} · prompts: {facts.summary()}")
         for key, r in many.items():
             print(f"{title}{' · ' + key if key else ''}: {r.summary()}")
-        display(Markdown(v.markdown()))
+        display(Markdown(one_line(v, title)))
         if _glue is not None:
             _glue(f"{glue_name(chapter)}_{slug(name)}", _value(v, lm.dtype_name), display=False)
             for key, value in (run.glue(results) if run.glue else {}).items():

@@ -54,7 +54,10 @@ def test_not_tested_parts_are_never_counted():
     assert combine(["shown", "not tested"]) == "shown"
     assert combine(["not shown", "not tested", "not tested"]) == "not shown"
     assert combine(["not tested", "not tested"]) == "not tested"
-    assert combine(["shown", "not shown"]) == "mixed"
+    assert combine(["shown", "not shown"]) == "mixed"  # both ways
+    assert combine(["shown", "mixed"]) == "mixed"  # inconclusive
+    assert combine(["mixed", "mixed"]) == "mixed"
+    assert combine(["not shown", "mixed", "not shown"]) == "not shown"  # nothing for it, something against it
     assert set(OUTCOMES) == {"shown", "mixed", "not shown", "not tested"}
 
 

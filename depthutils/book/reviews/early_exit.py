@@ -10,7 +10,7 @@ from depthutils import data
 from depthutils.analysis.early_exit import FIT_TEXTS, EarlyExitResult, early_exit_on
 from depthutils.analysis.known_facts import KINDS, FactPrompts
 from depthutils.book.claim_table import CLAIMS
-from depthutils.book.grading import Verdict, _verdict, combine, interval_text, judge
+from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, interval_text, judge
 from depthutils.book.plotstyle import BAND_NOTE, lines, long_form, title
 from depthutils.book.realruns import FACT_CHECK_DTYPE, facts_for
 from depthutils.measures.tuned_lens import TunedLensResult, fit_readouts, tuned_lens
@@ -92,7 +92,7 @@ def verdict(results: dict, facts: FactPrompts | None = None) -> Verdict:
     return _verdict(c, outcome, "; ".join(parts) + ".", notes, value="; ".join(values),
                     criterion=c.criterion() + " The raw lens on the same residual, the cheapest readout, is graded "
                     "alike, and a set is shown only if both readouts lose most, not shown if either keeps most, "
-                    "mixed otherwise.")
+                    f"mixed otherwise; the sets combined: {COMBINED}.")
 
 
 def better_readout(tuned: str, raw: str) -> str:

@@ -9,7 +9,7 @@ import seaborn as sns
 
 from depthutils.analysis.solved_split import GROUPS, MIN_GROUP, SolvedSplit
 from depthutils.book.claim_table import CLAIMS, LEVEL
-from depthutils.book.grading import Verdict, _verdict, combine, grade, interval_text
+from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, grade, interval_text
 from depthutils.book.plotstyle import title
 
 __all__ = ["verdict", "figure"]
@@ -55,7 +55,7 @@ def verdict(result: SolvedSplit) -> Verdict:
     criterion = (f"{c.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval over the family's problems: a family "
                  f"counts for P1 if the interval lies at or below one layer of the deeper model, {step:.3f} "
                  f"({c.shown.source}); this is decided first. Otherwise it counts against P1 if the interval lies "
-                 f"wholly above 0 ({c.against.source}), and is mixed otherwise. Families are combined; a family whose "
+                 f"wholly above 0 ({c.against.source}), and is mixed otherwise. Families are combined: {COMBINED}; a family whose "
                  f"only-deeper or both group holds fewer than {MIN_GROUP} problems is not tested (ours: a mean over "
                  "fewer rests on one or two problems).")
     problems = "; ".join(f"{t}: {f[f'{t}_n_by_level']}" for t in result.tasks())
