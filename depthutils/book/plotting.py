@@ -172,8 +172,8 @@ def effective_depth_curves(study, task: str):
         ax.set(xlabel="(l + 1) / L", ylabel=METRIC_LABELS[metric], title=f"ED from {metric}")
     handles = [Line2D([], [], color=colors[m], marker="o", ms=4, label=m) for m in study.models]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(4, len(handles)))
-    fig.suptitle(f"{task}: P2's three metrics per layer (relative depth (l + 1) / L)\ndashed: threshold; dotted: "
-                 f"each model's effective depth; {BAND_NOTE}")
+    fig.suptitle(f"{task}: P2's three metrics per layer, at relative depth (l + 1) / L\ndashed: threshold; dotted: "
+                 "each model's ED; bands: 95% CI over prompts")
     return fig
 
 
@@ -225,7 +225,7 @@ def base_vs_cot(study, base: str, cot: str):
             for xi, v in zip(x + off, vals):
                 if v is None:
                     ax.text(xi, 0.02, "undefined", rotation=90, ha="center", va="bottom", color=color)
-        ax.set_xticks(x, study.tasks, rotation=45, ha="right")
+        ax.set_xticks(x, study.tasks, rotation=90)
         ax.set(title=f"ED from {metric}", ylim=(0, 1.1))
     axes[0].set_ylabel("ratio (ED + 1) / L")
     fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=2)
@@ -280,7 +280,7 @@ def depth_use(result):
     fig = plt.figure(figsize=(COLUMN_IN, 3.2 * (-(-len(models) // 2)) + 4.6), layout="constrained")
     rows = -(-len(models) // 2)  # the future-effect matrices two a row, then the lens and the depth score
     grid = fig.add_gridspec(rows + 1, 2, height_ratios=[1] * rows + [1.3])
-    vmax = max(robust_max(result.future[m].layer_effect) or 0.0 for m in models)  # one scale for every model
+    vmax = max(np.nanmax(result.future[m].layer_effect) for m in models)  # one scale for every model
     for i, m in enumerate(models):
         ax = fig.add_subplot(grid[i // 2, i % 2])
         heatmap(ax, result.future[m].layer_effect, "max rel. change of Δ_j", cmap=CMAPS["future_effect"],
