@@ -23,6 +23,7 @@ import numpy as np
 from depthutils.analysis.known_facts import KINDS, FactPrompts
 from depthutils.book.claim_table import CLAIMS, COMPLETENESS_LIMIT, LEVEL, OUTCOMES
 from depthutils.book.grading import Verdict, _verdict, grade, interval_text
+from depthutils.book.legends import below
 from depthutils.book.plotstyle import subplots
 from depthutils.core.progress import progress
 from depthutils.core.results import bootstrap
@@ -271,7 +272,7 @@ def sample_figure(sample: KindSample, what: str = "a context position matters"):
     ax.set(xlim=(0, 1.02), xlabel=textwrap.fill(f"relative depth of the deepest layer at which {what}", 40),
            ylabel="prompt")
     ax.invert_yaxis()
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=2)
+    below(fig, [ax])
     model = next((r.meta.get("model") for r in sample.results.values()), "")
     dropped = f"; not counted: {len(s['dropped'])}" if s["dropped"] else ""
     mean = (f"mean {interval_text(s['mean'], s['lo'], s['hi'])} over {s['n']} prompts" if s["n"]

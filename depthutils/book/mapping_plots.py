@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from depthutils.book.legends import below
 from depthutils.book.plotstyle import CMAPS, ROBUST_PERCENTILE, heatmap, robust_max, subplots, yerr
 
 __all__ = ["mapping", "mapping_curves", "mapping_null"]
@@ -48,7 +49,7 @@ def mapping(result):
     fig, ax = subplots(height=5.0)
     _draw(ax, result, band=True, ticks=(12, 12), robust=True)
     ax.set(xlabel=f"target layer of {p['target']}", ylabel=f"source layer of {p['source']}")
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=2, facecolor=KEY_FACE)
+    below(fig, [ax], facecolor=KEY_FACE)
     fig.suptitle(f"{p['source']} → {p['target']}\nwhich target layer does each source layer map to?")
     return fig
 
@@ -66,7 +67,7 @@ def mapping_curves(results):
                     capsize=2, label=f"{r.meta['params']['source']} → {r.meta['params']['target']}")
     ax.set(xlabel="relative depth of the source layer (s+1)/L", ylabel="relative depth of its best target",
            title="Best-match curves (bars: 95% CI over held-out prompts)", xlim=(0, 1.05), ylim=(0, 1.05))
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=min(len(results) + 1, 3))
+    below(fig, [ax], ncol=min(len(results) + 1, 3))
     return fig
 
 
@@ -92,11 +93,10 @@ def mapping_null(trained, untrained, control=None):
     label = ERROR_LABEL + (f"\n(scale capped at the {ROBUST_PERCENTILE}th percentile)" if capped else "")
     fig.colorbar(axes[0, 0].collections[0], ax=axes.ravel().tolist(), label=label, extend="max" if capped else "neither",
                  fraction=0.05, shrink=0.8, aspect=30)
-    key = dict(handles=axes[0, 0].get_legend_handles_labels()[0], facecolor=KEY_FACE)
     if len(panels) == 3:
         axes[1, 1].set_axis_off()
-        axes[1, 1].legend(loc="center", **key)
+        axes[1, 1].legend(*axes[0, 0].get_legend_handles_labels(), loc="center", facecolor=KEY_FACE)
     else:
-        fig.legend(loc="outside lower center", ncol=2, **key)
+        below(fig, axes[0, :1], facecolor=KEY_FACE)
     fig.suptitle(f"{source} mapped onto a trained model and onto its nulls")
     return fig

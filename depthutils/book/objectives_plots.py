@@ -11,6 +11,7 @@ import numpy as np
 import seaborn as sns
 
 from depthutils.book.objectives_claim import CONDITIONS, GRADED, PAIRS, SHORT, SHORT_LABELS, Grading, floor
+from depthutils.book.legends import below
 from depthutils.book.plotstyle import COLUMN_IN, subplots
 from depthutils.ladder.objectives import EVAL_STEPS, NULL, OBJECTIVES, TRAIN_STEPS
 from depthutils.ladder.word_problems import TASKS
@@ -30,17 +31,6 @@ def _log_ticks(steps, apart: float = 2.5) -> list:
         if not kept or s * apart <= kept[-1]:
             kept.append(s)
     return kept[::-1]
-
-
-def _legend(fig, axes, ncol: int, extra=()) -> None:
-    """One legend below the panels of ``fig`` for every labelled line of ``axes`` (each label once), then
-    ``extra`` handles."""
-    seen = {}
-    for ax in axes:
-        for h, label in zip(*ax.get_legend_handles_labels()):
-            seen.setdefault(label, h)
-    handles = [*seen.values(), *extra]
-    fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center", ncol=ncol)
 
 
 def measures(g: Grading, condition: str = "matched") -> plt.Figure:
@@ -85,7 +75,7 @@ def measures(g: Grading, condition: str = "matched") -> plt.Figure:
            Line2D([], [], color="k", marker="o", ms=3, ls="none", label="one seed")]
     if nulls:
         key.append(Patch(facecolor="0.6", alpha=0.55, hatch="//", label="A′: A on other examples (null)"))
-    fig.legend(handles=key, loc="outside lower center", ncol=2)
+    below(fig, extra=key)
     fig.suptitle(f"At the answer position, {CONDITIONS[condition]}")
     return fig
 
@@ -129,7 +119,7 @@ def dynamics(g: Grading, measure: str = "depth") -> plt.Figure:
             if r == len(tasks) - 1:
                 ax.set_xlabel("training step")
     ring = Line2D([], [], marker="o", mfc="none", mec="k", ls="none", label="a run's matched snapshot")
-    _legend(fig, axes.ravel(), ncol=3, extra=[ring])
+    below(fig, axes.ravel(), extra=[ring], ncol=3)
     fig.suptitle("Training dynamics: seed means; bands: the seeds' range")
     return fig
 
@@ -153,5 +143,5 @@ def accuracy(g: Grading) -> plt.Figure:
         ax.set_xticks(EVAL_STEPS)
         ax.set(ylim=(0, 1.02), title=TASKS[t].label, xlabel="operations in the chain (k)")
     axes[0, 0].set_ylabel("greedy accuracy")
-    _legend(fig, axes[0, :1], ncol=6)
+    below(fig, axes[0, :1], ncol=6)
     return fig

@@ -4,7 +4,6 @@ real-model run."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import Patch
 import numpy as np
 
 from depthutils import data
@@ -12,7 +11,8 @@ from depthutils.analysis.early_exit import FIT_TEXTS, EarlyExitResult, early_exi
 from depthutils.analysis.known_facts import KINDS, FactPrompts
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.grading import Verdict, _verdict, combine, interval_text, judge
-from depthutils.book.plotstyle import BAND_NOTE, COLUMN_IN, lines, long_form, subplots, title
+from depthutils.book.legends import band_key, below
+from depthutils.book.plotstyle import COLUMN_IN, lines, long_form, subplots, title
 from depthutils.book.realruns import FACT_CHECK_DTYPE, facts_for
 from depthutils.measures.tuned_lens import TunedLensResult, fit_readouts, tuned_lens
 
@@ -161,22 +161,13 @@ def figure(results: dict) -> plt.Figure:
         ax.axvline(0.5, color="k", lw=0.8, ls=":", label="the middle, l / L = 0.5")
         ax.set(xlabel="exit at hₗ, relative depth l / L", ylabel="share of answer tokens" if i % 2 == 0 else "",
                ylim=(-0.03, 1.03), title=f"({'abcdefgh'[i]}) {name}, n={r.meta.get('n', '?')}")
-    _key(top, axes, BAND_NOTE)
+    below(top, axes, extra=[band_key()])
     model = next((r.meta.get("model") for r in results.values()), None)
     top.suptitle("With a cheap readout, could the second half be cut?" + (f"\n{model}" if model else ""))
     if lens:
         lens_panels(bottom.subplots(1, 2), lens[0], first=len(results))
         bottom.suptitle(title(lens[0], "The tuned readout and the raw lens per layer"))
     return fig
-
-
-def _key(fig, axes, band: str) -> None:
-    """One legend below the panels of ``fig``: every labelled line of ``axes`` once, and the bands'."""
-    handles = {}
-    for ax in axes:
-        handles.update({label: h for h, label in zip(*ax.get_legend_handles_labels()) if label not in handles})
-    handles[band] = Patch(color="0.5", alpha=0.2)
-    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=2)
 
 
 def lens_figure(r: TunedLensResult) -> plt.Figure:
@@ -208,7 +199,7 @@ def lens_panels(axes, r: TunedLensResult, first: int = 0) -> None:
             ax.set_yscale("log")  # the raw lens on the embedding sits far above every other point
         what = f"fit on {p.get('fit_tokens')} tokens" if key == "kl" else "agreement with the output"
         ax.set(xlabel="hₗ, relative depth l / L", ylabel=label, title=f"({'abcdefgh'[first + i]}) {what}")
-    _key(axes[0].get_figure(root=False), axes, BAND_NOTE)
+    below(axes[0].get_figure(root=False), axes, extra=[band_key()])
 
 
 def tuned_on(lm, *, n: int = 20, fit_texts: int = FIT_TEXTS, positions: int | None = None, seed: int = 123,

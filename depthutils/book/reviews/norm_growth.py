@@ -3,7 +3,6 @@ activations appear? (:mod:`depthutils.analysis.norm_growth`): the verdict, the f
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import Patch
 import numpy as np
 
 from depthutils import data
@@ -11,7 +10,8 @@ from depthutils.analysis import norm_growth as measure
 from depthutils.analysis.norm_growth import MASSIVE, NormGrowthResult
 from depthutils.book.claim_table import CLAIMS, MIN_HALF
 from depthutils.book.grading import Verdict, _verdict, band, interval_text, judge, not_tested
-from depthutils.book.plotstyle import BAND_NOTE, COLORS, integer_ticks, lines, long_form, subplots, title
+from depthutils.book.legends import band_key, below
+from depthutils.book.plotstyle import COLORS, integer_ticks, lines, long_form, subplots, title
 
 __all__ = ["verdict", "figure", "depth_words", "REAL_RUN"]
 
@@ -89,11 +89,7 @@ def figure(result: NormGrowthResult) -> plt.Figure:
     for ax in (a, b, c, d):
         ax.axvline(f["mid"] - 0.5, color="k", lw=0.8, ls=":", label="the second half begins")
     integer_ticks(a, b, c, d)
-    # the key: (a)'s lines and the middle, (b)'s halves, (d)'s threshold and the lens's layer, the bands
-    handles = dict(zip(*a.get_legend_handles_labels()[::-1]))
-    handles.update({halves.get_label(): halves, **dict(zip(*d.get_legend_handles_labels()[::-1])),
-                    BAND_NOTE: Patch(color="0.5", alpha=0.2)})
-    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=2)
+    below(fig, (a, d), extra=[halves, band_key()])  # (b) and (c) have one line each: their y label names it
     fig.suptitle(title(result, "Is it only the norm growing?"))
     return fig
 

@@ -10,6 +10,7 @@ import seaborn as sns
 from depthutils.analysis.solved_split import GROUPS, MIN_GROUP, SolvedSplit
 from depthutils.book.claim_table import CLAIMS, LEVEL
 from depthutils.book.grading import Verdict, _verdict, combine, grade, interval_text
+from depthutils.book.legends import below
 from depthutils.book.plotstyle import subplots, title
 
 __all__ = ["verdict", "figure"]
@@ -93,6 +94,6 @@ def figure(result: SolvedSplit) -> plt.Figure:
     ax.set_xticks(range(len(GROUPS)), [f"{names[g]}\nn = {n[g]}" for g in GROUPS])
     ax.set(xlabel="which model solves the problem (greedy)", ylabel=f"{deep}'s depth score / (L − 1)", ylim=(0, 1),
            xlim=(-0.5, len(GROUPS) - 0.5))
-    fig.legend(loc="outside lower center", ncol=2)
+    below(fig, [ax])
     fig.suptitle(title(result, f"Do problems only {deep} solves use more of its depth?"))
     return fig
