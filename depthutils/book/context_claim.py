@@ -15,20 +15,22 @@ explains why a max is not).
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from depthutils.analysis.known_facts import KINDS, FactPrompts
 from depthutils.book.claim_table import CLAIMS, COMPLETENESS_LIMIT, LEVEL, OUTCOMES
 from depthutils.book.grading import Verdict, _verdict, grade, interval_text
+from depthutils.book.legends import below
+from depthutils.book.plotstyle import subplots
 from depthutils.core.progress import progress
 from depthutils.core.results import bootstrap
 from depthutils.measures.integrated_gradients import IGResult
 
 __all__ = ["CONTEXT_MEASURES", "MIN_PROMPTS", "KindSample", "by_kind", "context", "kind_of", "per_prompt",
-           "run_sample", "sample_facts", "sample_figure", "sample_mean", "worked"]
+           "prompt_labels", "run_sample", "sample_facts", "sample_figure", "sample_mean", "worked"]
 
 #: what chapters 4 and 5 measure at a context position, by the ``what`` they pass to :func:`context`
 CONTEXT_MEASURES = {"erasing the residual": "the effect on the answer of erasing the residual (replacing it by "
@@ -203,13 +205,56 @@ def context(results: dict, what: str, facts: FactPrompts | None = None) -> Verdi
                     criterion=criterion)
 
 
+def prompt_labels(prompts: list[str], width: int = 42) -> list[str]:
+    """One tick label per prompt, distinct and about ``width`` characters at most: its number, then the prompt on
+    one line, without the words every prompt of the sample begins or ends with (two or more: a template, a few-shot
+    preamble; ``…`` in their place); what is left, if longer, keeps its first words and its last (``…`` between
+    them, cut within a word only where a word is too long)."""
+    words = [" ".join(str(p).split()).split(" ") for p in prompts]
+    lead = _shared(words) if len(words) > 1 else 0
+    trail = _shared([w[lead:][::-1] for w in words]) if len(words) > 1 else 0
+    lead, trail = (lead if lead >= 2 else 0), (trail if trail >= 2 else 0)
+    out = []
+    for i, w in enumerate(words):
+        head = f"{i + 1}. " + "…" * bool(lead)
+        out.append(head + _fit(w[lead:len(w) - trail], width - len(head) - bool(trail)) + "…" * bool(trail))
+    return out
+
+
+def _shared(lists: list[list[str]]) -> int:
+    """How many first items all of ``lists`` have in common."""
+    n = 0
+    while all(len(x) > n for x in lists) and len({x[n] for x in lists}) == 1:
+        n += 1
+    return n
+
+
+def _fit(words: list[str], room: int) -> str:
+    """``words`` joined, or, longer than ``room`` characters, their first and last that fit with ``…`` between."""
+    p = " ".join(words)
+    if len(p) <= room:
+        return p
+    first = _words(words, 2 * room // 5) or p[:2 * room // 5]
+    last = _words(words[::-1], room - len(first) - 1, reverse=True) or p[-(room - len(first) - 1):]
+    return f"{first}…{last}"
+
+
+def _words(words: list[str], room: int, reverse: bool = False) -> str:
+    """The most of ``words`` that fit in ``room`` characters, joined (in reading order when ``reverse``)."""
+    kept = []
+    while len(kept) < len(words) and len(" ".join([*kept, words[len(kept)]])) <= room:
+        kept.append(words[len(kept)])
+    return " ".join(kept[::-1] if reverse else kept)
+
+
 def sample_figure(sample: KindSample, what: str = "a context position matters"):
-    """One kind's sample on one model: per prompt measured (rows), the statistic (filled dots: counted; hollow: not
-    counted, drawn where the statistic is defined), the mean over the counted prompts with its 95% bootstrap
-    interval (line and band), and the claim's two thresholds (dashed: shown at or below; dotted: not shown above)."""
+    """One kind's sample on one model: per prompt measured (rows, labelled by :func:`prompt_labels`), the statistic
+    (filled dots: counted; hollow: not counted, drawn where the statistic is defined), the mean over the counted
+    prompts with its 95% bootstrap interval (line and band), and the claim's two thresholds (dashed: shown at or
+    below; dotted: not shown above); the key below the axes."""
     c, s = CLAIMS["context"], sample.stats()
     names = list(sample.results)
-    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.28 * max(len(names), 1)))
+    fig, ax = subplots(height=2.9 + 0.26 * max(len(names), 1))
     rel = {n: sample.results[n].facts()["deepest_rel"] for n in names}
     for counted, style in ((True, dict(color="k", label="one prompt")),
                            (False, dict(facecolors="none", edgecolors="0.5", label="one prompt, not counted"))):
@@ -223,13 +268,14 @@ def sample_figure(sample: KindSample, what: str = "a context position matters"):
     ax.axvline(c.shown.value, color="0.4", ls="--", lw=1, label=f"shown at or below {c.shown.value}")
     ax.axvline(c.against.value, color="0.4", ls=":", lw=1, label=f"not shown above {c.against.value}")
     prompts = [sample.results[n].meta.get("params", {}).get("prompt", n) for n in names]
-    ax.set_yticks(np.arange(len(names)), [p if len(p) <= 48 else p[:45] + "…" for p in prompts], fontsize=7)
-    ax.set(xlim=(0, 1.02), xlabel=f"relative depth of the deepest layer at which {what}", ylabel="prompt")
+    ax.set_yticks(np.arange(len(names)), prompt_labels(prompts))
+    ax.set(xlim=(0, 1.02), xlabel=textwrap.fill(f"relative depth of the deepest layer at which {what}", 40),
+           ylabel="prompt")
     ax.invert_yaxis()
-    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(1.01, 0))
+    below(fig, [ax])
     model = next((r.meta.get("model") for r in sample.results.values()), "")
     dropped = f"; not counted: {len(s['dropped'])}" if s["dropped"] else ""
     mean = (f"mean {interval_text(s['mean'], s['lo'], s['hi'])} over {s['n']} prompts" if s["n"]
             else "no prompt counted")
-    ax.set_title(f"{KINDS.get(sample.kind, sample.kind)} prompts on {model}: {mean}{dropped}", fontsize=9)
+    fig.suptitle(f"{KINDS.get(sample.kind, sample.kind)} prompts on {model}\n{mean}{dropped}")
     return fig

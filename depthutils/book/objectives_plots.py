@@ -1,34 +1,52 @@
 """Chapter 10's figures: the measures by objective and task, the training dynamics around matched accuracy, and
-the accuracy per step count (the shared look is :mod:`depthutils.book.plotstyle`'s). Each is drawn for the book's
-text column (about 7 inches), so its labels read at the size the page shows them."""
+the accuracy per step count (the shared look is :mod:`depthutils.book.plotstyle`'s). Each is drawn at the book's
+text column's width (:data:`~depthutils.book.plotstyle.COLUMN_IN`), its keys in a legend below the panels."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 import numpy as np
 import seaborn as sns
 
 from depthutils.book.objectives_claim import CONDITIONS, GRADED, PAIRS, SHORT, SHORT_LABELS, Grading, floor
+from depthutils.book.legends import below
+from depthutils.book.plotstyle import COLUMN_IN, subplots
 from depthutils.ladder.objectives import EVAL_STEPS, NULL, OBJECTIVES, TRAIN_STEPS
 from depthutils.ladder.word_problems import TASKS
 
 COLORS = {**dict(zip(OBJECTIVES, sns.color_palette("colorblind", len(OBJECTIVES)))), NULL: "0.6"}
 #: the null control's run in a tick label
 NULL_SHORT = "A′"
+#: the measures' panels of one task: two rows of three
+ROWS, COLS = 2, 3
+
+
+def _log_ticks(steps, apart: float = 2.5) -> list:
+    """The training steps to label on a log axis: from the last down, each at least ``apart`` times below the
+    one labelled before it, so that no two labels meet."""
+    kept = []
+    for s in sorted(steps, reverse=True):
+        if not kept or s * apart <= kept[-1]:
+            kept.append(s)
+    return kept[::-1]
 
 
 def measures(g: Grading, condition: str = "matched") -> plt.Figure:
-    """Rows: tasks; columns: the graded measures, then the contribution ratio (not graded). Each panel: every
-    objective's seed mean (bar) with its 95% interval over seeds and prompts, and each seed's value (dots); where
-    the null control ran, A′ beside them (hatched)."""
+    """Per task, two rows of three panels: the graded measures, then the contribution ratio (not graded). Each
+    panel: every objective's seed mean (bar) with its 95% interval over seeds and prompts, and each seed's value
+    (dots); where the null control ran, A′ beside them (hatched)."""
     tasks, cols = g.result.tasks(), (*GRADED, "contributions")
-    fig, axes = plt.subplots(len(tasks), len(cols), figsize=(7.2, 2.3 * len(tasks) + 0.5), squeeze=False)
-    for r, t in enumerate(tasks):
+    fig = plt.figure(figsize=(COLUMN_IN, 3.9 * len(tasks) + 1.1), layout="constrained")
+    nulls = False
+    for sub, t in zip(np.atleast_1d(fig.subfigures(len(tasks), 1)), tasks):
         c = g.conditions[(t, condition)]
-        for j, m in enumerate(cols):
-            ax = axes[r, j]
+        sub.suptitle(TASKS[t].label, fontweight="bold")
+        for j, (ax, m) in enumerate(zip(sub.subplots(ROWS, COLS).ravel(), cols)):
+            ax.set_title("contribution ratio\n(not graded)" if m == "contributions" else SHORT_LABELS[m])
             if c.why:
-                ax.text(0.5, 0.5, "not tested", ha="center", va="center", transform=ax.transAxes, fontsize=8)
+                ax.text(0.5, 0.5, "not tested", ha="center", va="center", transform=ax.transAxes)
                 ax.set_axis_off()
                 continue
             first, second = (c.contributions[p] if m == "contributions" else c.comparisons[(p, m)] for p in PAIRS)
@@ -39,25 +57,26 @@ def measures(g: Grading, condition: str = "matched") -> plt.Figure:
                 x = c.null[m]
                 per[NULL] = (x.mean_b, x.band_b, x.seed_b)
                 shown.append(NULL)
+                nulls = True
             for i, o in enumerate(shown):
                 mean, (lo, hi), seeds = per[o]
                 if mean is None:
-                    ax.text(i, 0, "undef.", ha="center", rotation=90, fontsize=7)
+                    ax.text(i, 0, "undef.", ha="center", rotation=90)
                     continue
                 ax.bar(i, mean, color=COLORS[o], alpha=0.55, width=0.75, hatch="//" if o == NULL else None)
                 if lo is not None:
                     ax.errorbar(i, mean, yerr=[[mean - lo], [hi - mean]], color="k", capsize=3, lw=1)
                 vals = [v for v in seeds.values() if v is not None]
                 ax.scatter(np.full(len(vals), i) + np.linspace(-0.2, 0.2, len(vals)), vals, color="k", s=7, zorder=3)
-            ax.set_xticks(range(len(shown)), [NULL_SHORT if o == NULL else SHORT[o] for o in shown], fontsize=6.5,
-                          rotation=90)
-            ax.tick_params(axis="y", labelsize=7)
-            if r == 0:
-                ax.set_title("contribution\nratio (not graded)" if m == "contributions" else SHORT_LABELS[m], fontsize=8)
-        axes[r, 0].set_ylabel(f"{TASKS[t].name.upper()}\nvalue", fontsize=8)
-    fig.suptitle(f"At the answer position, {CONDITIONS[condition]}\nbars: seed means with 95% intervals over seeds "
-                 "and prompts; dots: seeds\nA′ (hatched): the null control, objective A on other examples", fontsize=8.5)
-    fig.tight_layout()
+            ax.set_xticks(range(len(shown)), [NULL_SHORT if o == NULL else SHORT[o] for o in shown])
+            if j % COLS == 0:
+                ax.set_ylabel("value")
+    key = [Patch(facecolor="0.6", alpha=0.55, label="seed mean, 95% CI over seeds and prompts"),
+           Line2D([], [], color="k", marker="o", ms=3, ls="none", label="one seed")]
+    if nulls:
+        key.append(Patch(facecolor="0.6", alpha=0.55, hatch="//", label="A′: A on other examples (null)"))
+    below(fig, extra=key)
+    fig.suptitle(f"At the answer position, {CONDITIONS[condition]}")
     return fig
 
 
@@ -66,7 +85,7 @@ def dynamics(g: Grading, measure: str = "depth") -> plt.Figure:
     objective (seed mean, band: the seeds' range), the matched level dashed; right: ``measure`` at every
     snapshot on the graded step counts; a ring marks each run's matched snapshot."""
     tasks = g.result.tasks()
-    fig, axes = plt.subplots(len(tasks), 2, figsize=(7.2, 2.6 * len(tasks) + 0.4), squeeze=False)
+    fig, axes = subplots(len(tasks), 2, height=2.5 * len(tasks) + 1.3, squeeze=False)
     for r, t in enumerate(tasks):
         c = g.conditions[(t, "matched")]
         k = c.match_k or TRAIN_STEPS[-1]
@@ -93,19 +112,15 @@ def dynamics(g: Grading, measure: str = "depth") -> plt.Figure:
         a.axhline(TASKS[t].chance, color="k", lw=0.8, ls=":", label="chance")
         a.set(xscale="log", ylim=(0, 1.02), ylabel=f"{TASKS[t].name.upper()}: accuracy, k = {k}")
         b.set(xscale="log", ylabel=SHORT_LABELS[measure])
-        ticks = sorted(set.union(*(set(g.result.snapshots[n]) for n in g.result.runs(t))))[::-2][::-1]
+        ticks = _log_ticks(set.union(*(set(g.result.snapshots[n]) for n in g.result.runs(t))))
         for ax in (a, b):
             ax.set_xticks(ticks, [str(x) for x in ticks])
             ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.tick_params(labelsize=7)
-            ax.yaxis.label.set_size(8)
             if r == len(tasks) - 1:
-                ax.set_xlabel("training step", fontsize=8)
-        if r == 0:
-            a.legend(fontsize=6.5, ncol=2)
-    fig.suptitle("Training dynamics: seed means; bands: the seeds' range; rings: each run's matched snapshot",
-                 fontsize=8.5)
-    fig.tight_layout()
+                ax.set_xlabel("training step")
+    ring = Line2D([], [], marker="o", mfc="none", mec="k", ls="none", label="a run's matched snapshot")
+    below(fig, axes.ravel(), extra=[ring], ncol=3)
+    fig.suptitle("Training dynamics: seed means; bands: the seeds' range")
     return fig
 
 
@@ -113,7 +128,7 @@ def accuracy(g: Grading) -> plt.Figure:
     """Per task: greedy accuracy per step count of the last snapshot (100 held-out chains each; 2-operation S5
     chains: every held-out one), seed mean and the seeds as dots; the trained range shaded, chance and the floor."""
     tasks = g.result.tasks()
-    fig, axes = plt.subplots(1, len(tasks), figsize=(7.2, 2.8), squeeze=False)
+    fig, axes = subplots(1, len(tasks), height=3.4, squeeze=False, sharey=True)
     for ax, t in zip(axes[0], tasks):
         steps = g.result.final_steps(t)
         for j, o in enumerate(OBJECTIVES):
@@ -126,11 +141,7 @@ def accuracy(g: Grading) -> plt.Figure:
         ax.axhline(TASKS[t].chance, color="k", lw=0.8, ls=":", label="chance")
         ax.axhline(floor(t), color="k", lw=0.8, ls="--", label="floor")
         ax.set_xticks(EVAL_STEPS)
-        ax.set(ylim=(0, 1.02), title=TASKS[t].label)
-        ax.set_xlabel("operations in the chain (k)", fontsize=8)
-        ax.title.set_size(8.5)
-        ax.tick_params(labelsize=7)
-    axes[0, 0].set_ylabel("greedy accuracy", fontsize=8)
-    axes[0, 0].legend(fontsize=6.5, ncol=2)
-    fig.tight_layout()
+        ax.set(ylim=(0, 1.02), title=TASKS[t].label, xlabel="operations in the chain (k)")
+    axes[0, 0].set_ylabel("greedy accuracy")
+    below(fig, axes[0, :1], ncol=6)
     return fig

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 import numpy as np
 import pandas as pd
 import torch
@@ -22,6 +24,10 @@ from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError
 from depthutils.measures.integrated_gradients import IGResult, Integrand
 from depthutils.core.prompts import as_prompt
+
+#: the figures' width in inches: the book's text column (``depthutils.book.plotstyle.COLUMN_IN``, which a
+#: measurement cannot import: the book's layer lies above it); their text keeps matplotlib's sizes, 10 pt and up
+FIGURE_WIDTH = 6.8
 
 
 def rule_error(result: IGResult, reference: IGResult) -> float:
@@ -66,24 +72,32 @@ def rule_table(rules: dict[str, IGResult], reference: IGResult, seconds: dict[st
 
 
 def rule_figure(rules: dict[str, IGResult], reference: IGResult):
-    """Per layer, each rule's error against ``reference`` (markers) and its own error estimate (line), as a
-    share of the largest |attribution|, on a log scale: the error bars of every rule, and whether they hold."""
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    """Per layer, each rule's error against ``reference`` (dots) and its own error estimate (line), as a share of
+    the largest |attribution|, on a log scale: the error bars of every rule, and whether they hold. Drawn at the
+    book's text column's width (:data:`FIGURE_WIDTH`), the key below the axes: a colour per rule, a style per
+    error."""
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.4), layout="constrained")
     scale = float(np.abs(reference.attribution[:, 1:]).max())
     layers = np.arange(reference.attribution.shape[0])
     floor = 1e-9
+    key = []
     for (name, r), color in zip(rules.items(), plt.rcParams["axes.prop_cycle"].by_key()["color"]):
         true = np.abs(r.attribution - reference.attribution)[:, 1:].max(1) / scale
         est = r.error_bars() / scale
-        ax.plot(layers, np.maximum(est, floor), "-", color=color, label=f"{name}: estimate")
-        ax.plot(layers, np.maximum(true, floor), "o", color=color, ms=5, label=f"{name}: against the reference")
+        ax.plot(layers, np.maximum(est, floor), "-", color=color)
+        ax.plot(layers, np.maximum(true, floor), "o", color=color, ms=5)
+        key.append(Line2D([], [], color=color, marker="o", ms=5, label=name))
+    key += [Line2D([], [], color="k", label="its own estimate"),
+            Line2D([], [], color="k", marker="o", ms=5, ls="none", label=f"against {_name(reference)}")]
     ax.set_yscale("log")
-    ax.set(xlabel="layer l", ylabel="error / max |attribution|", xticks=layers)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    ax.set(xlabel="layer l", ylabel="error / max |attribution|")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.legend(handles=key, loc="outside lower center", ncol=2)  # the rules in one column, the styles in the other
     m = reference.meta
-    fig.suptitle(f"Integrated gradients: each rule's error per layer (line: its own estimate; dots: against "
-                 f"{_name(reference)})\n{m['params']['prompt']!r} → {m['params']['answer']!r} · {m.get('model')} · "
-                 "one prompt", y=1.02, fontsize=9)
+    prompt = " ".join(m["params"]["prompt"].split())
+    prompt = prompt if len(prompt) <= 36 else prompt[:35] + "…"
+    fig.suptitle(f"Integrated gradients: each rule's error per layer\n{prompt!r} → {m['params']['answer']!r} · "
+                 f"{m.get('model')}")
     return fig
 
 
@@ -156,8 +170,9 @@ def path_steps(profile: Profile, nodes: int = 16, sharp: float = 5.0) -> dict:
 
 
 def plot_profile(profile: Profile, nodes: int = 16):
-    """``f`` and ``df/dα`` along the path of one layer, with Gauss–Legendre's ``nodes`` nodes marked."""
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 4.2), sharex=True)
+    """``f`` and ``df/dα`` along the path of one layer, with Gauss–Legendre's ``nodes`` nodes marked, at the book's
+    text column's width (:data:`FIGURE_WIDTH`)."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(FIGURE_WIDTH, 4.6), sharex=True, layout="constrained")
     top.plot(profile.alpha, profile.f, color="C0")
     top.set(ylabel="f(z(α))")
     bottom.plot(profile.alpha, profile.df, color="C1")
@@ -165,8 +180,7 @@ def plot_profile(profile: Profile, nodes: int = 16):
     for x in quad.quadrature("gauss", nodes)[0]:
         for ax in (top, bottom):
             ax.axvline(x, color="0.5", lw=0.6, ls=":")
-    fig.suptitle(f"Layer {profile.layer}'s integrand along the path (dotted: Gauss–Legendre's {nodes} nodes)",
-                 fontsize=9)
+    fig.suptitle(f"Layer {profile.layer}'s integrand along the path\n(dotted: Gauss–Legendre's {nodes} nodes)")
     return fig
 
 

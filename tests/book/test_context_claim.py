@@ -137,7 +137,7 @@ def test_prompts_that_cannot_inform_are_not_counted():
                in n for n in v.notes), v.notes
     fig = cc.sample_figure(sample)
     ax = fig.axes[0]
-    assert ax.get_xlabel() and ax.get_ylabel() == "prompt" and "not counted: 2" in ax.get_title()
+    assert ax.get_xlabel() and ax.get_ylabel() == "prompt" and "not counted: 2" in fig.get_suptitle()
     assert len(ax.get_yticklabels()) == 12  # every prompt measured; the two not counted drawn hollow (one defined)
     assert [len(coll.get_offsets()) for coll in ax.collections[:2]] == [10, 1]
     plt.close(fig)

@@ -11,7 +11,8 @@ from depthutils.analysis.early_exit import FIT_TEXTS, EarlyExitResult, early_exi
 from depthutils.analysis.known_facts import KINDS, FactPrompts
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, interval_text, judge
-from depthutils.book.plotstyle import BAND_NOTE, lines, long_form, title
+from depthutils.book.legends import band_key, below
+from depthutils.book.plotstyle import COLUMN_IN, lines, long_form, subplots, title
 from depthutils.book.realruns import FACT_CHECK_DTYPE, facts_for
 from depthutils.measures.tuned_lens import TunedLensResult, fit_readouts, tuned_lens
 
@@ -122,17 +123,21 @@ def headline(results: dict) -> dict:
 
 
 def figure(results: dict) -> plt.Figure:
-    """One panel per set of prompts: gold accuracy and top-1 agreement with the full model of the early exit at
-    every ``h_l`` (x: relative depth ``l / L``; 1 is the model's output), the gold accuracy of the tuned readout at
-    every ``h_l``, and the model cut after its first half with either readout (markers at 0.5, 95% intervals);
-    a :class:`TunedLensResult` among ``results`` adds a row of two panels below (:func:`lens_panels`)."""
+    """One panel per set of prompts (two a row): gold accuracy and top-1 agreement with the full model of the early
+    exit at every ``h_l`` (x: relative depth ``l / L``; 1 is the model's output), the gold accuracy of the tuned
+    readout at every ``h_l``, and the model cut after its first half with either readout (markers at 0.5, 95%
+    intervals), with one legend below them; a :class:`TunedLensResult` among ``results`` adds a row of two panels
+    below (:func:`lens_panels`)."""
     lens = [r for r in results.values() if isinstance(r, TunedLensResult)]
     results = {k: r for k, r in results.items() if isinstance(r, EarlyExitResult)}
-    n = max(len(results), 1)
-    fig = plt.figure(figsize=(7, 7.6 if lens else 3.8), layout="constrained")
-    top, bottom = fig.subfigures(2, 1) if lens else (fig, None)
-    axes = np.atleast_1d(top.subplots(1, n))
+    rows = -(-max(len(results), 1) // 2)
+    fig = plt.figure(figsize=(COLUMN_IN, 3.4 * rows + 1.9 + (4.3 if lens else 0)), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[3.4 * rows + 1.9, 4.3]) if lens else (fig, None)
+    axes = np.atleast_1d(top.subplots(rows, min(max(len(results), 1), 2), squeeze=False).ravel())
+    for ax in axes[len(results):]:
+        ax.set_axis_off()
     if not results:
+        axes[0].set_axis_on()
         axes[0].text(0.5, 0.5, "no set of prompts measured\n(see the verdict)", ha="center", va="center")
         axes[0].set(xlabel="early exit at hₗ, relative depth l / L", ylabel="share of answer tokens")
     colors = {"gold accuracy, raw lens": "#2ca02c", "top-1 agreement, raw lens": "#1f77b4"}
@@ -141,36 +146,43 @@ def figure(results: dict) -> plt.Figure:
         df = long_form(r, {"gold": "gold accuracy, raw lens", "agree": "top-1 agreement, raw lens"},
                        x=np.arange(L + 1) / L)
         lines(ax, df, colors, weighted=False)
+        ax.get_legend().remove()
         if np.isfinite(r.tuned_gold).all():
             ax.plot(np.arange(L) / L, r.tuned_gold, color="#d62728", marker=".", label="gold accuracy, tuned readout")
-        f, band = r.facts(), r.intervals()
-        for key, marker, color, label in (("skip_gold", "*", "k", "cut at L/2, raw lens"),
-                                          ("tuned_skip_gold", "D", "#d62728", "cut at L/2, tuned readout")):
+        f = r.facts()
+        for key, marker, color, label in (("skip_gold", "*", "k", "raw lens"),
+                                          ("tuned_skip_gold", "D", "#d62728", "tuned readout")):
             if f[key] is None:
                 continue
-            ax.errorbar([f["half"] / L], [f[key]], yerr=[[f[key] - band[f"{key}_lo"]], [band[f"{key}_hi"] - f[key]]],
-                        fmt=marker, color=color, markersize=7, capsize=3, label=f"{label} (95% CI)")
-        ax.axvline(0.5, color="k", lw=0.8, ls=":")
-        ax.set(xlabel="exit at hₗ, relative depth l / L", ylabel="share of answer tokens", ylim=(-0.03, 1.03))
-        ax.set_title(title(r, f"({'abcdefgh'[i]}) {name}"), fontsize=9)
-        ax.legend(fontsize=6, loc="upper left")
-    top.suptitle(f"With a cheap readout, could the second half be cut? · {BAND_NOTE}", fontsize=10)
+            # the fact is the mean over prompts: its interval as :meth:`~Result.intervals` rounds it
+            lo, hi = (round(float(v), 3) for v in r.interval(key))
+            ax.errorbar([f["half"] / L], [f[key]], yerr=[[f[key] - lo], [hi - f[key]]], fmt=marker, color=color,
+                        markersize=7, capsize=3, label=f"cut at L/2, {label} (95% CI)")
+        ax.axvline(0.5, color="k", lw=0.8, ls=":", label="the middle, l / L = 0.5")
+        ax.set(xlabel="exit at hₗ, relative depth l / L", ylabel="share of answer tokens" if i % 2 == 0 else "",
+               ylim=(-0.03, 1.03), title=f"({'abcdefgh'[i]}) {name}, n={r.meta.get('n', '?')}")
+    below(top, axes, extra=[band_key()])
+    model = next((r.meta.get("model") for r in results.values()), None)
+    top.suptitle("With a cheap readout, could the second half be cut?" + (f"\n{model}" if model else ""))
     if lens:
         lens_panels(bottom.subplots(1, 2), lens[0], first=len(results))
+        bottom.suptitle(title(lens[0], "The tuned readout and the raw lens per layer"))
     return fig
 
 
 def lens_figure(r: TunedLensResult) -> plt.Figure:
     """:func:`lens_panels` as a figure of its own."""
-    fig, axes = plt.subplots(1, 2, figsize=(7, 3.4), layout="constrained")
+    fig, axes = subplots(1, 2, height=4.3)
     lens_panels(axes, r)
+    fig.suptitle(title(r, "The tuned readout and the raw lens per layer"))
     return fig
 
 
 def lens_panels(axes, r: TunedLensResult, first: int = 0) -> None:
-    """On two axes: ``KL(output ‖ readout)`` per layer and the top-``k`` overlap with the output, of the tuned
-    readout and the raw lens (x: relative depth ``l / L``), with 95% bootstrap bands over prompts; dashed: P2's
-    overlap threshold; dotted: the middle. ``first``: the panels' letters start after that many."""
+    """On two axes: ``KL(output ‖ readout)`` per layer (log scale) and the top-``k`` overlap with the output, of the
+    tuned readout and the raw lens (x: relative depth ``l / L``), with 95% bootstrap bands over prompts and their
+    legend below the (sub)figure that holds them; dashed: P2's overlap threshold; dotted: the middle. ``first``: the
+    panels' letters start after that many."""
     L = len(r.kl)
     colors = {"tuned readout": "#d62728", "raw lens": "#7f7f7f"}
     p = r.meta.get("params", {})
@@ -178,16 +190,16 @@ def lens_panels(axes, r: TunedLensResult, first: int = 0) -> None:
                                                            ("overlap", "raw_overlap", f"top-{r.k} overlap")))):
         df = long_form(r, {key: "tuned readout", raw: "raw lens"}, x=np.arange(L) / L)
         lines(ax, df, colors)
-        ax.axvline(0.5, color="k", lw=0.8, ls=":")
+        ax.get_legend().remove()
+        ax.axvline(0.5, color="k", lw=0.8, ls=":", label="the middle, l / L = 0.5")
         if key == "overlap":
-            ax.axhline(0.3, color="k", lw=0.8, ls="--")
+            ax.axhline(0.3, color="k", lw=0.8, ls="--", label="P2's threshold, 0.3")
             ax.set_ylim(-0.03, 1.03)
         else:
             ax.set_yscale("log")  # the raw lens on the embedding sits far above every other point
-        ax.set(xlabel="hₗ, relative depth l / L", ylabel=label + (" (log scale)" if key == "kl" else ""))
-        what = f"fit on {p.get('fit_tokens')} tokens" if key == "kl" else "dashed: P2's 0.3"
-        ax.set_title(title(r, f"({'abcdefgh'[first + i]}) {what}"), fontsize=9)
-        ax.legend(fontsize=7)
+        what = f"fit on {p.get('fit_tokens')} tokens" if key == "kl" else "agreement with the output"
+        ax.set(xlabel="hₗ, relative depth l / L", ylabel=label, title=f"({'abcdefgh'[first + i]}) {what}")
+    below(axes[0].get_figure(root=False), axes, extra=[band_key()])
 
 
 def tuned_on(lm, *, n: int = 20, fit_texts: int = FIT_TEXTS, positions: int | None = None, seed: int = 123,

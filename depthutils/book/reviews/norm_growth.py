@@ -10,7 +10,8 @@ from depthutils.analysis import norm_growth as measure
 from depthutils.analysis.norm_growth import MASSIVE, NormGrowthResult
 from depthutils.book.claim_table import CLAIMS, MIN_HALF
 from depthutils.book.grading import Verdict, _verdict, band, interval_text, judge, not_tested
-from depthutils.book.plotstyle import BAND_NOTE, COLORS, lines, long_form, title
+from depthutils.book.legends import band_key, below
+from depthutils.book.plotstyle import COLORS, integer_ticks, lines, long_form, subplots, title
 
 __all__ = ["verdict", "figure", "depth_words", "REAL_RUN"]
 
@@ -61,31 +62,35 @@ def depth_words(f: dict) -> str:
 def figure(result: NormGrowthResult) -> plt.Figure:
     """(a) ‖h_l‖ at position 0 and at the others; (b) ‖Δ_l‖ with each half's mean; (c) ‖Δ_l‖ / ‖h_l‖; (d) the largest
     component over a token's median, at position 0 and at the others, with the massive threshold and where the lens
-    starts to agree with the output. 95% bands over prompts; dotted: where the second half begins."""
+    starts to agree with the output. 95% bands over prompts; dotted: where the second half begins. One legend below
+    the four panels."""
     f = result.facts()
-    fig, ((a, b), (c, d)) = plt.subplots(2, 2, figsize=(8, 6.2), constrained_layout=True)
-    lines(a, long_form(result, {"h_norm": "positions 1…T−1", "h_first": "position 0"}),
-          {"positions 1…T−1": "k", "position 0": "#d62728"})
-    a.set(xlabel="l (hₗ enters layer l; last: the output)", ylabel="‖hₗ‖ (log)", yscale="log",
+    fig, ((a, b), (c, d)) = subplots(2, 2, height=7.2)
+    positions = {"positions 1…T−1": "k", "position 0": "#d62728"}
+    lines(a, long_form(result, {"h_norm": "positions 1…T−1", "h_first": "position 0"}), positions)
+    a.set(xlabel="l (hₗ enters layer l; L: the output)", ylabel="‖hₗ‖ (log)", yscale="log",
           title="(a) the residual's norm")
     lines(b, long_form(result, {"delta_norm": "‖Δₗ‖"}), {"‖Δₗ‖": COLORS["layer"]})
-    b.hlines([f["abs_first"], f["abs_second"]], [1, f["mid"]], [f["mid"] - 1, f["L"] - 1], colors="k", lw=1.5,
-             label="mean of each half")
+    halves = b.hlines([f["abs_first"], f["abs_second"]], [1, f["mid"]], [f["mid"] - 1, f["L"] - 1], colors="k",
+                      lw=1.5, label="mean of each half")
     b.set(xlabel="layer l", ylabel="‖Δₗ‖ = ‖hₗ₊₁ − hₗ‖ (log)", yscale="log", title="(b) what a layer writes")
     lines(c, long_form(result, {"ratio": "‖Δₗ‖ / ‖hₗ‖"}), {"‖Δₗ‖ / ‖hₗ‖": COLORS["attn"]})
     c.set(xlabel="layer l", ylabel="‖Δₗ‖ / ‖hₗ‖ (log)", yscale="log", title="(c) relative (chapter 1)")
     x = np.arange(len(result.median_abs))
-    d.plot(x, result.peak_rest / result.median_abs, "k-o", ms=3, label="positions 1…T−1")
-    d.plot(x, result.peak_first / result.median_abs, "-o", color="#d62728", ms=3, label="position 0")
-    d.axhline(MASSIVE, color="grey", ls="--", lw=1, label=f"massive (≥ {MASSIVE:.0f}×)")
+    for key, label in (("peak_rest", "positions 1…T−1"), ("peak_first", "position 0")):
+        d.plot(x, getattr(result, key) / result.median_abs, "-o", color=positions[label], ms=3)
+    d.axhline(MASSIVE, color="grey", ls="--", lw=1, label=f"massive (≥ {MASSIVE:.0f}× the median)")
     if f["agree_layer"] is not None:
         d.axvline(f["agree_layer"], color="#8c564b", lw=1.2, label="lens top-5 overlap > 0.3 from here")
-    d.set(xlabel="l (hₗ enters layer l; last: the output)", ylabel="largest |hₗ[d]| / median (log)", yscale="log",
+    d.set(xlabel="l (hₗ enters layer l; L: the output)", ylabel="largest |hₗ[d]| / median (log)", yscale="log",
           title="(d) massive activations")
+    for ax in (a, b, c):
+        ax.get_legend().remove()  # seaborn's, one per panel: the figure has one below
     for ax in (a, b, c, d):
-        ax.axvline(f["mid"] - 0.5, color="k", lw=0.8, ls=":")
-        ax.legend(fontsize=7)
-    fig.suptitle(title(result, "Is it only the norm growing?") + f"\n{BAND_NOTE}", fontsize=10)
+        ax.axvline(f["mid"] - 0.5, color="k", lw=0.8, ls=":", label="the second half begins")
+    integer_ticks(a, b, c, d)
+    below(fig, (a, d), extra=[halves, band_key()])  # (b) and (c) have one line each: their y label names it
+    fig.suptitle(title(result, "Is it only the norm growing?"))
     return fig
 
 

@@ -10,7 +10,8 @@ import seaborn as sns
 from depthutils.analysis.solved_split import GROUPS, MIN_GROUP, SolvedSplit
 from depthutils.book.claim_table import CLAIMS, LEVEL
 from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, grade, interval_text
-from depthutils.book.plotstyle import title
+from depthutils.book.legends import below
+from depthutils.book.plotstyle import subplots, title
 
 __all__ = ["verdict", "figure"]
 
@@ -68,7 +69,8 @@ def verdict(result: SolvedSplit) -> Verdict:
 def figure(result: SolvedSplit) -> plt.Figure:
     """The deeper model's normalised depth score per problem (dots, coloured by task family) in each group of
     the split, with each group's mean and its 95% bootstrap interval over problems (hollow for a group of fewer
-    than :data:`~depthutils.analysis.solved_split.MIN_GROUP` problems); the counts label the groups."""
+    than :data:`~depthutils.analysis.solved_split.MIN_GROUP` problems); the counts label the groups, the key is below
+    the axes."""
     shallow, deep = result.models
     names = {"neither": "neither solves", "only_deeper": f"only {deep}", "only_shallower": f"only {shallow}",
              "both": "both solve"}
@@ -76,13 +78,13 @@ def figure(result: SolvedSplit) -> plt.Figure:
     palette = dict(zip(tasks, sns.color_palette("tab10", len(tasks))))
     groups, n = result.groups(), result.counts()
     rng = np.random.default_rng(0)  # the dots' horizontal jitter only
-    fig, ax = plt.subplots(figsize=(7.5, 4))
+    fig, ax = subplots(height=4.6)
     for i, g in enumerate(GROUPS):
         for t in tasks:
             keep = (groups == g) & (result.prompt_tasks == t)
             y = result.prompt_scores[keep]
             ax.scatter(i + rng.uniform(-0.18, 0.18, y.size), y, s=12, alpha=0.45, color=palette[t],
-                       label=t if i == 0 else None)
+                       label=f"one {t} problem" if i == 0 else None)
         mean, band = result.mean(g), result.mean_interval(g)
         if mean is not None:
             err = None if band is None else [[mean - band[0]], [band[1] - mean]]
@@ -92,7 +94,6 @@ def figure(result: SolvedSplit) -> plt.Figure:
     ax.set_xticks(range(len(GROUPS)), [f"{names[g]}\nn = {n[g]}" for g in GROUPS])
     ax.set(xlabel="which model solves the problem (greedy)", ylabel=f"{deep}'s depth score / (L − 1)", ylim=(0, 1),
            xlim=(-0.5, len(GROUPS) - 0.5))
-    ax.legend(fontsize=7, loc="upper right", ncol=2)
-    fig.suptitle(title(result, f"Do problems only {deep} solves use more of its depth? (dots: single problems; "
-                               f"against {shallow})"), y=1.04)
+    below(fig, [ax])
+    fig.suptitle(title(result, f"Do problems only {deep} solves use more of its depth?"))
     return fig
