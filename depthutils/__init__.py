@@ -14,7 +14,8 @@ Subpackages by role, each importing only from the layers before it (``tests/test
 
     core ← ladder ← data ← models ← cost ← measures ← analysis ← perf, teaching ← book ← __main__
 
-* :mod:`~depthutils.core`: errors, results and statistics, prompts and encoding, progress bars, the cache;
+* :mod:`~depthutils.core`: errors, results and statistics, prompts and encoding, progress bars, the cache, numbers as
+  the prose prints them;
 * :mod:`~depthutils.ladder`: the embedded models' registry, tasks, tokenizer and trainer;
 * :mod:`~depthutils.data`: the papers' data sets and the few-shot task families;
 * :mod:`~depthutils.models`: the model handle, architectures, devices, sources, start token, remote (NDIF),

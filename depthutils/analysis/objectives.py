@@ -28,6 +28,7 @@ import numpy as np
 from depthutils.analysis.at_answer import ARRAYS, MEASURES, AtAnswerResult, measure_of, measures_at
 from depthutils.analysis.objectives_tables import TABLES_DIR, measure_model, read_tables
 from depthutils.core.errors import DepthError
+from depthutils.core.numbers import enclose
 from depthutils.core.progress import progress
 from depthutils.ladder import registry
 from depthutils.ladder.objectives import NULL, OBJECTIVES
@@ -36,7 +37,8 @@ from depthutils.ladder.objectives import NULL, OBJECTIVES
 @dataclass
 class Comparison:
     """One measure of two objectives ``a`` and ``b`` on one task: seed means with intervals, the paired
-    difference ``a − b`` with its interval, and each seed's difference (None: undefined)."""
+    difference ``a − b`` with its interval (widened to hold the difference, as printed), and each seed's difference
+    (None: undefined)."""
 
     task: str
     measure: str
@@ -196,8 +198,9 @@ class ObjectivesResult:
         diffs = {s: None if sa[s] is None or sb[s] is None else sa[s] - sb[s] for s in seeds}
         da, db = ((self._draws(task, steps, measure, levels, col) if seeds else np.full(self.n_boot, np.nan))
                   for col in cols)
-        return Comparison(task, measure, a, b, levels, ma, mb, self._band(da), self._band(db),
-                          None if ma is None or mb is None else ma - mb, *self._band(da - db), diffs, sa, sb)
+        diff = None if ma is None or mb is None else ma - mb
+        return Comparison(task, measure, a, b, levels, ma, mb, self._band(da), self._band(db), diff,
+                          *enclose(diff, *self._band(da - db)), diffs, sa, sb)
 
     def has_null(self, task: str) -> bool:
         """Whether every seed of ``task`` has the null control's run (A on another draw of the examples), so the

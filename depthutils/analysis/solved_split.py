@@ -23,6 +23,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from depthutils.core.numbers import interval
 from depthutils.core.errors import DepthError
 from depthutils.core.results import Result, bootstrap
 from depthutils.ladder.tasks import heldout_check
@@ -200,9 +201,7 @@ def _r3(v):
 
 
 def _text(v, lo=None, hi=None) -> str:
-    if v is None:
-        return "undefined"
-    return f"{v:+.3f}" + ("" if lo is None else f" [{lo:+.3f}, {hi:+.3f}]")
+    return interval(v, lo, hi, "+.3f")
 
 
 def split(shallow: DepthScoreResult, deep: DepthScoreResult) -> SolvedSplit:

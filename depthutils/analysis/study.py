@@ -17,6 +17,7 @@ from depthutils.core.cache import cache_key, cached
 from depthutils.measures.curves import OVERLAP_THRESHOLD
 from depthutils.measures.effective_depth import METRICS, effective_depth
 from depthutils.core.errors import DepthError, NothingFits
+from depthutils.core.numbers import number
 from depthutils.ladder import registry
 from depthutils.models.handle import load_model
 from depthutils.models.sources import load_tokenizer, revision_of
@@ -122,7 +123,8 @@ class Study:
             lines.append(f"2. Chain of thought: mean ratio of {cot} minus {base}:")
             for m in METRICS:
                 b, c = self.mean_ratio([base], self.tasks, m), self.mean_ratio([cot], self.tasks, m)
-                lines.append(f"   {m:>7}: {fmt(c)} − {fmt(b)} = " + (UNDEFINED if None in (b, c) else f"{c - b:+.2f}"))
+                diff = UNDEFINED if None in (b, c) else number(c - b, "+.2f")
+                lines.append(f"   {m:>7}: {fmt(c)} − {fmt(b)} = {diff}")
         lines.append("3. Difficulty: mean ratio over the ladder, by task:")
         for m in METRICS:
             lines.append(f"   {m:>7}: " + ", ".join(f"{t} {fmt(self.mean_ratio(ladder, [t], m))}" for t in self.tasks))

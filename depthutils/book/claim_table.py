@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from depthutils.analysis.study import METRICS, reference_cells, reference_cot_tolerance, reference_gains
+from depthutils.core.numbers import number
 
 #: the outcomes a verdict can have, from best to worst for the claim, then the one that says nothing
 OUTCOMES = ("shown", "mixed", "not shown", "not tested")
@@ -87,8 +88,8 @@ def _p2(fact: str | dict, models: str) -> str:
         parts = []
         for m in METRICS:
             v = reference_gains(m)[key]
-            parts.append(f"{m} " + (", ".join(f"{size} {x:+.2f}" for size, x in v.items()) if isinstance(v, dict)
-                                    else f"{v:+.2f}"))
+            parts.append(f"{m} " + (", ".join(f"{size} {number(x, '+.2f')}" for size, x in v.items())
+                                    if isinstance(v, dict) else number(v, "+.2f")))
         groups.append(f"{label}: {', '.join(parts)}" if label else "; ".join(parts))
     return f"{'; '.join(groups)} (P2's Table 1, {models})"
 

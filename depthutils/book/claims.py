@@ -21,6 +21,7 @@ from depthutils.book.grading import (
 from depthutils.measures.logit_lens import LogitLensResult
 from depthutils.measures.contributions import ContributionsResult
 from depthutils.measures.residual_stream import ResidualStreamResult
+from depthutils.core.numbers import enclose, listing, numbered, plain
 from depthutils.analysis.study import METRICS, Study, reference_floor_cells, reference_spread
 from depthutils.measures.curves import peaks_at_embedding
 
@@ -74,8 +75,9 @@ def future_effects(result: FutureEffectsResult) -> Verdict:
     params = result.meta.get("params", {})
     notes = []
     if f["structural"]:
-        notes.append(f"Left out of the output halves: layer(s) {f['structural']}, whose output effect is 0 by "
-                     f"construction in this variant ({params.get('mode')} tokens{', direct only' if params.get('local') else ''}).")
+        local = ", direct only" if params.get("local") else ""
+        notes.append(f"Left out of the output halves: {numbered('layer', f['structural'])}, whose output effect is 0 "
+                     f"by construction in this variant ({params.get('mode')} tokens{local}).")
     if ovalue is None:
         notes.append("The output half is not tested: " + (
             "after the structural zeros are left out, a half has no layer left." if f["out_first"] is None
@@ -247,10 +249,10 @@ def degenerate_sentence(metric: str, why: str) -> str:
 def _grows(slope, lo, hi) -> str:
     """The ED-against-L slope graded against :data:`GROWS`: shown if its interval lies wholly above 0, not
     shown if wholly at or below it, mixed otherwise (:func:`grade` with the boundary on the other side: a
-    slope exactly 0, an ED that does not grow, is no rise)."""
+    slope exactly 0, an ED that does not grow, is no rise); the interval widened to hold the slope, as printed."""
     if slope is None:
         return "not tested"
-    lo, hi = (slope, slope) if lo is None or hi is None else (lo, hi)
+    lo, hi = (slope, slope) if lo is None or hi is None else enclose(slope, lo, hi)
     return "shown" if lo > GROWS.value else "not shown" if hi <= GROWS.value else "mixed"
 
 
@@ -304,7 +306,8 @@ def effective_depth(study: Study, ladder, base: str | None = None, cot: str | No
             if name == "scale":
                 slope = interval_text(f["scale_ed_slope"], f["scale_ed_slope_lo"], f["scale_ed_slope_hi"], "+.2f")
                 growth.append(_grows(f["scale_ed_slope"], f["scale_ed_slope_lo"], f["scale_ed_slope_hi"]))
-                grown.append(f"{metric}: {slope} layers per layer, mean ED {f['scale_ed']} ({growth[-1]})")
+                mean_ed = listing(plain(ed, 2) for ed in f["scale_ed"])
+                grown.append(f"{metric}: {slope} layers per layer, mean ED {mean_ed} ({growth[-1]})")
                 grown_values.append(f"{metric} {slope}")
         numbers = "; ".join(parts) or "no metric is informative"
         outcome = combine(grades)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from depthutils.book.claim_table import CLAIMS, LEVEL, OUTCOMES, WHOLE_LAYER, Claim
+from depthutils.core.numbers import enclose, interval
 from depthutils.core.results import Result
 
 
@@ -54,7 +55,8 @@ class Verdict:
 # ------------------------------------------------------------------------------------ the rule
 
 def grade(value, lo, hi, shown: float, against: float, below: bool = True, shown_first: bool = False) -> str:
-    """The one grading rule, on a statistic and its interval ``[lo, hi]`` (None: the point decides).
+    """The one grading rule, on a statistic and its interval ``[lo, hi]`` (None: the point decides), widened to hold
+    the statistic as the book prints it (:func:`depthutils.core.numbers.enclose`).
 
     ``below=True`` (smaller favours the claim): *not shown* if the interval lies wholly above ``against``,
     *shown* if it lies at or below ``shown``, *mixed* otherwise; ``below=False`` mirrors it. An undefined
@@ -68,6 +70,7 @@ def grade(value, lo, hi, shown: float, against: float, below: bool = True, shown
         return "not tested"
     if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
         lo = hi = value
+    lo, hi = enclose(value, lo, hi)
     is_shown = hi <= shown if below else lo >= shown
     is_against = lo > against if below else hi < against
     if shown_first and is_shown:
@@ -116,10 +119,9 @@ def combine(outcomes) -> str:
 
 
 def interval_text(value, lo=None, hi=None, fmt: str = ".2f") -> str:
-    """``"0.66 [0.61, 0.77]"``, ``"0.66"`` without an interval, ``"undefined"`` for None."""
-    if value is None:
-        return "undefined"
-    return f"{value:{fmt}}" + ("" if lo is None else f" [{lo:{fmt}}, {hi:{fmt}}]")
+    """``"0.66 [0.61, 0.77]"``, ``"0.66"`` without an interval, ``"undefined"`` for None: the package's one interval
+    format (:func:`depthutils.core.numbers.interval`: the interval widened to hold its point, no negative zero)."""
+    return interval(value, lo, hi, fmt)
 
 
 def _claim_text(c: Claim) -> str:

@@ -25,6 +25,7 @@ import numpy as np
 
 from depthutils.book.claim_table import CLAIMS, LEVEL, N_PERMUTATIONS, OUTCOMES, SHARED_TARGET
 from depthutils.book.grading import _verdict, band, grade, interval_text, not_tested
+from depthutils.core.numbers import enclose
 from depthutils.measures.cross_model_mapping import MappingResult
 
 __all__ = ["NULL_WORDS", "against_null", "distance_band", "mapping", "null_facts", "pair_name"]
@@ -43,10 +44,10 @@ def pair_name(r: MappingResult) -> str:
 
 def distance_band(r: MappingResult) -> tuple[float, float, float]:
     """``(distance, lo, hi)``: the distance from the diagonal with its bootstrap interval over held-out prompts
-    (the point twice where there is no interval)."""
+    (the point twice where there is no interval), the interval widened to hold the point as it is printed."""
     d = r.facts()["distance"]
     lo, hi = band(r, "distance")
-    return (d, d, d) if lo is None else (d, lo, hi)
+    return (d, d, d) if lo is None else (d, *enclose(d, lo, hi))
 
 
 def against_null(trained: tuple[float, float, float], untrained: tuple[float, float, float]) -> str:

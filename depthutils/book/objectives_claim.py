@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from depthutils.analysis.objectives import Comparison, ObjectivesResult
 from depthutils.book.claim_table import ACCURACY_FLOOR, CLAIMS
 from depthutils.book.grading import Verdict, _verdict
+from depthutils.core.numbers import interval
 from depthutils.ladder.objectives import GEOMETRIES, N_ACCURACY, NULL, OBJECTIVE_LABELS, TRAIN_STEPS
 from depthutils.ladder.registry import OBJECTIVE_TASKS
 from depthutils.ladder.word_problems import TASKS
@@ -269,13 +270,9 @@ def null_words(c: Condition) -> str:
 
 
 def cell(v, band, fmt: str = ".3f") -> str:
-    """``0.449 [0.38, 0.52]``: the value to three decimals, its interval's ends to two (minus signs as −)."""
-    if v is None:
-        return "undefined"
-    lo, hi = band
-    short = fmt.replace(".3f", ".2f")
-    text = f"{v:{fmt}}" + ("" if lo is None else f" [{lo:{short}}, {hi:{short}}]")
-    return text.replace("-", "−")
+    """``0.449 [0.38, 0.52]``: the value to three decimals, its interval's ends to two (minus signs as −), in the
+    package's one interval format (:func:`depthutils.core.numbers.interval`)."""
+    return interval(v, *band, fmt, fmt.replace(".3f", ".2f")).replace("-", "−")
 
 
 def grading(result: ObjectivesResult) -> Grading:

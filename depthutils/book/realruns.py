@@ -23,6 +23,7 @@ from depthutils.book.claim_table import CLAIMS, OUTCOMES
 from depthutils.measures.contributions import contributions
 from depthutils.measures.depth_score import depth_score
 from depthutils.core.errors import DepthError
+from depthutils.core.numbers import as_shown
 from depthutils.models.real.fetch import ensure
 from depthutils.measures.future_effects import future_effects
 from depthutils.measures.integrated_gradients import integrated_gradients
@@ -272,7 +273,7 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", left_out
         if _glue is not None:
             _glue(f"{glue_name(chapter)}_{slug(name)}", _value(v, lm.dtype_name), display=False)
             for key, value in (run.glue(results) if run.glue else {}).items():
-                _glue(f"{glue_name(chapter)}_{slug(name)}_{key}", "never" if value is None else value, display=False)
+                _glue(f"{glue_name(chapter)}_{slug(name)}_{key}", as_shown(value), display=False)
     for name in REAL_MODELS:
         if name not in done:
             why = left_out.get(name, f"{TITLES[name]} is not in this run's real_models (`python -m depthutils book` "

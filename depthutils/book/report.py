@@ -21,6 +21,7 @@ from depthutils.book.claims import Verdict, paper_vs_run
 from depthutils.book.context_claim import by_kind, sample_facts, worked
 from depthutils.book.grading import interval_text
 from depthutils.book.plotstyle import save
+from depthutils.core.numbers import as_shown, listing
 from depthutils.models.handle import loaded_dtypes
 
 try:
@@ -38,13 +39,14 @@ def glue_facts(facts, prefix: str) -> None:
     Returns nothing, so the cell shows nothing either: nbval runs cells without history,
     where a trailing ``;`` does not silence a returned value.
 
-    ``None`` (a quantity that is undefined on this run) is glued as the word "never".
+    Each value is glued as prose shows it (:func:`depthutils.core.numbers.as_shown`): ``None`` (a quantity that is
+    undefined on this run) as the word "undefined", a list as its items in words, no negative zero.
     """
     if not isinstance(facts, dict):
         facts = {**facts.facts(), **(facts.intervals() if hasattr(facts, "intervals") else {})}
     for name, value in facts.items():
         if _glue is not None:
-            _glue(f"{prefix}_{name}", "never" if value is None else value, display=False)
+            _glue(f"{prefix}_{name}", as_shown(value), display=False)
 
 
 def sample(results: dict, out_dir: str, name: str, prefix: str) -> None:
@@ -117,7 +119,8 @@ def machine() -> str:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     except OSError:
         pass
-    return f"{cpu}, {torch.get_num_threads()} CPU thread(s) of {os.cpu_count()}"
+    threads = torch.get_num_threads()
+    return f"{cpu}, {threads} CPU thread{'' if threads == 1 else 's'} of {os.cpu_count()}"
 
 
 def ran_in() -> None:
@@ -133,7 +136,7 @@ def precisions(dtypes: dict[str, str]) -> str:
     parts = [f"{name} in {dtype}" for name, dtype in dtypes.items()]
     if not parts:
         return ""
-    return ", with " + (parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1])
+    return ", with " + listing(parts)
 
 
 def figure(fig, out_dir, name: str) -> None:

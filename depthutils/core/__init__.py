@@ -1,2 +1,2 @@
-"""The bottom layer: errors, results and their statistics, prompts and their encoding, progress bars, norms and
-the result cache. It imports nothing else of depthutils."""
+"""The bottom layer: errors, results and their statistics, prompts and their encoding, progress bars, norms, the
+result cache, and numbers as the prose prints them. It imports nothing else of depthutils."""

@@ -13,6 +13,7 @@ from typing import Callable, ClassVar
 
 import numpy as np
 
+from depthutils.core.numbers import number
 from depthutils.core.results import Result
 
 
@@ -166,8 +167,8 @@ class DepthScoreResult(Result):
             levels = ", ".join(f"{r['level']}: {_fmt(r['norm_score'])} ({_fmt(r['accuracy'], pct=True)})"
                                for r in rows)
             parts.append(f"{t}: normalised depth score of D maxed over the level's prompts (accuracy) by level "
-                         f"{levels}; P1's slope per level {'undefined' if s is None else f'{s:+.3f}'}, the slope "
-                         f"of the level means of the prompts' scores (ours) {'undefined' if m is None else f'{m:+.3f}'}.")
+                         f"{levels}; P1's slope per level {number(s, '+.3f')}, the slope "
+                         f"of the level means of the prompts' scores (ours) {number(m, '+.3f')}.")
         return " ".join(parts)
 
 

@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from depthutils.core.numbers import numbered
 from depthutils.core.results import Result, half_sizes, halves
 
 __all__ = ["FutureEffectsResult"]
@@ -65,7 +66,7 @@ class FutureEffectsResult(Result):
     def findings(self) -> str:
         f = self.facts()
         fmt = lambda v: "—" if v is None else f"{v:.3f}"
-        zeros = f" (left out: layer(s) {f['structural']}, 0 by construction)" if f["structural"] else ""
+        zeros = f" (left out: {numbered('layer', f['structural'])}, 0 by construction)" if f["structural"] else ""
         return (f"Skipping a first-half layer changes later layers by {f['later_first']:.3f} on average, a "
                 f"second-half layer by {f['later_second']:.3f}; the output moves by {fmt(f['out_first'])} vs "
                 f"{fmt(f['out_second'])} (max ‖p − p′‖₂, mean over the half{zeros}).")

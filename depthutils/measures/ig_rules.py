@@ -22,6 +22,7 @@ from depthutils.measures import quadrature as quad
 from depthutils.models import stack
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError
+from depthutils.core.numbers import rounded
 from depthutils.measures.integrated_gradients import IGResult, Integrand
 from depthutils.core.prompts import as_prompt
 
@@ -64,7 +65,7 @@ def rule_table(rules: dict[str, IGResult], reference: IGResult, seconds: dict[st
     rows = []
     for name, r in rules.items():
         L = r.attribution.shape[0]
-        rows.append({"rule": name, "evals/layer": round(r.evaluations / L, 1), "passes": r.rounds,
+        rows.append({"rule": name, "evals/layer": rounded(r.evaluations / L), "passes": r.rounds,
                      "seconds": None if seconds is None else round(seconds[name], 1),
                      "error": float(f"{rule_error(r, reference):.2g}"), "own estimate": r.facts()["max_error"]})
     df = pd.DataFrame(rows).set_index("rule")
@@ -200,7 +201,7 @@ def prefer_adaptive(riemann: IGResult, adaptive: IGResult, reference: IGResult) 
                     "reader running a 70B model should raise `budget`, or keep P1's rule, and compare the "
                     "estimated errors on their model before relying on it.")
     return {"riemann_error": float(f"{e_r:.2g}"), "adaptive_error": float(f"{e_a:.2g}"),
-            "riemann_per_layer": round(n_r, 1), "adaptive_per_layer": round(n_a, 1), "sentence": sentence}
+            "riemann_per_layer": rounded(n_r), "adaptive_per_layer": rounded(n_a), "sentence": sentence}
 
 
 def seconds(rules: dict[str, IGResult]) -> dict:

@@ -32,6 +32,7 @@ from depthutils.core.encoding import encode_all
 from depthutils.core.progress import progress
 from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of
 from depthutils.core.errors import DepthError, check_finite
+from depthutils.core.numbers import rounded
 from depthutils.models.architectures import check_residual
 from depthutils.core.prompts import as_prompt
 from depthutils.models.remote import each
@@ -89,7 +90,7 @@ class IGResult(Result):
                 "completeness": round(float(self.residual.max()) / delta, 3) if delta > 0 else None,
                 "deepest_rel": None if deep is None else round((deep + 1) / L, 2),
                 "rule": self.meta["params"]["rule"], "evaluations": int(self.evaluations),
-                "per_layer": round(self.evaluations / L, 1), "rounds": int(self.rounds),
+                "per_layer": rounded(self.evaluations / L), "rounds": int(self.rounds),
                 "max_error": None if np.isnan(err) else float(f"{err:.2g}")}
 
     def findings(self) -> str:

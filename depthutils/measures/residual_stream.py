@@ -27,6 +27,7 @@ import torch
 
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError, check_finite
+from depthutils.core.numbers import significant
 from depthutils.models.architectures import check_residual, unwrap
 from depthutils.models.remote import each
 from depthutils.core.results import Result, describe, make_meta
@@ -74,9 +75,9 @@ class ResidualStreamResult(Result):
                 f"on average {f['sink_mean']:.2f} of each query's attention goes to position 0, against "
                 f"{f['uniform_mean']:.2f} under even attention; {f['sink_layers']} of {f['sink_measured']} layers "
                 "put more than twice the even share there")
-        return (f"h_(l+1) = h_l + a_l + m_l holds to a relative error of at most {f['max_error']:.0e} (raw module "
-                f"outputs: {f['max_raw_error']:.0e}); {sink}; ‖h_l‖ at position 0 is up to {f['norm_ratio']:.1f}× "
-                "the median of the other positions.")
+        return (f"h_(l+1) = h_l + a_l + m_l holds to a relative error of at most {significant(f['max_error'])} (raw "
+                f"module outputs: {significant(f['max_raw_error'])}); {sink}; ‖h_l‖ at position 0 is up to "
+                f"{f['norm_ratio']:.1f}× the median of the other positions.")
 
 
 @contextlib.contextmanager

@@ -62,7 +62,7 @@ def random_model(family: str = "llama", path: str | Path | None = None, *, seed:
 
 def tiny_model(family: str = "olmo2", layers: int = 2, seed: int = 0):
     """A small loaded model of ``family`` (``"olmo2"`` or ``"gemma2"``: norms after the sublayers) with random
-    weights, in a new temporary folder.
+    weights, in a new temporary folder; results and prose name it ``random-<family>``, not by that folder.
 
     Random weights: only for checks that hold whatever the weights are, such as which tensor a
     layer adds to the residual.
@@ -73,7 +73,7 @@ def tiny_model(family: str = "olmo2", layers: int = 2, seed: int = 0):
         raise DepthError(f"family must be one of olmo2, gemma2, got {family!r}.")
     path = random_model(family, seed=seed, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256)
-    return load_model(str(path), dtype="float32")  # its identity is checked at float32 rounding
+    return load_model(str(path), dtype="float32", label=f"random-{family}")  # identity checked at float32 rounding
 
 
 def untrained(name: str, *, device: str = "auto", dtype: str = "auto", **kwargs):

@@ -1,6 +1,6 @@
 """The chapter runner and the rendered book, read in headless Chromium.
 
-The book is built once per session (``python -m depthutils book``) unless
+The book is built once per session (``python -m depthutils book``, :func:`built_book`) unless
 ``_build/html`` is already newer than every chapter; the browser test serves it
 on loopback and opens every chapter page.
 """
@@ -133,13 +133,20 @@ def _executed_by_nbval() -> bool:
                for p in chapters().values())
 
 
-@pytest.fixture(scope="module")
-def book_url():
+def built_book():
+    """The rendered book's folder (:data:`HTML`), built unless it is newer than every source: the browser tests and
+    the hygiene test (``tests/book/test_hygiene.py``) read one build."""
     if not _book_is_fresh():
         render = ["--executed", str(EXECUTED)] if _executed_by_nbval() else []  # each chapter executes once
         proc = subprocess.run([sys.executable, "-m", "depthutils", "book", *render], capture_output=True, text=True,
                               cwd=ROOT, timeout=3600)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return HTML
+
+
+@pytest.fixture(scope="module")
+def book_url():
+    built_book()
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(HTML))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

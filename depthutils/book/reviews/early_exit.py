@@ -110,7 +110,7 @@ def _num(x) -> str:
 
 
 def headline(results: dict) -> dict:
-    """The first set's facts and their intervals, for a chapter's prose (every key None, glued as "never", when no
+    """The first set's facts and their intervals, for a chapter's prose (every key None, glued as "undefined", when no
     set was measured)."""
     results = {k: r for k, r in results.items() if isinstance(r, EarlyExitResult)}
     if results:

@@ -138,13 +138,14 @@ STRETCH = Exercise(
     "skip_matrix", "02_future_effects", "Every layer's effect on every later layer, in one batched pass",
     "skip_matrix(lm, input_ids, position) -> torch.Tensor",
     "[L, L]: D[s, j] = max over p ≥ position of ‖Δ_j[p] − Δ′_j[p]‖ / ‖Δ_j[p]‖ for j > s, where Δ′ comes from "
-    "the run that skips layer s on positions 1 … position−1, and NaN where j ≤ s (one prompt, input_ids [1, T])",
+    "the run that skips layer s on positions 1 … position−1, and `NaN` where j ≤ s (one prompt, "
+    "input_ids [1, T])",
     difficulty=4, importance=4,
     hints=("One forward pass of a batch of L + 1 copies of the prompt does it: row 0 is the clean run, and row "
            "s + 1 skips layer s. A forward hook on each layer can skip its own row and record Δ_j = output − "
            "input for every row.",
            "Skipping layer s sets h_{s+1}[p] := h_s[p] on positions 1 … t−1 (position 0 is BOS, the sink). Layers "
-           "j ≤ s are not changed by the skip: leave D[s, j] at NaN there.",
+           "j ≤ s are not changed by the skip: leave D[s, j] at `NaN` there.",
            "The ratio is taken per position, then the maximum over p ≥ t."),
     cases=lambda lm: [dict(zip(("input_ids", "_prompt"), _one(lm)), position=t) for t in (12, 8)],
     reference=lambda lm, case: _future_of(lm, case)[1],

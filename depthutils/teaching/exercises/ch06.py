@@ -39,7 +39,7 @@ def _depth_mistakes(lm, case):
 EXERCISE = Exercise(
     "depth_score", "06_depth_score", "The depth score of a future-effect matrix",
     "depth_score(D) -> float",
-    "Σ_s s·r_s / Σ_s r_s with r_s = Σ_{j>s} D[s, j] / (L−1−s), for D [L, L] (NaN where j ≤ s)",
+    "Σ_s s·r_s / Σ_s r_s with r_s = Σ_{j>s} D[s, j] / (L−1−s), for D [L, L] (`NaN` where j ≤ s)",
     difficulty=1, importance=3,
     hints=("Row s of D holds the effects of skipping layer s on the later layers j > s; `np.nansum` "
            "ignores the NaNs below the diagonal.",
@@ -120,7 +120,7 @@ EXERCISE_SLOPE = Exercise(
     "level means of score / (L − 1) against the level's rank (ours: the smooth companion of P1's slope of each "
     "level's max), resampling the prompts within each level with "
     "`rng = np.random.default_rng(seed)` (per draw, for each level in increasing order, `rng.choice(idx, "
-    "idx.size)` of its prompt indices); NaN scores are undefined and left out",
+    "idx.size)` of its prompt indices); `NaN` scores are undefined and left out",
     difficulty=3, importance=4,
     hints=("Draw the levels in increasing order, each from its own prompts: one resample keeps every level's "
            "size, so no level can go missing from a draw.",

@@ -129,11 +129,11 @@ EXERCISE_RATIO = Exercise(
     "later_ratio", "08_shared_layers", "The first depth-use number: second half over first half",
     "later_ratio(D) -> float",
     "mean over the second half of the layers of e_s = mean_{j>s} D[s, j], divided by its mean over the first "
-    "half (the middle layer of an odd L in the first half; the last layer, with no later layer, and NaN "
+    "half (the middle layer of an odd L in the first half; the last layer, with no later layer, and `NaN` "
     "entries left out), for D [L, L] whose entries at j ≤ s do not count",
     difficulty=3, importance=3,
     hints=("Row s of D is the effect of skipping layer s on every layer j; only j > s is an effect on a later "
-           "layer. `np.nanmean` leaves out an undefined (NaN) entry.",
+           "layer. `np.nanmean` leaves out an undefined (`NaN`) entry.",
            "The first half is layers 0 … (L + 1)//2 − 1; the last layer has no later layer, so its e_s is "
            "undefined, not 0."),
     cases=lambda lm: [dict(D=_future_D(8, 0)), dict(D=_future_D(7, 1, lower=0.0))],

@@ -40,10 +40,10 @@ EXERCISE = Exercise(
     "effective_depth_kl", "09_depth_across_scale", "P2's effective depth from a KL curve",
     "effective_depth_kl(kl) -> int | None",
     "the first layer l in 0 … L−2 with KL_l < 0.5 · max KL (the maximum over all L entries; as P2's code, the "
-    "last entry is never searched), or None when no layer qualifies",
+    "last entry is never searched), or `None` when no layer qualifies",
     difficulty=1, importance=3,
     hints=("Compare each layer with half of the curve's maximum and stop at the first one below it.",
-           "An undefined effective depth is None, never 0: 0 would claim the first layer already decides."),
+           "An undefined effective depth is `None`, never 0: 0 would claim the first layer already decides."),
     # each wrong answer differs from the right one first on a case where it equals no other known mistake
     # (2nd: the first layer is not the largest; 5th: a value exactly half the maximum; 6th: only the last
     # entry qualifies, which P2's search never reaches)
