@@ -1,4 +1,4 @@
-"""The intro's overview: every graded claim in one table, one column per model that ran in the build.
+"""The intro's overview: every chapter's verdicts in one table, one column per model that ran in the build.
 
 ``python -m depthutils book`` (:func:`depthutils.book.runner.build_book`) writes it into the staged
 ``intro.md`` in place of the line that starts with :data:`MARKER`, once every chapter is executed. Each cell
@@ -26,17 +26,13 @@ from depthutils.models.real.catalog import REAL_MODELS
 #: the line of the source intro.md that the table replaces
 MARKER = "% OVERVIEW"
 #: the table's caption
-CAPTION = ("The papers' claims, graded in this build: each cell is the verdict and this run's value of the claim's "
-           "statistic (its first graded part, without its interval; the chapter gives them all). Reviewer: a question "
-           "P1's reviewers asked, in our words; —: the model is not run for that claim.")
+CAPTION = ("The papers' claims, graded in this build. A cell: the verdict · this run's value of the claim's statistic "
+           "(its first graded part; the chapter gives every part with its interval). Reviewer: a question P1's "
+           "reviewers asked, in our words. —: not run for that claim.")
 OUTCOME_WORDS = (("shown", "the evidence supports the claim"),
                  ("mixed", "the evidence points both ways or is inconclusive"),
                  ("not shown", "nothing supports the claim, or something contradicts it"),
                  ("not tested", "the run cannot speak to it"))
-CHAPTERS = {"00": "0 · Residual stream", "01": "1 · Contributions", "02": "2 · Skipping a layer",
-            "03": "3 · Logit lens", "04": "4 · Residual erasure", "05": "5 · Integrated gradients",
-            "06": "6 · Depth score", "07": "7 · Residual mapping", "08": "8 · Shared layers",
-            "09": "9 · Effective depth", "10": "10 · Objectives"}
 
 
 def _p2(key: str) -> list[float]:
@@ -52,8 +48,8 @@ def _p2_scale() -> str:
 
 def _p2_lens() -> str:
     ratios = {m: [c[2] for c in reference_cells(m)] for m in ("kl", "overlap")}
-    return "P2's ED ratios (Table 1): " + ", ".join(f"{'KL' if m == 'kl' else m} {min(v):.2f}–{max(v):.2f}"
-                                                    for m, v in ratios.items())
+    return "P2's ED ratio: " + ", ".join(f"{'KL' if m == 'kl' else m} {min(v):.2f}–{max(v):.2f}"
+                                         for m, v in ratios.items()) + " (Table 1)"
 
 
 @dataclass(frozen=True)
@@ -70,34 +66,34 @@ class Row:
 
     @property
     def where(self) -> str:
-        """``"1"``, or ``"1 (norms)"`` for a chapter's second verdict: the row in a sentence."""
+        """``"1"``, or ``"1 (norms)"`` for a verdict glued under a name of its own: the row in a sentence."""
         tag = self.prefix.removeprefix("verdict").strip("_").replace("_", " ")
         return f"{int(self.chapter)}" + (f" ({tag})" if tag else "")
 
 
 #: every verdict a chapter glues, in book order ("Reviewer": a question P1's reviewers asked, in our words)
 ROWS = (
-    Row("00", "residual_stream", "verdict", "each layer adds its attention and MLP outputs (P1's notation)",
+    Row("00", "residual_stream", "verdict", "P1's notation: hₗ₊₁ = hₗ + aₗ + mₗ",
         "0 up to rounding (ours)", real=True),
     Row("01", "contributions", "verdict", "P1: second-half layers contribute much less", "below 1 (Fig. 2)",
         real=True),
     Row("01", "norm_growth", "verdict_norms", "Reviewer: that fall is only the residual's norm growing",
-        "— (no number)", real=True),
+        "no number", real=True),
     Row("02", "future_effects", "verdict", "P1: skipping a second-half layer matters much less",
         "both below 1 (Fig. 3)", real=True),
     Row("03", "logit_lens", "verdict", "P1: the logit lens converges in the second half", _p2_lens, real=True),
-    Row("03", "early_exit", "verdict_exit", "Reviewer: cut after its first half, a model loses most answers, "
-        "even with a tuned readout", "— (no number)", real=True),
+    Row("03", "early_exit", "verdict_exit", "Reviewer: cut at the middle, even a tuned readout loses most "
+        "answers", "no number", real=True),
     Row("04", "context", "verdict", "P1: context stops mattering by about the middle", "≈ 0.5 (P1's notebook)",
         real=True),
     Row("05", "context", "verdict", "P1: the same, by integrated gradients", "≈ 0.5 (P1's notebook)", real=True),
-    Row("06", "depth_score", "verdict", "P1: problems with more hops use no more depth", "no rise (no number)",
+    Row("06", "depth_score", "verdict", "P1: problems with more hops use no more depth", "no rise, no number",
         real=True),
-    Row("06", "only_deeper", "verdict_only_deeper", "Reviewer: problems only a deeper model solves use no more "
-        "of its depth", "— (no number)"),
+    Row("06", "only_deeper", "verdict_only_deeper", "Reviewer: problems only the deeper model solves use no more "
+        "depth", "no number"),
     Row("07", "mapping", "verdict", "P1: a deeper model matches at the same relative depth", "on the diagonal"),
     Row("08", "shared_layers", "verdict", "P1 (preliminary): a shared-layer model uses more depth",
-        "above 0 (no number)"),
+        "above 0, no number"),
     Row("09", "scale", "verdict_scale", "P2: ED grows with size, the ED ratio stays stable",
         _p2_scale),
     Row("09", "cot", "verdict_cot", "P2: long chain of thought does not raise the ratio",
@@ -105,8 +101,8 @@ ROWS = (
     Row("09", "difficulty", "verdict_difficulty", "P2: harder tasks do not raise the ratio",
         lambda: f"within ±{max(abs(v) for v in _p2('hard_gain')):.2f} (Table 1)"),
     Row("10", "objectives", "verdict_s5", "P1's hypothesis: modelling the question ends feature building "
-        "earlier (S5)", "A > Q+A > LM (no number)"),
-    Row("10", "objectives", "verdict_z10", "the same on Z10, a control with a shortcut (ours)", "— (ours)"),
+        "earlier (S5)", "A > Q+A > LM, no number"),
+    Row("10", "objectives", "verdict_z10", "the same on Z10, a control with a shortcut (ours)", "none (our control)"),
 )
 
 # ------------------------------------------------------------------------------------ what the run glued
@@ -194,11 +190,11 @@ def table(models: list[str], run: dict | None = None) -> str:
         raise DepthError(f"The overview names unknown real models {', '.join(unknown)}; the named real models are "
                          f"{', '.join(REAL_MODELS)}.")
     models = [m for m in REAL_MODELS if m in models]
-    head = ["chapter", "the claim", "the paper's value", "embedded", *(TITLES[m] for m in models)]
+    head = ["ch.", "the claim", "the paper's value", "embedded", *(TITLES[m] for m in models)]
     rows = []
     for r in ROWS:
         paper = r.paper() if callable(r.paper) else r.paper
-        cells = [f"[{CHAPTERS[r.chapter]}](chapters/{stems()[r.chapter]})", r.words, paper,
+        cells = [f"[{int(r.chapter)}](chapters/{stems()[r.chapter]})", r.words, paper,
                  _ref(r.chapter, f"{r.prefix}_cell")]
         cells += [_ref(r.chapter, f"{r.prefix}_{slug(m)}_cell") if r.real else "—" for m in models]
         rows.append("| " + " | ".join(cells) + " |")

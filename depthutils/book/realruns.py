@@ -4,7 +4,9 @@ SmolLM2-135M and Gemma 3 270M, beside the embedded model's, on the same page.
 A chapter's ``real_models`` parameter lists the models to run (``[]``: none, the default of a chapter run on
 its own; ``python -m depthutils book`` passes the ones it could fetch, see :func:`available`). One call,
 :func:`section`, runs them, shows each one's figure (captioned), numbers and verdict, the model that can test
-the claim first, and glues each verdict as ``verdict_<slug>`` for the intro's table.
+the claim first, and glues each verdict as ``verdict_<slug>`` (with ``_cell`` and ``_dtype`` for the intro's
+overview, :mod:`depthutils.book.overview`). Their time counts as the real models' in the chapter's run time
+(:func:`depthutils.book.report.count_real`).
 """
 from __future__ import annotations
 

@@ -263,7 +263,7 @@ def test_sidebar_order_and_the_intros_verdict_table(book_url, browser):
                     t.scrollWidth > t.clientWidth + 1 || t.getBoundingClientRect().right > innerWidth]
                  : [[], [], true];""")
     ran = overview.models_run(overview.read_run(ROOT / "_build" / "src" / "chapters"))
-    assert head == ["chapter", "the claim", "the paper's value", "embedded", *(overview.TITLES[m] for m in ran)], head
+    assert head == ["ch.", "the claim", "the paper's value", "embedded", *(overview.TITLES[m] for m in ran)], head
     assert len(rows) == len(overview.ROWS) and not cut, (rows, cut)
     outcome = re.compile(r"(shown|mixed|not shown|not tested)( · [+\-−]?\d+(\.\d+)?(e[+\-]\d+)?)?")
     for row, cells in zip(overview.ROWS, rows):
@@ -276,7 +276,7 @@ def test_sidebar_order_and_the_intros_verdict_table(book_url, browser):
         assert ("fetch " + name in text) == (name not in ran), name
     assert "{glue" not in text and "OVERVIEW" not in text
     links = browser.execute_script(
-        "return Array.from(document.querySelectorAll('main table a')).map(a => a.getAttribute('href'))")
+        "return Array.from(document.querySelectorAll('main table.overview td a')).map(a => a.getAttribute('href'))")
     assert {link.split("/")[-1].split(".")[0] for link in links} == {p.stem for p in chapters().values()}
 
 
@@ -301,7 +301,7 @@ def test_exercises_and_collapsed_solutions_in_a_browser(book_url, browser, stem)
 def test_instructors_page_in_a_browser(book_url, browser):
     browser.get(f"{book_url}/instructors.html")
     rows = browser.execute_script("""
-        const t = Array.from(document.querySelectorAll('main table')).find(t => t.innerText.includes('run time'));
+        const t = Array.from(document.querySelectorAll('main table')).find(t => t.innerText.includes('class run'));
         return t ? Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText.trim())) : [];""")
     assert len(rows) == len(chapters()), rows
     # every run time glued from the build: the class run (the chapter without its real-model sections) and the
