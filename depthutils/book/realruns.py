@@ -4,7 +4,9 @@ SmolLM2-135M and Gemma 3 270M, beside the embedded model's, on the same page.
 A chapter's ``real_models`` parameter lists the models to run (``[]``: none, the default of a chapter run on
 its own; ``python -m depthutils book`` passes the ones it could fetch, see :func:`available`). One call,
 :func:`section`, runs them, shows each one's figure (captioned), numbers and verdict, the model that can test
-the claim first, and glues each verdict as ``verdict_<slug>`` for the intro's table.
+the claim first, and glues each verdict as ``verdict_<slug>`` (with ``_cell`` and ``_dtype`` for the intro's
+overview, :mod:`depthutils.book.overview`). Their time counts as the real models' in the chapter's run time
+(:func:`depthutils.book.report.count_real`).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import Callable
 import matplotlib.pyplot as plt
 from IPython.display import HTML, Markdown, display
 
-from depthutils.book import claims, plotting
+from depthutils.book import claims, plotting, report
 from depthutils import data
 from depthutils.book.claim_table import CLAIMS, OUTCOMES
 from depthutils.measures.contributions import contributions
@@ -223,7 +225,7 @@ def _one(run: Run, name: str):
 
 
 def _value(v, dtype: str) -> str:
-    """The intro table's cell: the outcome, the graded value with its interval, and the dtype it ran in."""
+    """The outcome, the graded value with its interval, and the dtype it ran in."""
     return (f"{v.outcome}: {v.value}" if v.value else v.outcome) + f" ({dtype})"
 
 
@@ -234,8 +236,11 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", left_out
     :class:`Run` with its ``key`` ``"<chapter>-<name>"`` (a reviewer's question: ``REAL_RUN`` of a module of
     :mod:`depthutils.book.reviews`), whose verdicts are glued as ``verdict_<name>_<slug>``.
 
-    Every named real model gets its glue ``verdict_<slug>`` (the intro's table): its outcome, or "not run" with
-    the reason (``left_out``, from :func:`available`, or not listed in ``real_models``)."""
+    Every named real model gets its glues ``verdict_<slug>`` (its outcome, value and dtype), ``verdict_<slug>_cell``
+    (the intro's overview: :func:`depthutils.book.report.cell`) and ``verdict_<slug>_dtype``, or "not run" in each,
+    with the reason shown (``left_out``, from :func:`available`, or not listed in ``real_models``). The section's
+    time counts as the real models' (:func:`depthutils.book.report.count_real`)."""
+    t0 = time.perf_counter()
     if isinstance(chapter, dict):
         run, chapter = Run(**{k: v for k, v in chapter.items() if k != "key"}), chapter["key"]
     elif chapter in RUNS:
@@ -272,6 +277,8 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", left_out
         display(Markdown(one_line(v, title)))
         if _glue is not None:
             _glue(f"{glue_name(chapter)}_{slug(name)}", _value(v, lm.dtype_name), display=False)
+            _glue(f"{glue_name(chapter)}_{slug(name)}_cell", report.cell(v), display=False)
+            _glue(f"{glue_name(chapter)}_{slug(name)}_dtype", lm.dtype_name, display=False)
             for key, value in (run.glue(results) if run.glue else {}).items():
                 _glue(f"{glue_name(chapter)}_{slug(name)}_{key}", as_shown(value), display=False)
     for name in REAL_MODELS:
@@ -280,15 +287,17 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", left_out
                                      "runs every real model that is cached or can be fetched).")
             display(Markdown(f"*{why}*"))
             if _glue is not None:
-                for key in ("", *run.glue_keys):
+                for key in ("", "cell", "dtype", *run.glue_keys):
                     _glue(f"{glue_name(chapter)}_{slug(name)}{'_' + key if key else ''}", "not run", display=False)
+    report.count_real(time.perf_counter() - t0)
     return {TITLES[n]: done[n][2] for n in order}
 
 
 def uncontrolled(real_models, left_out: dict | None = None, **study_args):
     """Chapter 9: P2's effective depth on the real models, as *uncontrolled* points beside the ladder (other
     data, training and tokenizer: never counted by the verdict). Shows their table (the KL metric) and, for
-    each real model not run, why; returns their :class:`~depthutils.analysis.study.Study`, or None without any."""
+    each real model not run, why; returns their :class:`~depthutils.analysis.study.Study`, or None without any.
+    Its time counts as the real models' (:func:`depthutils.book.report.count_real`)."""
     unknown = [m for m in real_models if m not in REAL_MODELS]
     if unknown:
         raise DepthError(f"real_models names {', '.join(unknown)}; the named real models are {', '.join(REAL_MODELS)}.")
@@ -297,7 +306,9 @@ def uncontrolled(real_models, left_out: dict | None = None, **study_args):
             display(Markdown("*" + dict(left_out or {}).get(name, f"{TITLES[name]} is not in this run's real_models.") + "*"))
     if not real_models:
         return None
+    t0 = time.perf_counter()
     result = study(list(real_models), **study_args)
+    report.count_real(time.perf_counter() - t0)
     display(Markdown("**The real models, uncontrolled** (not counted by the verdicts): effective depth from the "
                      "KL, `ED (ratio) [95% interval of the ratio]`.\n\n" + result.markdown(metrics=["kl"])))
     return result

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import time
 
 import matplotlib.pyplot as plt
@@ -23,6 +24,7 @@ from depthutils.book.grading import interval_text
 from depthutils.book.plotstyle import save
 from depthutils.core.numbers import as_shown, listing
 from depthutils.models.handle import loaded_dtypes
+from depthutils.models.real.catalog import REAL_MODELS
 
 try:
     from myst_nb import glue as _glue
@@ -79,21 +81,49 @@ QUESTIONS = {"scale": "model size", "cot": "long chain-of-thought training", "di
              "s5": "the S5 word problem, which needs depth", "z10": "the Z10 chains, the control with a shortcut"}
 
 
+_NUMBER = r"[+\-−]?\d+(?:\.\d+)?(?:e[+\-]\d+)?"
+#: words that mark a part of a verdict's value as not graded
+_UNGRADED = ("not tested", "not counted", "undefined", "at no layer")
+
+
+def number(value: str) -> str:
+    """The point estimate of the first graded part of a verdict's :attr:`~depthutils.book.grading.Verdict.value`
+    (parts are separated by "; "; a part not tested or not counted is passed over): the number before its
+    interval, or the number that opens the part after its label; "" when no part gives one."""
+    for part in value.split("; "):
+        if any(word in part for word in _UNGRADED):
+            continue
+        found = re.search(rf"(?<![\w.])({_NUMBER}) \[", part)
+        if found is None:  # no interval: "label: 0.52", "label: mean 0.52", "label: cos +0.12"
+            found = re.match(rf"(?:[a-z]+ )?({_NUMBER})(?![\w.])", part.split(": ", 1)[-1])
+        if found:
+            return found.group(1)
+    return ""
+
+
+def cell(v: Verdict) -> str:
+    """A verdict in one cell of the intro's overview: its outcome and, where it has one, its :func:`number`."""
+    n = number(v.value)
+    return f"{v.outcome} · {n}" if n else v.outcome
+
+
 def verdict(v: Verdict | dict[str, Verdict], prefix: str = "verdict", real: dict | None = None) -> Markdown:
     """Glue the outcome as ``{prefix}`` and return the verdict as Markdown for the chapter's last cell.
 
-    Several verdicts (``{name: Verdict}``) are glued as ``{prefix}_{name}`` and shown one after another. The
-    paper's value of each graded statistic is glued as ``{prefix}[_{name}]_paper`` (the intro's table). ``real``
+    Several verdicts (``{name: Verdict}``) are glued as ``{prefix}_{name}`` and shown one after another. For the
+    intro's overview (:mod:`depthutils.book.overview`), each one's :func:`cell` is glued as
+    ``{prefix}[_{name}]_cell`` and the paper's value of its statistic as ``{prefix}[_{name}]_paper``. ``real``
     (``{model title: Verdict}``, from :func:`depthutils.book.realruns.section`) adds one line per real model.
     """
     named = v if isinstance(v, dict) else {"": v}
     parts = []
     for name, one in named.items():
         if _glue is not None:
-            _glue(f"{prefix}_{name}" if name else prefix, one.outcome, display=False)
+            glue_name = f"{prefix}_{name}" if name else prefix
+            _glue(glue_name, one.outcome, display=False)
+            _glue(f"{glue_name}_cell", cell(one), display=False)
             claim = CLAIMS.get(one.key)
-            _glue(f"{prefix}_{name}_paper" if name else f"{prefix}_paper", claim.paper_says() if claim else "—",
-                  display=False)
+            _glue(f"{glue_name}_paper", claim.paper_says() if claim else "—", display=False)
         parts.append(one.markdown(QUESTIONS.get(name, name) if len(named) > 1 else ""))
     if real:
         parts.append("**On the real models** (their sections above): " + "; ".join(
@@ -101,12 +131,19 @@ def verdict(v: Verdict | dict[str, Verdict], prefix: str = "verdict", real: dict
     return Markdown("\n\n".join(parts))
 
 
-_STARTED = [time.perf_counter()]
+#: the chapter's clock: when it started, and the seconds its sections on the real models took
+_CLOCK = {"started": time.perf_counter(), "real": 0.0}
 
 
 def start() -> None:
     """Start the chapter's clock (its first code cell); :func:`ran_in` reads it at the end."""
-    _STARTED[0] = time.perf_counter()
+    _CLOCK.update(started=time.perf_counter(), real=0.0)
+
+
+def count_real(seconds: float) -> None:
+    """Count ``seconds`` as spent on the real models (:mod:`depthutils.book.realruns` calls it for each section),
+    so :func:`ran_in` can tell the chapter's own run from them."""
+    _CLOCK["real"] += seconds
 
 
 def machine() -> str:
@@ -124,11 +161,21 @@ def machine() -> str:
 
 
 def ran_in() -> None:
-    """Glue ``ran_in`` (seconds since :func:`start`, whole) and ``ran_on`` (:func:`machine`, then the dtype of
-    every model the chapter loaded) for the chapter's "This chapter ran in N s on …" line; shows nothing."""
+    """Glue the chapter's run time and machine; shows nothing.
+
+    ``ran_in``: seconds since :func:`start`, whole; ``ran_in_real``: those of them spent on the real models
+    (:func:`count_real`); ``ran_in_own``: the rest, the chapter's run on its own models. ``ran_on``:
+    :func:`machine`, then the dtype of every model the chapter loaded (the chapter's "This chapter ran in N s on …"
+    line); ``ran_dtype``: the dtype(s) of the chapter's own models, those that are not named real models."""
     if _glue is not None:
-        _glue("ran_in", f"{time.perf_counter() - _STARTED[0]:.0f}", display=False)
-        _glue("ran_on", machine() + precisions(loaded_dtypes()), display=False)
+        total = time.perf_counter() - _CLOCK["started"]
+        _glue("ran_in", f"{total:.0f}", display=False)
+        _glue("ran_in_real", f"{_CLOCK['real']:.0f}", display=False)
+        _glue("ran_in_own", f"{total - _CLOCK['real']:.0f}", display=False)
+        dtypes = loaded_dtypes()
+        _glue("ran_on", machine() + precisions(dtypes), display=False)
+        own = [d for name, d in dtypes.items() if name not in REAL_MODELS]
+        _glue("ran_dtype", " and ".join(dict.fromkeys(own)) or "—", display=False)
 
 
 def precisions(dtypes: dict[str, str]) -> str:

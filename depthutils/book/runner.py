@@ -23,6 +23,7 @@ from depthutils.core.errors import DepthError
 from depthutils.perf.plan import chapter_parameters, preflight
 from depthutils.models.real.catalog import REAL_MODELS
 from depthutils.book.realruns import available
+from depthutils.book import overview
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTER_DIR = ROOT / "chapters"
@@ -188,7 +189,8 @@ def build_book(*, model: str | None = None, models: list[str] | None = None, rea
     named real model that is cached or can be fetched now (:func:`depthutils.book.realruns.available`); the book
     says in one sentence why it leaves one out. ``executed``: a folder of chapters already executed with the
     book's parameters (the test run's nbval writes one, ``tests/nbval_book.py``): they are rendered as they
-    are, and only a chapter missing there is executed.
+    are, and only a chapter missing there is executed. Once every chapter is in place, the staged intro gets the
+    overview of their verdicts, a column per real model that ran in them (:func:`depthutils.book.overview.write`).
     """
     build_dir = ROOT / "_build"
     stage = build_dir / "src"
@@ -216,6 +218,8 @@ def build_book(*, model: str | None = None, models: list[str] | None = None, rea
         run_chapter(num, model=None if (takes_list and models) or not (takes_list or takes_one) else model,
                     params=real_parameters(path, included, left_out),
                     models=models if takes_list else None, out=stage / "chapters")
+    shown = overview.write(stage / "intro.md", stage / "chapters")
+    print(f"book: the intro's overview shows the embedded models{''.join(', ' + n for n in shown)}")
     for name in PAGES:
         _execute(ROOT / name, stage / name, {}, stage)
     beside = Path(sys.executable).with_name("jupyter-book")  # the one installed with this Python

@@ -22,6 +22,7 @@ import pytest
 from depthutils.book import plan_page
 from depthutils.book.runner import PAGES, ROOT, chapters, find_chapter, parameters
 from depthutils.core.errors import DepthError
+from depthutils.models.real.catalog import REAL_MODELS
 from nbval_book import EXECUTED
 
 HTML = ROOT / "_build" / "html"
@@ -122,7 +123,8 @@ def _book_is_fresh() -> bool:
     index = HTML / "index.html"
     if not index.exists():
         return False
-    sources = list(chapters().values()) + [ROOT / "intro.md", ROOT / "_toc.yml", ROOT / "_config.yml"] + \
+    sources = list(chapters().values()) + [ROOT / "intro.md", ROOT / "instructors.md", ROOT / "_toc.yml",
+                                           ROOT / "_config.yml", ROOT / "depthutils" / "book" / "overview.py"] + \
         [ROOT / page for page in PAGES] + list(EXECUTED.glob("*.ipynb"))
     return index.stat().st_mtime > max(p.stat().st_mtime for p in sources)
 
@@ -293,30 +295,36 @@ def test_chapter_page_in_a_browser(book_url, browser, stem):
 
 
 def test_sidebar_order_and_the_intros_verdict_table(book_url, browser):
+    """The intro's overview: a row per verdict, a column per model that ran in the build (read from the staged
+    chapters as the build read them), each cell an outcome and its number, and nothing cut off at 1280 px."""
+    from depthutils.book import overview
+
     browser.get(f"{book_url}/intro.html")
     titles = browser.execute_script(
         "return Array.from(document.querySelectorAll('nav.bd-docs-nav a.reference.internal')).map(a => a.innerText.trim())")
     numbers = [int(t.split(" ·")[0]) for t in titles if re.match(r"\d+ ·", t)]
     assert numbers == list(range(len(chapters()))), titles
-    head, rows = browser.execute_script("""
-        const t = Array.from(document.querySelectorAll('main table')).find(t => t.innerText.includes('this build'));
+    head, rows, cut = browser.execute_script("""
+        const t = document.querySelector('main table.overview, main #overview table, main table#overview');
         return t ? [Array.from(t.querySelectorAll('thead th')).map(c => c.innerText.trim().replace('\u2019', "'")),
-                    Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText.trim()))]
-                 : [[], []];""")
-    assert len(rows) >= len(chapters()), rows
-    outcomes = ("shown", "mixed", "not shown", "not tested")
-    built = head.index("embedded model (this build)")
-    assert all(r[built] in outcomes for r in rows), rows
-    # a column per real model: chapters 0-6 give an outcome (with its interval) or "not run"; 7-9 do not use them,
-    # nor does a question that needs the controlled ladder's two depths (it says so)
-    for name in ("SmolLM2-135M", "Gemma 3 270M"):
-        col = head.index(name)
-        for r in rows:
-            real_chapter = int(r[0].split(" ·")[0]) <= 6 and "ladder" not in r[col]
-            assert (r[col].startswith(outcomes) or r[col] == "not run") if real_chapter else r[col].startswith("—"), r
-    assert all(r[head.index("the paper's value")] not in ("", "—") for r in rows), rows
+                    Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText.trim())),
+                    t.scrollWidth > t.clientWidth + 1 || t.getBoundingClientRect().right > innerWidth]
+                 : [[], [], true];""")
+    ran = overview.models_run(overview.read_run(ROOT / "_build" / "src" / "chapters"))
+    assert head == ["ch.", "the claim", "the paper's value", "embedded", *(overview.TITLES[m] for m in ran)], head
+    assert len(rows) == len(overview.ROWS) and not cut, (rows, cut)
+    outcome = re.compile(r"(shown|mixed|not shown|not tested)( · [+\-−]?\d+(\.\d+)?(e[+\-]\d+)?)?")
+    for row, cells in zip(overview.ROWS, rows):
+        assert outcome.fullmatch(cells[3]), cells
+        for cell in cells[4:]:  # a real model's cell: its outcome, or "not run" where this chapter left it out
+            assert (outcome.fullmatch(cell) or cell == "not run") if row.real else cell == "—", cells
+        assert cells[2] not in ("", "—"), cells
+    text = browser.execute_script("return document.querySelector('main').innerText")
+    for name in REAL_MODELS:
+        assert ("fetch " + name in text) == (name not in ran), name
+    assert "{glue" not in text and "OVERVIEW" not in text
     links = browser.execute_script(
-        "return Array.from(document.querySelectorAll('main table a')).map(a => a.getAttribute('href'))")
+        "return Array.from(document.querySelectorAll('main table.overview td a')).map(a => a.getAttribute('href'))")
     assert {link.split("/")[-1].split(".")[0] for link in links} == {p.stem for p in chapters().values()}
 
 
@@ -341,14 +349,18 @@ def test_exercises_and_collapsed_solutions_in_a_browser(book_url, browser, stem)
 def test_instructors_page_in_a_browser(book_url, browser):
     browser.get(f"{book_url}/instructors.html")
     rows = browser.execute_script("""
-        const t = Array.from(document.querySelectorAll('main table')).find(t => t.innerText.includes('run time'));
+        const t = Array.from(document.querySelectorAll('main table')).find(t => t.innerText.includes('class run'));
         return t ? Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText.trim())) : [];""")
     assert len(rows) == len(chapters()), rows
-    assert all(re.fullmatch(r"\d+", r[1]) for r in rows), rows  # every run time glued from the build
+    # every run time glued from the build: the class run (the chapter without its real-model sections) and the
+    # whole chapter, which is never shorter
+    assert all(re.fullmatch(r"\d+", r[1]) and re.fullmatch(r"\d+", r[2]) and int(r[1]) <= int(r[2]) for r in rows), rows
     text = browser.execute_script("return document.body.innerText")
     for part in ("A 90-minute session", "A three-session module", "Prerequisites", "common mistakes",
-                 "python -m depthutils book", "python -m pytest", "other models"):
+                 "python -m depthutils book --no-real", "python -m pytest", "other models", "install before class",
+                 "10.2 answer_only_targets"):
         assert part in text, part
+    assert "about as long" not in text and "no internet:" not in text
 
 
 def test_bigger_models_page_shows_the_plans_in_a_browser(book_url, browser):

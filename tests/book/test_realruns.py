@@ -28,7 +28,7 @@ def test_a_section_without_models_says_why_for_each(capsys, monkeypatch):
     monkeypatch.setattr(realruns, "_glue", lambda name, value, display: glued.update({name: value}))
     out = realruns.section("01", [], "/tmp", {"gemma3-270m": "Gemma 3 270M is left out: its terms."})
     assert out == {}
-    assert glued == {"verdict_smollm2": "not run", "verdict_gemma3": "not run"}
+    assert glued == {f"verdict_{m}{key}": "not run" for m in ("smollm2", "gemma3") for key in ("", "_cell", "_dtype")}
     assert any("Gemma 3 270M is left out: its terms." in s for s in shown)
     assert any("SmolLM2-135M is not in this run's real_models" in s for s in shown)
 
