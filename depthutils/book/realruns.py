@@ -170,8 +170,8 @@ RUNS: dict[str, Run] = {
               "interval (line and band), and the claim's thresholds (dashed: shown at or below; dotted: not shown "
               "above), on this model.", dtype=FACT_CHECK_DTYPE),
     "06": Run("N = 20 problems per difficulty level (P1's N): few-shot sums of one digit + one digit (level 1) and "
-              "two digits + one (level 2), the levels calibrated so that both real models solve enough of each "
-              "(depth_tasks.tasks_for)", lambda lm: depth_score(lm, "auto", n=20, seed=123),
+              "two digits + one (level 2), the two levels of depth_tasks.tasks_for; a level this model solves less than a "
+              "quarter of is not counted (the verdict gives its accuracy)", lambda lm: depth_score(lm, "auto", n=20, seed=123),
               lambda r, f: claims.depth_score(r), plotting.depth_score,
               "The depth score per difficulty level on this model, with its 95% bootstrap interval where the model "
               "solved enough problems."),
