@@ -19,6 +19,7 @@ import pandas as pd
 import seaborn as sns
 
 from depthutils.book.mapping_plots import mapping, mapping_curves, mapping_null  # noqa: F401  chapter 7's figures
+from depthutils.measures.residual_stream import ROUNDING
 from depthutils.book.plotstyle import (BAND, BAND_NOTE, CMAPS, COLORS, COLUMN_IN, LABELS, heatmap, integer_ticks,
                                        ROBUST_PERCENTILE, lineplot, lines, long_form, model_name, robust_max, subplots,
                                        title, yerr)
@@ -320,6 +321,8 @@ def residual_stream(result) -> plt.Figure:
     df = long_form(result, {"error": "h_l + a_l + m_l (what is added)", "raw_error": "h_l + raw module outputs"})
     df["value"] = df["value"].clip(lower=tiny)
     sns.lineplot(df, x="x", y="value", hue="what", estimator="max", errorbar=None, marker="o", ax=axes[0])
+    axes[0].axhline(ROUNDING, color="gray", ls="--", lw=1,
+                    label=f"{ROUNDING:.0e}: float32 rounding; the text reports an error below it as this bound")
     axes[0].set(yscale="log", xlabel="layer l", ylabel="relative error",
                 title=r"(a) $h_{l+1} = h_l + a_l + m_l$? largest relative error over prompts")  # mathtext
     if np.isfinite(result.sink).any():
