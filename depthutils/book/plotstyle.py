@@ -3,8 +3,9 @@ long-form data, line plots with 95% bootstrap bands over prompts (token-weighted
 averages over tokens), heatmaps with a labelled colorbar and a colour scale one cell cannot stretch, titles
 and saving as PNG and PDF.
 
-Every figure is drawn for the width it is shown at: :data:`COLUMN_IN` inches, the book's text column
-(688 px at 1280 px and wider), with no text smaller than :data:`MIN_FONT_PT`. :func:`save` records in the PNG
+Every figure is drawn for the width it is shown at: :data:`COLUMN_IN` inches, the width a figure takes in the
+book's text column (636–660 px of its 676–688 px at 1280 px and wider), with no text smaller than
+:data:`MIN_FONT_PT`. :func:`save` records in the PNG
 what the rendered page needs to check that (:func:`legibility`: the smallest font, the resolution, and how
 many tick labels overlap), and the book's browser test reads it back from every figure of the page.
 
@@ -30,12 +31,15 @@ CMAPS = {"future_effect": "viridis", "erasure": "magma", "attribution": "RdBu_r"
 #: the band every line plot draws: a 95% percentile bootstrap over prompts, seeded
 BAND = dict(errorbar=("ci", 95), n_boot=1000, seed=0)
 BAND_NOTE = "bands: 95% bootstrap CI over prompts"
-#: the width every figure is drawn at, in inches: the book's text column (688 px) at the figures' 100 px an inch
-COLUMN_IN = 6.8
+#: the width every figure is drawn at, in inches: the width a figure is shown at in the book's text column
+#: (636–660 px at 1280 px: a captioned figure has margins) at 100 px an inch
+COLUMN_IN = 6.4
+#: the margin :func:`save` keeps around the drawn figure, in inches (matplotlib's default, 0.1, shrinks it on the page)
+PAD_IN = 0.02
 #: the full-size PNG's resolution (the page shows it shrunk to the column: sharp on high-density screens)
 PNG_DPI = 150
-#: the smallest text a figure may have, in points: at the column's scale, 10 pt is 13.9 px, the size of the page's
-#: code and captions (14 px)
+#: the smallest text a figure may have, in points: at the column's scale (99–103 px an inch), 10 pt is 13.7–14.3 px,
+#: the size of the page's code (14 px)
 MIN_FONT_PT = 10
 #: a colour scale stops at this percentile of the finite cells (the rest drawn in the top colour, the colorbar
 #: extended), so that one large cell cannot leave the others dark
@@ -234,7 +238,7 @@ def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     out = []
     for ext in ("png", "pdf"):
         path = Path(out_dir) / f"{name}.{ext}"
-        atomic_write(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, bbox_inches="tight", dpi=PNG_DPI,
+        atomic_write(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, bbox_inches="tight", pad_inches=PAD_IN, dpi=PNG_DPI,
                                                             metadata=meta if ext == "png" else None))
         out.append(path)
     return out

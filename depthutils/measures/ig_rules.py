@@ -28,7 +28,7 @@ from depthutils.core.prompts import as_prompt
 
 #: the figures' width in inches: the book's text column (``depthutils.book.plotstyle.COLUMN_IN``, which a
 #: measurement cannot import: the book's layer lies above it); their text keeps matplotlib's sizes, 10 pt and up
-FIGURE_WIDTH = 6.8
+FIGURE_WIDTH = 6.4
 
 
 def rule_error(result: IGResult, reference: IGResult) -> float:
