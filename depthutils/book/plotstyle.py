@@ -230,9 +230,33 @@ def legibility(fig) -> dict:
 PNG_KEYS = ("depthutils:dpi", "depthutils:min_font_pt", "depthutils:overlaps")
 
 
+def fit_titles(fig) -> None:
+    """Wrap every title of ``fig`` (the figure's, its subfigures' and each axes') whose line is wider than the
+    place it has (the figure's width; the axes' width), at word boundaries, so that a long model or task name
+    never widens the saved figure beyond the column."""
+    import textwrap
+
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    titles = [(t, fig.get_size_inches()[0] * fig.dpi) for t in
+              [getattr(f, "_suptitle", None) for f in [fig, *fig.subfigs]] if t is not None and t.get_text()]
+    titles += [(t, ax.get_window_extent(renderer).width) for ax in fig.axes
+               for t in (ax.title, ax._left_title, ax._right_title) if t.get_text()]
+    for text, room in titles:
+        lines = text.get_text().split("\n")
+        width = text.get_window_extent(renderer).width
+        longest = max(len(line) for line in lines)
+        if width <= room or longest < 12:
+            continue
+        chars = max(12, int(longest * room / width) - 1)
+        text.set_text("\n".join(w for line in lines for w in textwrap.wrap(line, chars) or [""]))
+
+
 def save(fig, out_dir: str | Path, name: str) -> list[Path]:
-    """Write ``name.png`` and ``name.pdf`` into ``out_dir`` (atomically) and return the paths; the PNG carries
-    its resolution, its smallest font and the number of overlapping tick labels (:func:`legibility`)."""
+    """Write ``name.png`` and ``name.pdf`` into ``out_dir`` (atomically) and return the paths; titles wider than
+    their place are wrapped first (:func:`fit_titles`); the PNG carries its resolution, its smallest font and the
+    number of overlapping tick labels (:func:`legibility`)."""
+    fit_titles(fig)
     seen = legibility(fig)
     meta = dict(zip(PNG_KEYS, (str(PNG_DPI), f"{seen['min_font_pt']:g}", str(len(seen["overlaps"])))))
     out = []

@@ -57,7 +57,7 @@ def future_effects(result):
     heatmap(a, D, "max relative change of Δ_j", cmap=CMAPS["future_effect"], vmin=0, robust=True)
     a.axhline((L + 1) // 2, color="w", lw=1.2, ls="--")  # the verdict compares the rows above and below it
     a.set(xlabel="later layer j", ylabel="skipped layer s",
-          title="(a) effect on later layers, max over prompts (dashed: first | second half)")
+          title="(a) on later layers, max over prompts; dashed: the halves")
     b.bar(np.arange(L), O, color=COLORS.get(p.get("part", "layer"), "gray"), alpha=0.5, label="max over prompts (P1)")
     df = long_form(result, {"output_effect": "mean over prompts"})
     sns.pointplot(df, x="x", y="value", color="k", linestyle="none", markersize=4, native_scale=True, ax=b,
@@ -141,7 +141,7 @@ def integrated_gradients(result):
     return _token_map(result, A, cmap=CMAPS["attribution"], label=label,
                       ylabel="layer output (layer l)", vmin=-lim, vmax=lim, center=0.0,
                       rel_row=lambda r: int(np.floor(r * A.shape[0])) - 1,
-                      what=f"Integrated gradients, {rule} (BOS column outside the colour scale)")
+                      what=f"Integrated gradients, {rule}\n(BOS column outside the colour scale)")
 
 
 # ------------------------------------------------------------------ chapter 9 (P2)

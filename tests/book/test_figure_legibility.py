@@ -87,3 +87,15 @@ def test_a_colour_scale_is_capped_where_one_cell_would_stretch_it():
     assert ax.collections[0].norm.vmax < 1
     assert "98th percentile" in fig.axes[-1].get_ylabel()
     plt.close(fig)
+
+
+def test_a_title_too_long_for_its_place_is_wrapped_not_left_to_widen_the_figure(tmp_path):
+    fig, (ax, _, _) = plotstyle.subplots(1, 3, height=3)
+    fig.suptitle("hellaswag: P2's three metrics per layer, at relative depth (l + 1) / L, on SmolLM2-135M-Instruct")
+    ax.set_title("an axes title much longer than the third of the column it sits on")
+    before = plotstyle.legibility(fig)["width_in"]
+    plotstyle.save(fig, tmp_path, "long")
+    after = plotstyle.legibility(fig)
+    plt.close(fig)
+    assert before > plotstyle.COLUMN_IN + WIDTH_SLACK_IN >= after["width_in"]
+    assert "\n" in fig._suptitle.get_text() and "\n" in ax.get_title()
