@@ -64,6 +64,8 @@ def future_effects(result):
                   label="mean over prompts (95% CI)", **BAND)
     b.set(xlabel="skipped layer s", ylabel="max ‖p − p′‖₂", title="(b) effect on the output distribution")
     integer_ticks(b)
+    if b.get_legend() is not None:  # seaborn's own, drawn over the bars
+        b.get_legend().remove()
     fig.legend(*b.get_legend_handles_labels(), loc="outside lower center", ncol=2)
     variant = f"skip {LABELS.get(p.get('part'), p.get('part'))}, {p.get('mode', 'future')} tokens"
     if p.get("local"):
