@@ -188,7 +188,6 @@ def ratio_vs_depth(study, models, uncontrolled=None):
     fig, axes = subplots(1, 3, height=3.8, sharey=True)
     depths = [study.n_layers(m) for m in models]
     extra = list(uncontrolled.models) if uncontrolled is not None else []
-    ticks = sorted(set(depths) | {uncontrolled.n_layers(m) for m in extra} if extra else set(depths))
     for ax, metric in zip(axes, METRICS):
         for j, task in enumerate(study.tasks):
             ratios = [study.cell(m, task, metric)[1] for m in models]
