@@ -79,7 +79,7 @@ def pytest_configure(config):
 def _injected_source(path: Path) -> str:
     from depthutils.book.runner import real_parameters
 
-    params = real_parameters(path, *_book_real())
+    params = real_parameters(path, _book_real()[0])
     return "".join(f"{name} = {value!r}\n" for name, value in params.items())
 
 

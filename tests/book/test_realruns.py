@@ -21,16 +21,20 @@ def test_chapters_0_to_6_have_a_real_model_section_and_7_to_9_do_not():
             assert num == "09" or f'realruns.section(\\"{num}\\", real_models' in text, num
 
 
-def test_a_section_without_models_says_why_for_each(capsys, monkeypatch):
+def test_a_section_without_models_says_why_for_each(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # an empty cache: nothing accepted, nothing cached
     shown = []
     monkeypatch.setattr(realruns, "display", lambda obj: shown.append(getattr(obj, "data", str(obj))))
     glued = {}
     monkeypatch.setattr(realruns, "_glue", lambda name, value, display: glued.update({name: value}))
-    out = realruns.section("01", [], "/tmp", {"gemma3-270m": "Gemma 3 270M is left out: its terms."})
+    out = realruns.section("01", [], "/tmp")
     assert out == {}
     assert glued == {f"verdict_{m}{key}": "not run" for m in ("smollm2", "gemma3") for key in ("", "_cell", "_dtype")}
-    assert any("Gemma 3 270M is left out: its terms." in s for s in shown)
-    assert any("SmolLM2-135M is not in this run's real_models" in s for s in shown)
+    assert any("Gemma 3 270M is left out: its Gemma Terms of Use are not accepted" in s for s in shown)
+    assert any("SmolLM2-135M is left out: it is not cached on this machine" in s for s in shown)
+    cache_root().mkdir(parents=True)
+    (cache_root() / "smollm2-135m").mkdir()
+    assert realruns.why_not_run("smollm2-135m").startswith("SmolLM2-135M is not in this run's real_models")
 
 
 def test_bad_names_are_one_sentence():
