@@ -36,6 +36,7 @@ from depthutils.ladder.registry import is_embedded
 from depthutils.measures.tuned_lens import Readouts, fit_readouts, fit_time
 from depthutils.models.architectures import get_path
 from depthutils.models.remote import each
+from depthutils.core.depth import residual_depth
 
 __all__ = ["EarlyExitResult", "early_exit", "early_exit_on", "prompt_exits", "FORMED"]
 
@@ -111,7 +112,7 @@ class EarlyExitResult(Result):
                 "L": L, "half": L // 2, "full_gold": round(full, 3), "skip_gold": round(float(self.skip_gold), 3),
                 "added": round(full - float(self.skip_gold), 3), "skip_agree": round(float(self.skip_agree), 3),
                 "lost": None if lost is None else round(lost, 3), "formed_layer": formed,
-                "formed_rel": None if formed is None else round(formed / L, 2),
+                "formed_rel": None if formed is None else round(residual_depth(formed, L), 2),
                 "n": self.n_prompts, "answer_tokens": int(self.meta.get("params", {}).get("answer_tokens", 0))}
 
     def findings(self) -> str:

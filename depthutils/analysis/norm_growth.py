@@ -31,6 +31,7 @@ from depthutils.measures.curves import ed_overlap
 from depthutils.measures.logit_lens import read_lens
 from depthutils.models.architectures import check_residual
 from depthutils.models.remote import each
+from depthutils.core.depth import residual_depth
 
 __all__ = ["NormGrowthResult", "norm_growth", "prompt_norms", "MASSIVE"]
 
@@ -107,7 +108,7 @@ class NormGrowthResult(Result):
         hits = np.flatnonzero(peak >= MASSIVE)
         massive = int(hits[0]) if hits.size else None
         agree = ed_overlap(self.lens_overlap)
-        rel = lambda l: None if l is None else round(l / L, 2)
+        rel = lambda l: None if l is None else round(residual_depth(l, L), 2)  # both read on h_l
         return {"L": L, "mid": 1 + L // 2, "half_size": min(half_sizes(self.delta_norm[1:])),
                 "abs_first": round(a1, 3), "abs_second": round(a2, 3), "abs_ratio": round(a2 / a1, 2),
                 "rel_ratio": round(r2 / r1, 2), "growth": round(g2 / g1, 2),

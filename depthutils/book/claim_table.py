@@ -180,8 +180,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
     Claim("logit_lens", "03", "P1", "Fig. 4; abstract",
           "in our words, by our reading of Fig. 4: the logit lens stays far from the output in the first half and "
           "converges in the second, where the layers refine the output distribution",
-          "the relative depth (l+1)/L at which the lens KL first falls below half its maximum, and at which the "
-          "top-5 overlap first exceeds 0.3 (P2's thresholds), each graded",
+          "P2's ratio (ED + 1)/L, the relative depth of the first layer l whose input hₗ has a lens KL below half "
+          "its maximum, and of the first whose top-5 overlap exceeds 0.3 (P2's thresholds), each graded",
           Threshold(0.5, "ours: P1 puts “a clear phase transition between the two halves” (said of the layers' "
                          "contributions, chapter 1); we grade the lens against the same middle, 0.5"),
           Threshold(0.5, "ours: the same middle: a crossing wholly in the first half converges early"),

@@ -7,6 +7,7 @@ import numpy as np
 
 from depthutils.book.legends import below
 from depthutils.book.plotstyle import CMAPS, ROBUST_PERCENTILE, heatmap, robust_max, subplots, yerr
+from depthutils.core.depth import layer_depth
 
 __all__ = ["mapping", "mapping_curves", "mapping_null"]
 
@@ -29,7 +30,7 @@ def _draw(ax, r, *, band: bool, ticks: tuple[int, int], **heat) -> None:
     heatmap(ax, r.error, ERROR_LABEL, cmap=CMAPS["mapping_error"], **heat)
     ax.invert_yaxis()
     # heatmap cells are centred at i + 0.5
-    ax.plot((np.arange(Ls) + 1) / Ls * Lt - 0.5, np.arange(Ls) + 0.5, "w--", lw=1.5, label="same relative depth")
+    ax.plot(layer_depth(np.arange(Ls), Ls) * Lt - 0.5, np.arange(Ls) + 0.5, "w--", lw=1.5, label="same relative depth")
     if band:
         cells = [(s, j) for s, b in enumerate(r.best_band()) for j in b]
         ax.plot([j + 0.5 for _, j in cells], [s + 0.5 for s, _ in cells], "s", mfc="none", mec="orange", ms=7,
@@ -62,10 +63,10 @@ def mapping_curves(results):
     for r in results:
         src, tgt = r.relative()
         Lt = r.shape[1]
-        band = r.interval(lambda x: (x.best + 1) / Lt) if r.n_prompts else None
+        band = r.interval(lambda x: layer_depth(x.best, Lt)) if r.n_prompts else None
         ax.errorbar(src, tgt, yerr=None if band is None else yerr(list(tgt), list(zip(*band))), marker="o",
                     capsize=2, label=f"{r.meta['params']['source']} → {r.meta['params']['target']}")
-    ax.set(xlabel="relative depth of the source layer (s+1)/L", ylabel="relative depth of its best target",
+    ax.set(xlabel="source layer s, relative depth (s + 1) / L", ylabel="its best target j, (j + 1) / L",
            title="Best-match curves (bars: 95% CI over held-out prompts)", xlim=(0, 1.05), ylim=(0, 1.05))
     below(fig, [ax], ncol=min(len(results) + 1, 3))
     return fig

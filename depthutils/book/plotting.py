@@ -20,6 +20,7 @@ import seaborn as sns
 
 from depthutils.book.mapping_plots import mapping, mapping_curves, mapping_null  # noqa: F401  chapter 7's figures
 from depthutils.measures.residual_stream import ROUNDING
+from depthutils.core.depth import LENS_AXIS, layer_depth
 from depthutils.book.plotstyle import (BAND, BAND_NOTE, CMAPS, COLORS, COLUMN_IN, LABELS, heatmap, integer_ticks,
                                        ROBUST_PERCENTILE, lineplot, lines, long_form, model_name, robust_max, subplots,
                                        title, yerr)
@@ -78,15 +79,16 @@ def logit_lens(result):
     """P1 Fig. 4: KL(q_l ‖ q_L) and top-k overlap of the logit lens per layer, 95% bands."""
     fig, (a, b) = subplots(1, 2, height=4.4)
     lines(a, long_form(result, {"kl": "KL"}), {"KL": "#9467bd"}, legend=False)
-    a.set(xlabel="layer l (lens on h_l)", ylabel="KL(q_l ‖ q_L)  [nats]", title="(a) KL to the output")
+    a.set(xlabel=LENS_AXIS, ylabel="KL(q_l ‖ q_L)  [nats]", title="(a) KL to the output")
     lines(b, long_form(result, {"overlap": "overlap"}), {"overlap": "#8c564b"}, legend=False)
-    b.set(xlabel="layer l (lens on h_l)", ylabel=f"top-{result.k} overlap", ylim=(-0.03, 1.03),
+    b.set(xlabel=LENS_AXIS, ylabel=f"top-{result.k} overlap", ylim=(-0.03, 1.03),
           title=f"(b) top-{result.k} overlap")
     L = len(result.kl)
     a.axhline(0.5 * result.kl.max(), color="k", lw=1, ls="--", label="threshold (P2): half the maximum KL; overlap 0.3")
     b.axhline(0.3, color="k", lw=1, ls="--")
     for ax in (a, b):  # the verdict: a crossing at or after the middle, (l + 1) / L ≥ 0.5, counts for P1
-        ax.axvline(L / 2 - 1, color="gray", lw=1, ls=":", label="middle: (l + 1) / L = 0.5" if ax is a else None)
+        ax.axvline(L / 2 - 1, color="gray", lw=1, ls=":",
+                   label=f"middle: layer {L // 2 - 1}, (l + 1) / L = 0.5" if ax is a else None)
     integer_ticks(a, b)
     fig.legend(*a.get_legend_handles_labels(), loc="outside lower center", ncol=1)
     fig.suptitle(title(result, "When does the residual stream already hold the output?", BAND_NOTE))
@@ -126,7 +128,7 @@ def _token_map(result, matrix, *, cmap, label, ylabel, what, vmin, vmax, center=
 def residual_erasure(result):
     """P1 Fig. 6b: effect of erasing h_l[t] on the answer distribution, layer × token."""
     return _token_map(result, result.effect, cmap=CMAPS["erasure"], label="max ‖p − p′‖₂ over answer positions",
-                      ylabel="residual h_l (layer l)", what="Where is the answer computed? Erasing one residual vector",
+                      ylabel="residual hₗ, relative depth l / L", what="Where is the answer computed? Erasing one residual vector",
                       vmin=0, vmax=None, rel_row=lambda r: int(np.floor(r * (result.effect.shape[0] - 1))))
 
 
@@ -141,7 +143,7 @@ def integrated_gradients(result):
     rule = (f"adaptive rule, {result.evaluations / A.shape[0]:.0f} evaluations per layer" if p.get("rule") == "adaptive"
             else f"{p.get('steps')} steps" + (" (Gauss–Legendre)" if p.get("rule") == "gauss" else ""))
     return _token_map(result, A, cmap=CMAPS["attribution"], label=label,
-                      ylabel="layer output (layer l)", vmin=-lim, vmax=lim, center=0.0,
+                      ylabel="layer l's output, (l + 1) / L", vmin=-lim, vmax=lim, center=0.0,
                       rel_row=lambda r: int(np.floor(r * A.shape[0])) - 1,
                       what=f"Integrated gradients, {rule}\n(BOS column outside the colour scale)")
 
@@ -161,7 +163,7 @@ def effective_depth_curves(study, task: str):
         r = study.results[(model, task)]
         if r is None:  # no prompt of this task fits the model's context
             continue
-        x = (np.arange(r.n_layers) + 1) / r.n_layers
+        x = layer_depth(np.arange(r.n_layers), r.n_layers)
         for ax, curve, metric in zip(axes, ("mean_cos", "kl", "overlap"), METRICS):
             df = long_form(r, {curve: model}, x=x)
             if curve == "kl" and r.kl.max() > 0:
@@ -169,13 +171,14 @@ def effective_depth_curves(study, task: str):
             lines(ax, df, {model: colors[model]}, legend=False)
             ed = r.ed(metric)
             if ed is not None:
-                ax.axvline((ed + 1) / r.n_layers, color=colors[model], ls=":", lw=1)
+                ax.axvline(layer_depth(ed, r.n_layers), color=colors[model], ls=":", lw=1)
     for ax, metric, thr in zip(axes, METRICS, (0.0, 0.5, 0.3)):
         ax.axhline(thr, color="k", lw=0.8, ls="--")
-        ax.set(xlabel="(l + 1) / L", ylabel=METRIC_LABELS[metric], title=f"ED from {metric}")
+        ax.set(xlabel="(l + 1) / L, lens on hₗ", ylabel=METRIC_LABELS[metric], title=f"ED from {metric}")
     handles = [Line2D([], [], color=colors[m], marker="o", ms=4, label=m) for m in study.models]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(4, len(handles)))
-    fig.suptitle(f"{task}: P2's three metrics per layer, at relative depth (l + 1) / L\ndashed: threshold; dotted: "
+    fig.suptitle(f"{task}: P2's three metrics per layer l (read at its input hₗ), at relative depth (l + 1) / L\n"
+                 "dashed: threshold; dotted: "
                  "each model's ED; bands: 95% CI over prompts")
     return fig
 
@@ -298,7 +301,7 @@ def depth_use(result):
         keys[ax].append(Line2D([], [], color=color, ls=ls, marker="o", ms=4, label=label))
     for m in models:
         r = result.lens[m]
-        x = (np.arange(len(r.kl)) + 1) / len(r.kl)
+        x = layer_depth(np.arange(len(r.kl)), len(r.kl))
         kl = long_form(r, {"kl": m}, x=x)
         kl["value"] /= max(r.kl.max(), 1e-12)
         draw(lens, kl, f"{m}: KL / max", colors[m], "-", True)
@@ -306,7 +309,7 @@ def depth_use(result):
         df = _scores(result.score[m]).rename(columns={"level": "x", "score": "value"})
         for j, task in enumerate(dict.fromkeys(df["task"])):
             draw(score, df[df["task"] == task], f"{m}: {task}", colors[m], ("-", ":", "--")[j % 3], False)
-    lens.set(xlabel="(l + 1) / L", ylabel="KL / max · overlap", title="logit lens")
+    lens.set(xlabel="(l + 1) / L, lens on hₗ", ylabel="KL / max · overlap", title="logit lens")
     score.set(xlabel="difficulty level", ylabel="depth score / (L − 1)", title="depth score", ylim=(0, 1))
     integer_ticks(score)
     fig.legend(handles=keys[lens] + keys[score], loc="outside lower center", ncol=2)

@@ -1,7 +1,7 @@
 """P1 §7: map a shallow model's residual stream onto a deeper model's, layer by layer.
 
 For every source layer ``s`` and target layer ``j`` one affine map ``ŷ = W x + b``
-from ``x = h_s`` (source, the output of layer ``s``) to ``y = h_j`` (target) is
+from ``x = h_{s+1}`` (source, the output of layer ``s``) to ``y = h_{j+1}`` (target, the output of layer ``j``) is
 fitted in closed form on the same text fed to both models (BOS excluded):
 ridge regression with a small penalty ``λ`` on ``W`` (not on ``b``), from normal
 equations ``XᵀX`` and ``XᵀY`` accumulated prompt by prompt, so no layer's
@@ -31,6 +31,7 @@ from depthutils.core.results import Result, bootstrap, make_meta
 from depthutils.core.ridge import fit_maps, with_bias  # noqa: F401  (with_bias, fit_maps: chapter 7's exercise reads them here)
 from depthutils.cost.accounting import BYTES, Acc, Shape, total, with_requests
 from depthutils.cost.passes import trace_pass
+from depthutils.core.depth import layer_depth
 
 
 @dataclass
@@ -61,9 +62,10 @@ class MappingResult(Result):
         return self.error.shape
 
     def relative(self) -> tuple[np.ndarray, np.ndarray]:
-        """``((s+1)/L_src, (best_s+1)/L_tgt)`` for every source layer."""
+        """``((s+1)/L_src, (best_s+1)/L_tgt)`` for every source layer: both are layers' outputs, at
+        :func:`~depthutils.core.depth.layer_depth`."""
         Ls, Lt = self.shape
-        return (np.arange(Ls) + 1) / Ls, (self.best + 1) / Lt
+        return layer_depth(np.arange(Ls), Ls), layer_depth(self.best, Lt)
 
     def diagonal_distance(self) -> float:
         """Mean |relative depth of the best target − relative depth of the source| over source layers."""
@@ -101,8 +103,8 @@ class MappingResult(Result):
         rng = np.random.default_rng(seed)
         Ls, Lt = self.shape
         perms = np.argsort(rng.random((n, Lt)), axis=1)         # [n, Lt]: target layer j -> perms[:, j]
-        src = (np.arange(Ls) + 1) / Ls
-        return np.abs((perms[:, self.best] + 1) / Lt - src).mean(axis=1)
+        src = layer_depth(np.arange(Ls), Ls)
+        return np.abs(layer_depth(perms[:, self.best], Lt) - src).mean(axis=1)
 
     def best_band(self, level: float = 0.95, n_boot: int = 1000, seed: int = 0) -> list[np.ndarray]:
         """For each source layer, the target layers whose held-out error is within the noise of the row's

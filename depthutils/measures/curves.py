@@ -8,6 +8,7 @@ curve, shared by the logit lens (which reports where its curves cross) and by
 from __future__ import annotations
 
 import numpy as np
+from depthutils.core.depth import layer_depth
 
 
 def ed_cos(mean_cos) -> int | None:
@@ -46,5 +47,6 @@ def ed_overlap(overlap, threshold: float = OVERLAP_THRESHOLD) -> int | None:
 
 
 def ratio(ed: int | None, n_layers: int) -> float | None:
-    """``(ED + 1) / L``, or None when ED is undefined."""
-    return None if ed is None else (ed + 1) / n_layers
+    """P2's ratio ``(ED + 1) / L``, layer ED's relative depth (:func:`depthutils.core.depth.layer_depth`), or None
+    when ED is undefined."""
+    return layer_depth(ed, n_layers)

@@ -39,6 +39,7 @@ from depthutils.models.remote import each
 from depthutils.core.results import Result, context_depth, describe, make_meta
 from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, with_requests
 from depthutils.cost.passes import stack_pass, trace_pass
+from depthutils.core.depth import layer_depth
 
 PARTS = ("layer", "attn", "mlp")
 RULES = quad.RULES
@@ -88,7 +89,7 @@ class IGResult(Result):
         return {"f_x": round(self.f_x, 3), "top_layer": int(np.abs(A).sum(1).argmax()),
                 "max_gap": round(float(self.completeness_gap.max()), 3), "deepest": deep,
                 "completeness": round(float(self.residual.max()) / delta, 3) if delta > 0 else None,
-                "deepest_rel": None if deep is None else round((deep + 1) / L, 2),
+                "deepest_rel": None if deep is None else round(layer_depth(deep, L), 2),  # layer deep's output
                 "rule": self.meta["params"]["rule"], "evaluations": int(self.evaluations),
                 "per_layer": rounded(self.evaluations / L), "rounds": int(self.rounds),
                 "max_error": None if np.isnan(err) else float(f"{err:.2g}")}

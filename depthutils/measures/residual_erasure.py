@@ -41,6 +41,7 @@ from depthutils.core.prompts import as_prompt
 from depthutils.core.results import Result, context_depth, describe, make_meta
 from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, with_requests
 from depthutils.cost.passes import one_trace_per_prompt, stack_pass, trace_pass
+from depthutils.core.depth import residual_depth
 
 
 @dataclass
@@ -57,7 +58,7 @@ class ErasureResult(Result):
         deep = context_depth(E, min(self.meta["params"]["predict_positions"]))
         rows = E.shape[0]
         return {"max_effect": round(float(E.max()), 3), "deepest": deep, "rows": rows,
-                "deepest_rel": None if deep is None else round(deep / (rows - 1), 2)}
+                "deepest_rel": None if deep is None else round(residual_depth(deep, rows - 1), 2)}
 
     def findings(self) -> str:
         f = self.facts()

@@ -15,6 +15,7 @@ from depthutils.book.legends import band_key, below
 from depthutils.book.plotstyle import COLUMN_IN, lines, long_form, subplots, title
 from depthutils.book.realruns import FACT_CHECK_DTYPE, facts_for
 from depthutils.measures.tuned_lens import TunedLensResult, fit_readouts, tuned_lens
+from depthutils.core.depth import RESIDUAL_AXIS, residual_depth
 
 __all__ = ["verdict", "figure", "lens_figure", "lens_panels", "headline", "tuned_on", "real_facts", "REAL_RUN",
            "REAL_FACTS", "REAL_FIT_TEXTS", "REAL_POSITIONS", "MIN_CORRECT", "READINGS", "LENS_KEY", "better_readout"]
@@ -139,16 +140,16 @@ def figure(results: dict) -> plt.Figure:
     if not results:
         axes[0].set_axis_on()
         axes[0].text(0.5, 0.5, "no set of prompts measured\n(see the verdict)", ha="center", va="center")
-        axes[0].set(xlabel="early exit at hₗ, relative depth l / L", ylabel="share of answer tokens")
+        axes[0].set(xlabel="exit at " + RESIDUAL_AXIS, ylabel="share of answer tokens")
     colors = {"gold accuracy, raw lens": "#2ca02c", "top-1 agreement, raw lens": "#1f77b4"}
     for i, (ax, (name, r)) in enumerate(zip(axes, results.items())):
         L = len(r.gold) - 1
         df = long_form(r, {"gold": "gold accuracy, raw lens", "agree": "top-1 agreement, raw lens"},
-                       x=np.arange(L + 1) / L)
+                       x=residual_depth(np.arange(L + 1), L))
         lines(ax, df, colors, weighted=False)
         ax.get_legend().remove()
         if np.isfinite(r.tuned_gold).all():
-            ax.plot(np.arange(L) / L, r.tuned_gold, color="#d62728", marker=".", label="gold accuracy, tuned readout")
+            ax.plot(residual_depth(np.arange(L), L), r.tuned_gold, color="#d62728", marker=".", label="gold accuracy, tuned readout")
         f = r.facts()
         for key, marker, color, label in (("skip_gold", "*", "k", "raw lens"),
                                           ("tuned_skip_gold", "D", "#d62728", "tuned readout")):
@@ -156,10 +157,10 @@ def figure(results: dict) -> plt.Figure:
                 continue
             # the fact is the mean over prompts: its interval as :meth:`~Result.intervals` rounds it
             lo, hi = (round(float(v), 3) for v in r.interval(key))
-            ax.errorbar([f["half"] / L], [f[key]], yerr=[[f[key] - lo], [hi - f[key]]], fmt=marker, color=color,
+            ax.errorbar([residual_depth(f["half"], L)], [f[key]], yerr=[[f[key] - lo], [hi - f[key]]], fmt=marker, color=color,
                         markersize=7, capsize=3, label=f"cut at L/2, {label} (95% CI)")
-        ax.axvline(0.5, color="k", lw=0.8, ls=":", label="the middle, l / L = 0.5")
-        ax.set(xlabel="exit at hₗ, relative depth l / L", ylabel="share of answer tokens" if i % 2 == 0 else "",
+        ax.axvline(0.5, color="k", lw=0.8, ls=":", label="the middle, h_L/2 at 0.5")
+        ax.set(xlabel="exit at " + RESIDUAL_AXIS, ylabel="share of answer tokens" if i % 2 == 0 else "",
                ylim=(-0.03, 1.03), title=f"({'abcdefgh'[i]}) {name}, n={r.meta.get('n', '?')}")
     below(top, axes, extra=[band_key()])
     model = next((r.meta.get("model") for r in results.values()), None)
@@ -188,17 +189,17 @@ def lens_panels(axes, r: TunedLensResult, first: int = 0) -> None:
     p = r.meta.get("params", {})
     for i, (ax, (key, raw, label)) in enumerate(zip(axes, (("kl", "raw_kl", "KL(output ‖ readout), nats"),
                                                            ("overlap", "raw_overlap", f"top-{r.k} overlap")))):
-        df = long_form(r, {key: "tuned readout", raw: "raw lens"}, x=np.arange(L) / L)
+        df = long_form(r, {key: "tuned readout", raw: "raw lens"}, x=residual_depth(np.arange(L), L))
         lines(ax, df, colors)
         ax.get_legend().remove()
-        ax.axvline(0.5, color="k", lw=0.8, ls=":", label="the middle, l / L = 0.5")
+        ax.axvline(0.5, color="k", lw=0.8, ls=":", label="the middle, h_L/2 at 0.5")
         if key == "overlap":
             ax.axhline(0.3, color="k", lw=0.8, ls="--", label="P2's threshold, 0.3")
             ax.set_ylim(-0.03, 1.03)
         else:
             ax.set_yscale("log")  # the raw lens on the embedding sits far above every other point
         what = f"fit on {p.get('fit_tokens')} tokens" if key == "kl" else "agreement with the output"
-        ax.set(xlabel="hₗ, relative depth l / L", ylabel=label, title=f"({'abcdefgh'[first + i]}) {what}")
+        ax.set(xlabel=RESIDUAL_AXIS, ylabel=label, title=f"({'abcdefgh'[first + i]}) {what}")
     below(axes[0].get_figure(root=False), axes, extra=[band_key()])
 
 

@@ -12,6 +12,7 @@ from depthutils.book.claim_table import CLAIMS, MIN_HALF
 from depthutils.book.grading import Verdict, _verdict, band, interval_text, judge, not_tested
 from depthutils.book.legends import band_key, below
 from depthutils.book.plotstyle import COLORS, integer_ticks, lines, long_form, subplots, title
+from depthutils.core.depth import residual_depth
 
 __all__ = ["verdict", "figure", "depth_words", "REAL_RUN"]
 
@@ -46,7 +47,7 @@ def verdict(result: NormGrowthResult) -> Verdict:
 def depth_words(f: dict) -> str:
     """Where, in depth, massive activations appear, against where the lens starts to agree with the output."""
     L = f["L"]
-    at = lambda l: f"h_{l} (relative depth {l / L:.2f})"
+    at = lambda l: f"h_{l} (relative depth {residual_depth(l, L):.2f})"
     massive = (f"No layer holds massive activations (the largest component is {f['peak_over_median']:g}× a token's "
                f"median, at h_{f['peak_layer']}, {f['peak_at']}; massive: ≥ {MASSIVE:.0f}×, ours after Sun et al.)"
                if f["massive_layer"] is None else
