@@ -5,13 +5,15 @@
 
 * **shown**: the whole interval lies on the claim's side of the *shown* threshold;
 * **not shown**: the whole interval lies past the *against* threshold;
-* **mixed**: the interval straddles a threshold, so at this many prompts the run cannot tell;
+* **mixed**: the interval straddles a threshold, so at this many prompts the run cannot tell (*inconclusive*),
+  or, for a claim of several parts, one part is shown and another not (*both ways*, :meth:`Verdict.mixed_kind`);
 * **not tested**: the run cannot speak to the claim (one model where two are needed, no group
   the model solves, too few layers to form halves, an undefined statistic). It is never counted
   for or against the claim.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,10 +44,23 @@ class Verdict:
         if self.outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, got {self.outcome!r}")
 
+    def mixed_kind(self) -> str:
+        """Which kind of *mixed* this verdict is: "both ways" when one graded part is shown and another not shown,
+        "inconclusive" otherwise (an interval between the thresholds or across one, nothing decided against the
+        claim); "" for any other outcome. The parts are read from ``numbers``, where each graded part ends with
+        its outcome in brackets."""
+        if self.outcome != "mixed":
+            return ""
+        parts = set(_PART.findall(self.numbers))
+        return "both ways" if {"shown", "not shown"} <= parts else "inconclusive"
+
     def markdown(self, title: str = "") -> str:
         """The verdict as Markdown; ``title`` names it where a chapter shows several (chapter 9's three
         questions), so their headings differ."""
-        head = f"**Verdict: {self.outcome}** (on {title})." if title else f"**Verdict: {self.outcome}.**"
+        kind = self.mixed_kind()
+        said = [f"{kind}: {MIXED_KINDS[kind]}"] if kind else []
+        said += [f"on {title}"] if title else []
+        head = f"**Verdict: {self.outcome}** ({'; '.join(said)})." if said else f"**Verdict: {self.outcome}.**"
         lines = [head, "", f"- *Claim:* {self.claim}", f"- *Criterion:* {self.criterion}",
                  f"- *This run:* {self.numbers}"]
         lines += [f"- *Note:* {n}" for n in self.notes]
@@ -100,6 +115,13 @@ def judge(claim: Claim, result: Result, key: str, *, shown: float | None = None,
 #: :func:`combine`'s rule in the words a criterion states it with
 COMBINED = ("shown if every part is, not shown if none is and one at least is not shown, mixed otherwise (both "
             "ways, or inconclusive)")
+
+
+#: a graded part's outcome as ``numbers`` prints it: "(shown)", "(…; not shown)", "(mixed; ours)"
+_PART = re.compile(r"(?:\(|;\s)(not shown|shown|mixed)(?=[);])")
+#: what each kind of *mixed* means (:meth:`Verdict.mixed_kind`)
+MIXED_KINDS = {"both ways": "one part of the claim is shown and another is not",
+               "inconclusive": "this run's interval does not decide, and nothing is against the claim"}
 
 
 def combine(outcomes) -> str:

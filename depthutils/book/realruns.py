@@ -217,7 +217,8 @@ def glue_name(key: str) -> str:
 def one_line(v, title: str) -> str:
     """A real model's verdict in one line: its outcome and numbers; the claim and its criterion are stated once,
     in the chapter's verdict."""
-    return f"**{title}: {v.outcome}.** {v.numbers} *(The claim and its criterion: the chapter's verdict.)*"
+    kind = f" ({v.mixed_kind()})" if v.mixed_kind() else ""
+    return f"**{title}: {v.outcome}{kind}.** {v.numbers} *(The claim and its criterion: the chapter's verdict.)*"
 
 
 def _figure_html(png, alt: str, caption: str) -> HTML:

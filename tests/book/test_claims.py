@@ -61,6 +61,18 @@ def test_not_tested_parts_are_never_counted():
     assert set(OUTCOMES) == {"shown", "mixed", "not shown", "not tested"}
 
 
+def test_a_mixed_verdict_says_which_kind():
+    from depthutils.book.grading import Verdict
+    v = lambda outcome, numbers: Verdict("a claim", "a criterion", outcome, numbers)
+    both = v("mixed", "ratio 0.40 [0.30, 0.45] (layer, future tokens; shown); on the output: ratio 1.20 (not shown).")
+    assert both.mixed_kind() == "both ways" and "**Verdict: mixed** (both ways:" in both.markdown()
+    undecided = v("mixed", "KL halves at relative depth 0.50 [0.38, 0.62] (mixed); overlap at no layer (not counted).")
+    assert undecided.mixed_kind() == "inconclusive" and "(inconclusive:" in undecided.markdown()
+    assert v("mixed", "slope 0.01 (mixed; ours); kl: 0.2 (shown)").mixed_kind() == "inconclusive"
+    assert v("not shown", "x (shown); y (not shown)").mixed_kind() == "" and "**Verdict: not shown.**" in \
+        v("not shown", "y (not shown)").markdown()
+
+
 # ------------------------------------------------------------------------------ chapter 6: unsolved groups
 
 def _effect(y: float, L: int) -> np.ndarray:
