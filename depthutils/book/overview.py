@@ -30,7 +30,8 @@ CAPTION = ("The papers' claims, graded in this build. A cell: the verdict · thi
            "(its first graded part; the chapter gives every part with its interval). Reviewer: a question P1's "
            "reviewers asked, in our words. —: not run for that claim.")
 OUTCOME_WORDS = (("shown", "the evidence supports the claim"),
-                 ("mixed", "the evidence points both ways or is inconclusive"),
+                 ("mixed", "the evidence points both ways (one part shown, another not) or is inconclusive (the "
+                           "interval does not decide); the chapter's verdict says which"),
                  ("not shown", "nothing supports the claim, or something contradicts it"),
                  ("not tested", "the run cannot speak to it"))
 
