@@ -79,9 +79,11 @@ class DepthUse:
 
     def facts(self) -> dict:
         """Each model's three numbers (``m{i}_*``), the last minus the first with paired intervals (``diff_*``), and
-        ``kl_peak``: the models whose lens KL is largest at ``h_0``, where the KL ratio is degenerate (words)."""
+        ``kl_peak``: the models whose lens KL is largest at ``h_0``, where the KL ratio is degenerate (words);
+        ``n_prompts``: the prompts of the future effects."""
         peaked = [m for m in self.models if self.ed[m] is not None and peaks_at_embedding(self.ed[m].kl)]
-        out = {"kl_peak": ", ".join(peaked) or "none"}
+        out = {"kl_peak": ", ".join(peaked) or "none",
+               "n_prompts": max((r.n_prompts for r in self.future.values()), default=0)}  # the future effects' N
         for i, m in enumerate(self.models):
             out.update({f"m{i}_{k}": v for k, v in self.numbers(m).items()})
         if len(self.models) > 1:

@@ -117,8 +117,8 @@ COMBINED = ("shown if every part is, not shown if none is and one at least is no
             "ways, or inconclusive)")
 
 
-#: a graded part's outcome as ``numbers`` prints it: "(shown)", "(…; not shown)", "(mixed; ours)"
-_PART = re.compile(r"(?:\(|;\s)(not shown|shown|mixed)(?=[);])")
+#: a graded part's outcome as ``numbers`` prints it: "(shown)", "(…; not shown)", "(4/5 seeds, mixed)", "(mixed; ours)"
+_PART = re.compile(r"(?:\(|[;,]\s)(not shown|shown|mixed)(?=[);])")
 #: what each kind of *mixed* means (:meth:`Verdict.mixed_kind`)
 MIXED_KINDS = {"both ways": "one part of the claim is shown and another is not",
                "inconclusive": "this run's interval does not decide, and nothing is against the claim"}

@@ -69,6 +69,8 @@ def test_a_mixed_verdict_says_which_kind():
     undecided = v("mixed", "KL halves at relative depth 0.50 [0.38, 0.62] (mixed); overlap at no layer (not counted).")
     assert undecided.mixed_kind() == "inconclusive" and "(inconclusive:" in undecided.markdown()
     assert v("mixed", "slope 0.01 (mixed; ours); kl: 0.2 (shown)").mixed_kind() == "inconclusive"
+    assert v("mixed", "A − Q+A: mixed (ED_KL −0.20 (0/5 seeds, not shown); depth score +0.05 (5/5 seeds, shown))"
+             ).mixed_kind() == "both ways"  # chapter 10: the measures of a pair
     assert v("not shown", "x (shown); y (not shown)").mixed_kind() == "" and "**Verdict: not shown.**" in \
         v("not shown", "y (not shown)").markdown()
 
