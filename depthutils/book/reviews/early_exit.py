@@ -159,7 +159,7 @@ def figure(results: dict) -> plt.Figure:
             lo, hi = (round(float(v), 3) for v in r.interval(key))
             ax.errorbar([residual_depth(f["half"], L)], [f[key]], yerr=[[f[key] - lo], [hi - f[key]]], fmt=marker, color=color,
                         markersize=7, capsize=3, label=f"cut at L/2, {label} (95% CI)")
-        ax.axvline(0.5, color="k", lw=0.8, ls=":", label="the middle, h_L/2 at 0.5")
+        ax.axvline(0.5, color="k", lw=0.8, ls=":", label=r"the middle, $h_{L/2}$ at 0.5")
         ax.set(xlabel="exit at " + RESIDUAL_AXIS, ylabel="share of answer tokens" if i % 2 == 0 else "",
                ylim=(-0.03, 1.03), title=f"({'abcdefgh'[i]}) {name}, n={r.meta.get('n', '?')}")
     below(top, axes, extra=[band_key()])
@@ -192,7 +192,7 @@ def lens_panels(axes, r: TunedLensResult, first: int = 0) -> None:
         df = long_form(r, {key: "tuned readout", raw: "raw lens"}, x=residual_depth(np.arange(L), L))
         lines(ax, df, colors)
         ax.get_legend().remove()
-        ax.axvline(0.5, color="k", lw=0.8, ls=":", label="the middle, h_L/2 at 0.5")
+        ax.axvline(0.5, color="k", lw=0.8, ls=":", label=r"the middle, $h_{L/2}$ at 0.5")
         if key == "overlap":
             ax.axhline(0.3, color="k", lw=0.8, ls="--", label="P2's threshold, 0.3")
             ax.set_ylim(-0.03, 1.03)
