@@ -59,8 +59,7 @@ def test_available_says_why_it_leaves_a_model_out(monkeypatch):
     assert realruns.available() == (list(REAL_MODELS), {})
 
 
-@pytest.mark.skipif(not (cache_root() / "smollm2-135m" / "depthutils-manifest.json").exists(),
-                    reason="SmolLM2-135M is not cached here (the book's build fetches it)")
+@pytest.mark.real("smollm2-135m")
 def test_chapter_1_on_smollm2_shows_a_captioned_figure_and_its_verdict(tmp_path, monkeypatch):
     shown = []
     monkeypatch.setattr(realruns, "display", lambda obj: shown.append(getattr(obj, "data", str(obj))))
