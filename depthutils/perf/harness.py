@@ -59,11 +59,20 @@ def timed(handle, run, repeats, before=lambda: None):
     return times, out
 
 
-def isolated(target, *args) -> dict:
-    """Run ``target(args, queue)`` in a fresh process and return what it puts on the queue."""
+def _call(fn, args, queue) -> None:
+    """In the fresh process: put ``fn(*args)`` on ``queue``, or the error it raised, for the parent to report."""
+    try:
+        queue.put(fn(*args))
+    except BaseException as e:
+        queue.put({"error": f"{type(e).__name__}: {e}"})
+
+
+def isolated(fn, *args) -> dict:
+    """Run ``fn(*args)`` (a module-level function returning a dict) in a fresh process, so its time and peak memory
+    are its own, and return its dict; an error in it is raised here."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    p = ctx.Process(target=target, args=(args, q))
+    p = ctx.Process(target=_call, args=(fn, args, q))
     p.start()
     while True:
         try:

@@ -43,13 +43,6 @@ def unavailable(name: str) -> str | None:
     return None
 
 
-def _worker(args, queue):
-    try:
-        queue.put(_measure(*args))
-    except BaseException as e:  # reported by the parent
-        queue.put({"error": f"{type(e).__name__}: {e}"})
-
-
 def _measure(name: str, chapter: str, threads: int) -> dict:
     torch.set_num_threads(threads)
     lm = du.load_model(name)
@@ -104,7 +97,7 @@ def real_rows(models=REAL_MODELS, threads: int = 2, chapters=("02", "03", "05"))
             continue
         report[name] = {}
         for ch in chapters:
-            r = isolated(_worker, name, ch, threads)
+            r = isolated(_measure, name, ch, threads)
             report[name][ch] = r
             print_row(r)
     return report

@@ -82,19 +82,15 @@ def test_layer_passes_match_the_counter(tiny, tiny_root):
         ig, rel=PLAN_PASSES_TOL)
 
 
-def _memory_worker(args, queue):
-    try:
-        import depthutils as du
-        from depthutils.perf.timing import peak_rss_now
+def _memory_worker(path, tokens):
+    import depthutils as du
+    from depthutils.perf.timing import peak_rss_now
 
-        path, tokens = args
-        before = peak_rss_now()
-        handle = du.load_model(path, device="cpu", dtype="float32")
-        prompt = du.Prompt.from_parts("5 + 7 + " * tokens, "1")
-        du.future_effects(handle, [prompt], max_tokens=tokens, progress_bar=False)
-        queue.put({"before": before, "peak": peak_rss_now()})
-    except BaseException as e:  # reported by the parent
-        queue.put({"error": f"{type(e).__name__}: {e}"})
+    before = peak_rss_now()
+    handle = du.load_model(path, device="cpu", dtype="float32")
+    prompt = du.Prompt.from_parts("5 + 7 + " * tokens, "1")
+    du.future_effects(handle, [prompt], max_tokens=tokens, progress_bar=False)
+    return {"before": before, "peak": peak_rss_now()}
 
 
 def test_memory_prediction_on_a_small_model(tmp_path):
