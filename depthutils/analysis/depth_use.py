@@ -23,14 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
+from depthutils.core.errors import NothingFits
+from depthutils.core.results import bootstrap, paired_interval
+from depthutils.measures.curves import peaks_at_embedding
 from depthutils.measures.depth_score import depth_score
 from depthutils.measures.depth_score_result import DepthScoreResult
-from depthutils.measures.curves import peaks_at_embedding
 from depthutils.measures.effective_depth import EffectiveDepthResult, effective_depth
 from depthutils.measures.future_effects import FutureEffectsResult, future_effects
 from depthutils.measures.logit_lens import LogitLensResult, logit_lens
-from depthutils.core.errors import NothingFits
-from depthutils.core.results import bootstrap, paired_interval
 
 #: the numbers compared, in the order of the verdict
 MEASURES = ("late_effect", "kl_ratio", "depth_score")

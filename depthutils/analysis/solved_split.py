@@ -23,8 +23,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from depthutils.core.numbers import interval
 from depthutils.core.errors import DepthError
+from depthutils.core.numbers import interval
 from depthutils.core.results import Result, bootstrap
 from depthutils.ladder.tasks import heldout_check
 from depthutils.measures.depth_score import depth_score, draw, levels_of

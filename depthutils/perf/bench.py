@@ -32,14 +32,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from depthutils.perf.ig_table import ig_rule_table, ig_rules_measured, print_rules
-from depthutils.perf.counting import Counter, floors
-from depthutils.perf.real_table import REAL_MODELS, real_rows
 from depthutils.core.prompts import P1_ARITHMETIC
-from depthutils.perf.harness import isolated, setup_model, timed
 from depthutils.models.architectures import check_residual
-
-
+from depthutils.perf.counting import Counter, floors
+from depthutils.perf.harness import isolated, setup_model, timed
+from depthutils.perf.ig_table import ig_rule_table, ig_rules_measured, print_rules
+from depthutils.perf.real_table import REAL_MODELS, real_rows
 
 # ------------------------------------------------------------------ reference algorithms (batch-1 traces)
 
@@ -133,8 +131,8 @@ def ref_integrated_gradients(model, prompt, steps, batch_size=16):
 
 def _measure(model_spec, measurement, algorithm, repeats, steps, threads, device="cpu", dtype="float32"):
     import depthutils as du
-    from depthutils.measures.future_effects import sample_positions
     from depthutils.core.prompts import encode
+    from depthutils.measures.future_effects import sample_positions
 
     torch.manual_seed(0)
     torch.set_num_threads(threads)

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import torch
 
+from depthutils.cost.accounting import Shape
+from depthutils.cost.model_info import model_info
 from depthutils.measures import cost_of
+from depthutils.measures.depth_score import new_tokens
+from depthutils.models.random import WIDTH_8B, random_model
 from depthutils.perf.counting import Counter
 from depthutils.perf.harness import isolated
-from depthutils.cost.accounting import Shape
-from depthutils.measures.depth_score import new_tokens
-from depthutils.cost.model_info import model_info
-from depthutils.models.random import WIDTH_8B, random_model
 from depthutils.perf.timing import calibration, calibration_key, cpu_clock, cpu_seconds, peak_rss_now, wall_estimate
 
 #: the short runs: future effects on one GSM8K prompt cut to this many tokens, P1's arithmetic prompt
@@ -62,8 +62,7 @@ def _build(spec, dtype) -> dict:
 def _run(path: str, measurement: str, dtype: str, threads: int) -> dict:
     import depthutils as du
     from depthutils import data
-    from depthutils.core.prompts import P1_ARITHMETIC
-    from depthutils.core.prompts import encode
+    from depthutils.core.prompts import P1_ARITHMETIC, encode
 
     torch.set_num_threads(threads)
     handle = du.load_model(path, device="cpu", dtype=dtype)

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import torch
 
-
 from depthutils import data
-from depthutils.models.random import random_model
-from depthutils.models.handle import load_model
 from depthutils.core.prompts import Prompt
+from depthutils.models.handle import load_model
+from depthutils.models.random import random_model
 
 BENCH_MODEL_B = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=12, num_attention_heads=8)
 

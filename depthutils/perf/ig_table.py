@@ -16,9 +16,9 @@ import numpy as np
 import torch
 
 from depthutils.core.prompts import P1_ARITHMETIC
-from depthutils.perf.harness import setup_model, timed
 from depthutils.measures.ig_rules import rule_error
 from depthutils.measures.integrated_gradients import integrated_gradients
+from depthutils.perf.harness import setup_model, timed
 
 IG_RULES = (("riemann", 256), ("gauss", 8), ("gauss", 16), ("gauss", 32), ("gauss", 64), ("adaptive", None))
 #: chapter 5's two prompts and two more of the embedded models' tasks (the models know these answers)

@@ -21,12 +21,11 @@ import numpy as np
 import torch
 
 import depthutils as du
-
 from depthutils.core.encoding import encode_all
-from depthutils.perf.counting import Counter, floors
 from depthutils.core.prompts import P1_ARITHMETIC
-from depthutils.perf.harness import isolated
 from depthutils.models.real.catalog import MANIFEST, cache_root, terms_accepted
+from depthutils.perf.counting import Counter, floors
+from depthutils.perf.harness import isolated
 
 REAL_MODELS = ("smollm2-135m", "gemma3-270m")
 N_FUTURE, N_LENS = 10, 20

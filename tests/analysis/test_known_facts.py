@@ -3,18 +3,16 @@ a two-hop prompt counts only when the model knows both single hops, the ladder i
 each check against a plain-transformers oracle (greedy decoding and teacher-forced argmax, one prompt at a time)."""
 from __future__ import annotations
 
-
 import pytest
 import torch
+from conftest import SHARED_DATA
 
 import depthutils as du
-from depthutils.book import claims
 from depthutils.analysis import known_facts as kf
+from depthutils.book import claims
 from depthutils.core.errors import DepthError
 from depthutils.core.prompts import Prompt, encode
 from depthutils.models.real.catalog import cache_root
-
-from conftest import SHARED_DATA
 
 needs_data = pytest.mark.skipif(not SHARED_DATA.exists(), reason="../shared/data is not beside the project")
 

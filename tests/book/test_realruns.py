@@ -6,8 +6,8 @@ import pytest
 from depthutils.book import realruns
 from depthutils.book.runner import chapters, parameters
 from depthutils.core.errors import DepthError
-from depthutils.models.real.fetch import Offline
 from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root
+from depthutils.models.real.fetch import Offline
 
 
 def test_chapters_0_to_6_have_a_real_model_section_and_7_to_9_do_not():
@@ -76,6 +76,7 @@ def test_plan_takes_a_named_real_model_from_its_cache_not_the_hub(tiny_root, mon
     """`run 03 --model smollm2-135m` from a fresh HOME: the preflight plan fetches the model (ensure), never asks the
     hub for 'smollm2-135m' (which failed offline before the run could fetch)."""
     from conftest import build_tiny
+
     from depthutils.cost import model_info as plan_models
 
     folder = build_tiny("llama", tiny_root)

@@ -7,8 +7,7 @@ import math
 
 import numpy as np
 
-from depthutils.core.numbers import (as_shown, enclose, interval, listing, number, numbered, plain, rounded,
-                                     significant)
+from depthutils.core.numbers import as_shown, enclose, interval, listing, number, numbered, plain, rounded, significant
 
 
 def test_no_negative_zero_in_any_format():

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import depthutils
-from depthutils.models import start_token
 from depthutils.core.errors import DepthError
 from depthutils.core.prompts import bos_mode, encode
+from depthutils.models import start_token
 
 
 def test_a_named_token_takes_position_0_and_replaces_the_tokenizers_own_bos(tiny, prompts):
