@@ -192,14 +192,14 @@ def prompts():
 # ``pytest -m "not slow and not browser and not remote and not real"`` for the seconds-long unit tests.
 
 def pytest_collection_modifyitems(config, items):
-    """Mark by what a test needs: a chapter under nbval is ``slow``; a test that reads the rendered book in Chromium
-    (the ``browser`` fixture) is ``browser`` and ``slow``."""
+    """Mark by what a test needs: a chapter under nbval, or a test of the built book (the ``book_url`` fixture builds
+    it) is ``slow``; a test that reads the rendered book in Chromium (the ``browser`` fixture) is ``browser`` too."""
     for item in items:
-        if item.nodeid.startswith("chapters/"):
+        needs = getattr(item, "fixturenames", ())
+        if item.nodeid.startswith("chapters/") or "book_url" in needs or "browser" in needs:
             item.add_marker(pytest.mark.slow)
-        if "browser" in getattr(item, "fixturenames", ()):
+        if "browser" in needs:
             item.add_marker(pytest.mark.browser)
-            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
