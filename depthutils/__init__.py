@@ -43,12 +43,28 @@ _os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 # First: the progress module imports tqdm.auto with its "IProgress not found" warning silenced, before nnsight
 # and transformers import it (a kernel without ipywidgets would print that warning into every chapter).
 from depthutils.core import progress as _progress  # noqa: E402, F401
+
+# isort: split
 from depthutils import data  # noqa: E402
+from depthutils.core import results as _results  # noqa: E402
 from depthutils.core.errors import DepthError  # noqa: E402
 from depthutils.core.prompts import Prompt  # noqa: E402
 from depthutils.core.results import Result  # noqa: E402
 from depthutils.measures import MEASUREMENTS  # noqa: E402
 from depthutils.models import ModelHandle, load_model  # noqa: E402
+
+
+def _import_every_result_kind() -> None:
+    """Import every module of :mod:`depthutils.measures` and :mod:`depthutils.analysis`, where the package's
+    :class:`Result` kinds are defined (``Result.load`` calls it on a kind not yet registered)."""
+    import pkgutil
+
+    for package in ("depthutils.measures", "depthutils.analysis"):
+        for module in pkgutil.iter_modules(_importlib.import_module(package).__path__):
+            _importlib.import_module(f"{package}.{module.name}")
+
+
+_results.KIND_FINDERS.append(_import_every_result_kind)
 
 #: the later layers' modules that ``depthutils.<name>`` reaches, imported on first use
 _LAZY = {"claims": "depthutils.book.claims", "study": "depthutils.analysis.study",

@@ -185,3 +185,31 @@ def prompts():
             Prompt.from_parts("The spouse of the performer of Imagine is", " Yoko Ono", "test"),
             Prompt.from_parts("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and "
                               "bakes muffins. How many are left? The answer is ", "9", "test")]
+
+
+# ------------------------------------------------------------------------------- tiers
+# The markers are declared in pyproject.toml (--strict-markers); select a tier with -m, e.g.
+# ``pytest -m "not slow and not browser and not remote and not real"`` for the seconds-long unit tests.
+
+def pytest_collection_modifyitems(config, items):
+    """Mark by what a test needs: a chapter under nbval, or a test of the built book (the ``book_url`` fixture builds
+    it) is ``slow``; a test that reads the rendered book in Chromium (the ``browser`` fixture) is ``browser`` too."""
+    for item in items:
+        needs = getattr(item, "fixturenames", ())
+        if item.nodeid.startswith("chapters/") or "book_url" in needs or "browser" in needs:
+            item.add_marker(pytest.mark.slow)
+        if "browser" in needs:
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(autouse=True)
+def _real_model_is_cached(request):
+    """A test marked ``real("<name>")`` runs when that real model is cached at the time it runs, not at collection:
+    in one test run the chapters fetch the real models before the unit tests that use them."""
+    marker = request.node.get_closest_marker("real")
+    if marker is not None:
+        from depthutils.models.real.catalog import cache_root
+
+        name = marker.args[0] if marker.args else "smollm2-135m"
+        if not (cache_root() / name / "depthutils-manifest.json").exists():
+            pytest.skip(f"{name} is not cached (python -m depthutils fetch {name}; the book's build fetches it)")

@@ -15,11 +15,9 @@ nbval executes every chapter (``chapters/*.ipynb``) and compares its outputs wit
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import nbformat
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "chapters"

@@ -23,14 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
+from depthutils.core.errors import NothingFits
+from depthutils.core.results import bootstrap, paired_interval
+from depthutils.measures.curves import peaks_at_embedding
 from depthutils.measures.depth_score import depth_score
 from depthutils.measures.depth_score_result import DepthScoreResult
-from depthutils.measures.curves import peaks_at_embedding
 from depthutils.measures.effective_depth import EffectiveDepthResult, effective_depth
 from depthutils.measures.future_effects import FutureEffectsResult, future_effects
 from depthutils.measures.logit_lens import LogitLensResult, logit_lens
-from depthutils.core.errors import NothingFits
-from depthutils.core.results import bootstrap, paired_interval
 
 #: the numbers compared, in the order of the verdict
 MEASURES = ("late_effect", "kl_ratio", "depth_score")
@@ -52,7 +52,7 @@ class DepthUse:
     def numbers(self, model: str) -> dict:
         """The three depth-use numbers of one model (None where undefined)."""
         kl = self.ed[model].ratio("kl") if self.ed[model] is not None else None
-        score = _mean_score(self.score[model])
+        score = self.score[model].mean_score()
         return {"late_effect": self.future[model].facts()["later_ratio"], "kl_ratio": None if kl is None else round(kl, 3),
                 "depth_score": None if score is None else round(score, 3)}
 
@@ -69,7 +69,7 @@ class DepthUse:
             n = len(sa.prompt_scores)
 
             def diff(idx):
-                x, y = _mean_score(sa, idx), _mean_score(sb, idx)
+                x, y = sa.mean_score(idx), sb.mean_score(idx)
                 return None if x is None or y is None else x - y
             return bootstrap(n, diff, level=level, n_boot=n_boot, seed=seed)
         if None in pair or pair[0].n_prompts != pair[1].n_prompts:
@@ -110,14 +110,6 @@ class DepthUse:
             for what, res in (("future", self.future), ("lens", self.lens), ("ed", self.ed), ("score", self.score)):
                 if res[m] is not None:
                     res[m].save(Path(out_dir) / f"depth_use_{what}_{slug}")
-
-
-def _mean_score(result: DepthScoreResult, idx=None) -> float | None:
-    """Mean normalised depth score of a depth-score result's prompts (``idx``; None if none is defined): ours,
-    not P1's per-level statistic (:meth:`~depthutils.measures.depth_score_result.DepthScoreResult.slope`)."""
-    v = result.prompt_scores if idx is None else result.prompt_scores[np.asarray(idx)]
-    v = v[np.isfinite(v)]
-    return float(v.mean() / (result.n_layers - 1)) if v.size else None
 
 
 def depth_use(models: dict, prompts, *, tasks=("addition", "multihop"), n_per_level: int = 10, seed: int = 123,

@@ -28,15 +28,14 @@ import torch
 
 from depthutils import data
 from depthutils.analysis.known_facts import SAMPLE_CANDIDATES, prompts_for
+from depthutils.core.depth import residual_depth
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError, NothingFits
 from depthutils.core.results import Result, describe, make_meta
-from depthutils.models.architectures import check_residual
 from depthutils.ladder.registry import is_embedded
 from depthutils.measures.tuned_lens import Readouts, fit_readouts, fit_time
-from depthutils.models.architectures import get_path
+from depthutils.models.architectures import check_residual, get_path
 from depthutils.models.remote import each
-from depthutils.core.depth import residual_depth
 
 __all__ = ["EarlyExitResult", "early_exit", "early_exit_on", "prompt_exits", "FORMED"]
 

@@ -40,16 +40,25 @@ import pandas as pd
 import torch
 
 from depthutils.analysis.fact_candidates import (  # noqa: F401 (callers read them here)
-    CURATED, HELDOUT, NOUN_PHRASES, P1_MULTIHOP, TYPOS, Candidate, candidates, curated_pairs, ladder_candidates,
-    mquake_pairs)
-from depthutils.cost import budget
+    CURATED,
+    HELDOUT,
+    NOUN_PHRASES,
+    P1_MULTIHOP,
+    TYPOS,
+    Candidate,
+    candidates,
+    curated_pairs,
+    ladder_candidates,
+    mquake_pairs,
+)
 from depthutils.core.cache import code_version
 from depthutils.core.encoding import encode_all
-from depthutils.core.progress import progress
 from depthutils.core.errors import DepthError
-from depthutils.ladder.registry import is_embedded
+from depthutils.core.progress import progress
 from depthutils.core.prompts import P1_ARITHMETIC, Prompt  # noqa: F401 (callers read P1_ARITHMETIC here)
 from depthutils.core.results import atomic_write
+from depthutils.cost import budget
+from depthutils.ladder.registry import is_embedded
 
 #: the candidates the book tries on a real model: sums of two one-digit numbers, the well-known facts, MQuAKE's
 SAMPLE_CANDIDATES = dict(tried=40, tried_arithmetic=40, operands=2, curated=True)

@@ -24,6 +24,7 @@ import nnsight
 import numpy as np
 import torch
 
+from depthutils.core.depth import residual_depth
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError, check_finite
 from depthutils.core.results import Result, describe, half_sizes, halves, make_meta
@@ -31,7 +32,6 @@ from depthutils.measures.curves import ed_overlap
 from depthutils.measures.logit_lens import read_lens
 from depthutils.models.architectures import check_residual
 from depthutils.models.remote import each
-from depthutils.core.depth import residual_depth
 
 __all__ = ["NormGrowthResult", "norm_growth", "prompt_norms", "MASSIVE"]
 

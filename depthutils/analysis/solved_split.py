@@ -23,8 +23,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from depthutils.core.numbers import interval
 from depthutils.core.errors import DepthError
+from depthutils.core.numbers import interval
 from depthutils.core.results import Result, bootstrap
 from depthutils.ladder.tasks import heldout_check
 from depthutils.measures.depth_score import depth_score, draw, levels_of
@@ -185,9 +185,9 @@ class SolvedSplit(Result):
         parts = [f"{deep} against {shallow} on the same {f['n']} problems: neither solves {f['n_neither']}, only "
                  f"{deep} {f['n_only_deeper']}, only {shallow} {f['n_only_shallower']}, both {f['n_both']}."]
         for t in self.tasks():
-            d = _text(f[f"{t}_diff"], f[f"{t}_diff_lo"], f[f"{t}_diff_hi"])
-            parts.append(f"{t}: {deep}'s mean normalised depth score {_text(f[f'{t}_mean_only_deeper'])} where only it "
-                         f"solves ({f[f'{t}_scored_only_deeper']} scored), {_text(f[f'{t}_mean_both'])} where both "
+            d = interval(f[f"{t}_diff"], f[f"{t}_diff_lo"], f[f"{t}_diff_hi"], fmt="+.3f")
+            parts.append(f"{t}: {deep}'s mean normalised depth score {interval(f[f'{t}_mean_only_deeper'], fmt='+.3f')} where only it "
+                         f"solves ({f[f'{t}_scored_only_deeper']} scored), {interval(f[f'{t}_mean_both'], fmt='+.3f')} where both "
                          f"do ({f[f'{t}_scored_both']}); difference {d}"
                          + ("." if f[f"{t}_tested"] else f" (a group below {MIN_GROUP} problems: not compared)."))
         return " ".join(parts)
@@ -198,10 +198,6 @@ class SolvedSplit(Result):
 
 def _r3(v):
     return None if v is None else round(float(v), 3) + 0.0
-
-
-def _text(v, lo=None, hi=None) -> str:
-    return interval(v, lo, hi, "+.3f")
 
 
 def split(shallow: DepthScoreResult, deep: DepthScoreResult) -> SolvedSplit:

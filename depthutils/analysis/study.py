@@ -12,17 +12,16 @@ from pathlib import Path
 import numpy as np
 
 from depthutils import data
-from depthutils.core.progress import progress
 from depthutils.core.cache import cache_key, cached
-from depthutils.measures.curves import OVERLAP_THRESHOLD
-from depthutils.measures.effective_depth import METRICS, effective_depth
 from depthutils.core.errors import DepthError, NothingFits
 from depthutils.core.numbers import number
+from depthutils.core.progress import progress
+from depthutils.core.results import context_note
 from depthutils.ladder import registry
+from depthutils.measures.curves import OVERLAP_THRESHOLD
+from depthutils.measures.effective_depth import METRICS, effective_depth
 from depthutils.models.handle import load_model
 from depthutils.models.sources import load_tokenizer, revision_of
-from depthutils.core.results import context_note
-
 
 P2_TASKS = ("hellaswag", "gsm8k", "aime24")
 OWN_TASKS = ("addition", "multihop")

@@ -8,22 +8,46 @@ from __future__ import annotations
 
 import numpy as np
 
-from depthutils.book.claim_table import (
-    ACCURACY_FLOOR, CLAIMS, COMPLETENESS_LIMIT, GROWS, LEVEL, MIN_HALF, N_PERMUTATIONS, OUTCOMES, OUTPUT_AGAINST,
-    OUTPUT_SHOWN, SCALE_WORDS, SHARED_TARGET, WHOLE_LAYER, Claim, Threshold)
-from depthutils.measures.depth_score_result import DepthScoreResult
 from depthutils.analysis.depth_use import MEASURES, DepthUse
-from depthutils.measures.future_effects import FutureEffectsResult
-from depthutils.book.context_claim import CONTEXT_MEASURES, context
-from depthutils.book.mapping_claim import mapping
-from depthutils.book.grading import (
-    COMBINED, Verdict, _verdict, band, combine, grade, interval_text, judge, not_tested, paper_vs_run)
-from depthutils.measures.logit_lens import LogitLensResult
-from depthutils.measures.contributions import ContributionsResult
-from depthutils.measures.residual_stream import ResidualStreamResult
-from depthutils.core.numbers import enclose, listing, numbered, plain
 from depthutils.analysis.study import METRICS, Study, reference_floor_cells, reference_spread
+from depthutils.book.claim_table import (
+    ACCURACY_FLOOR,
+    CLAIMS,
+    COMPLETENESS_LIMIT,
+    GROWS,
+    LEVEL,
+    MIN_HALF,
+    N_PERMUTATIONS,
+    OUTCOMES,
+    OUTPUT_AGAINST,
+    OUTPUT_SHOWN,
+    SCALE_WORDS,
+    SHARED_TARGET,
+    WHOLE_LAYER,
+    Claim,
+    Threshold,
+)
+from depthutils.book.context_claim import CONTEXT_MEASURES, context
+from depthutils.book.grading import (
+    COMBINED,
+    Verdict,
+    _verdict,
+    band,
+    combine,
+    grade,
+    interval_text,
+    judge,
+    not_tested,
+    paper_vs_run,
+)
+from depthutils.book.mapping_claim import mapping
+from depthutils.core.numbers import enclose, listing, numbered, plain
+from depthutils.measures.contributions import ContributionsResult
 from depthutils.measures.curves import peaks_at_embedding
+from depthutils.measures.depth_score_result import DepthScoreResult
+from depthutils.measures.future_effects import FutureEffectsResult
+from depthutils.measures.logit_lens import LogitLensResult
+from depthutils.measures.residual_stream import ResidualStreamResult
 
 # ------------------------------------------------------------------------------------ P1's claims
 

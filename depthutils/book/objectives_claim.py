@@ -35,8 +35,8 @@ predicts no direction for it.
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 from depthutils.analysis.objectives import Comparison, ObjectivesResult
 from depthutils.book.claim_table import ACCURACY_FLOOR, CLAIMS

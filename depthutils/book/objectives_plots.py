@@ -4,14 +4,14 @@ text column's width (:data:`~depthutils.book.plotstyle.COLUMN_IN`), its keys in 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
-import numpy as np
-import seaborn as sns
 
-from depthutils.book.objectives_claim import CONDITIONS, GRADED, PAIRS, SHORT, SHORT_LABELS, Grading, floor
 from depthutils.book.legends import below
+from depthutils.book.objectives_claim import CONDITIONS, GRADED, PAIRS, SHORT, SHORT_LABELS, Grading, floor
 from depthutils.book.plotstyle import COLUMN_IN, subplots
 from depthutils.ladder.objectives import EVAL_STEPS, NULL, OBJECTIVES, TRAIN_STEPS
 from depthutils.ladder.word_problems import TASKS

@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 from depthutils.analysis.at_answer import LABELS
-from depthutils.book.objectives_claim import (CONDITIONS, GRADED, NOT_RUN, PAIRS, PREDICTIONS, SHORT, SHORT_LABELS,
-                                              Condition, Grading, apart, cell, grade)
+from depthutils.book.objectives_claim import (
+    CONDITIONS,
+    GRADED,
+    NOT_RUN,
+    PAIRS,
+    PREDICTIONS,
+    SHORT,
+    SHORT_LABELS,
+    Condition,
+    Grading,
+    apart,
+    cell,
+    grade,
+)
 from depthutils.ladder.objectives import OBJECTIVE_LABELS
 from depthutils.ladder.word_problems import TASKS
 from depthutils.measures.curves import OVERLAP_THRESHOLD

@@ -13,17 +13,33 @@ gradients) has no interval over prompts and says so. Chapter 7's figures are in
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-from matplotlib.lines import Line2D
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.lines import Line2D
 
 from depthutils.book.mapping_plots import mapping, mapping_curves, mapping_null  # noqa: F401  chapter 7's figures
-from depthutils.measures.residual_stream import ROUNDING
+from depthutils.book.plotstyle import (
+    BAND,
+    BAND_NOTE,
+    CMAPS,
+    COLORS,
+    COLUMN_IN,
+    LABELS,
+    ROBUST_PERCENTILE,
+    heatmap,
+    integer_ticks,
+    lineplot,
+    lines,
+    long_form,
+    model_name,
+    robust_max,
+    subplots,
+    title,
+    yerr,
+)
 from depthutils.core.depth import LENS_AXIS, layer_depth
-from depthutils.book.plotstyle import (BAND, BAND_NOTE, CMAPS, COLORS, COLUMN_IN, LABELS, heatmap, integer_ticks,
-                                       ROBUST_PERCENTILE, lineplot, lines, long_form, model_name, robust_max, subplots,
-                                       title, yerr)
+from depthutils.measures.residual_stream import ROUNDING
 
 
 def contributions(result):

@@ -52,13 +52,6 @@ def measure(model: str, chapter: str, dtype: str, threads: int | None = None) ->
             "outcome": v.outcome, "value": v.value, "prompts": prompts}
 
 
-def _worker(args, queue):
-    try:
-        queue.put(measure(*args))
-    except BaseException as e:  # reported by the parent
-        queue.put({"error": f"{type(e).__name__}: {e}"})
-
-
 def values(text: str) -> list[tuple[float, float, float]]:
     """Every ``value [lo, hi]`` in a verdict's value text, in order."""
     return [tuple(float(x) for x in m) for m in _INTERVAL.findall(text or "")]
@@ -89,7 +82,7 @@ def dtype_rows(models=tuple(REAL_MODELS), chapters=("00", "01", "02", "03", "04"
             print(f"[{model}] skipped: {why}", flush=True)
             continue
         for ch in chapters:
-            pair = {dt: isolated(_worker, model, ch, dt, threads) for dt in DTYPES}
+            pair = {dt: isolated(measure, model, ch, dt, threads) for dt in DTYPES}
             ok, why_not = agrees(pair["float32"], pair["bfloat16"])
             row = {"model": model, "chapter": ch, **{dt: pair[dt] for dt in DTYPES}, "agrees": ok, "why": why_not}
             rows.append(row)

@@ -19,25 +19,25 @@ from typing import Callable
 import matplotlib.pyplot as plt
 from IPython.display import HTML, Markdown, display
 
-from depthutils.book import claims, plotting, report
 from depthutils import data
+from depthutils.analysis.known_facts import CHAIN_OPERANDS, KINDS, SAMPLE_CANDIDATES, prompts_for
+from depthutils.analysis.study import study
+from depthutils.book import claims, plotting, report
 from depthutils.book.claim_table import CLAIMS, OUTCOMES
-from depthutils.measures.contributions import contributions
-from depthutils.measures.depth_score import depth_score
+from depthutils.book.context_claim import MIN_PROMPTS, by_kind, run_sample, sample_figure
+from depthutils.book.plotstyle import save
 from depthutils.core.errors import DepthError
 from depthutils.core.numbers import as_shown
-from depthutils.models.real.fetch import ensure
+from depthutils.measures.contributions import contributions
+from depthutils.measures.depth_score import depth_score
 from depthutils.measures.future_effects import future_effects
 from depthutils.measures.integrated_gradients import integrated_gradients
-from depthutils.analysis.known_facts import CHAIN_OPERANDS, KINDS, SAMPLE_CANDIDATES, prompts_for
-from depthutils.book.context_claim import MIN_PROMPTS, by_kind, run_sample, sample_figure
 from depthutils.measures.logit_lens import logit_lens
-from depthutils.models.handle import load_model
-from depthutils.book.plotstyle import save
-from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root, terms_accepted
 from depthutils.measures.residual_erasure import residual_erasure, residual_means
 from depthutils.measures.residual_stream import residual_stream
-from depthutils.analysis.study import study
+from depthutils.models.handle import load_model
+from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root, terms_accepted
+from depthutils.models.real.fetch import ensure
 
 try:
     from myst_nb import glue as _glue

@@ -18,12 +18,12 @@ from pathlib import Path
 from jupyter_core.paths import jupyter_runtime_dir
 from traitlets.config import Config
 
-from depthutils.data import check_n
-from depthutils.core.errors import DepthError
-from depthutils.perf.plan import chapter_parameters, preflight
-from depthutils.models.real.catalog import REAL_MODELS
-from depthutils.book.realruns import available
 from depthutils.book import overview
+from depthutils.book.realruns import available
+from depthutils.core.errors import DepthError
+from depthutils.data import check_n
+from depthutils.models.real.catalog import REAL_MODELS
+from depthutils.perf.plan import chapter_parameters, preflight
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTER_DIR = ROOT / "chapters"

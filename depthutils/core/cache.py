@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from depthutils.core.results import _REGISTRY, Result, _jsonable, atomic_write
+from depthutils.core.results import Result, _jsonable, atomic_write, result_class
 
 #: the layers whose code decides cached values (the plan, the book and teaching do not)
 MEASUREMENT_LAYERS = ("core", "ladder", "data", "models", "cost", "measures", "analysis")
@@ -62,7 +62,7 @@ def read(path: Path, key: str) -> Result:
         raise ValueError(f"unreadable ({type(e).__name__})") from None
     if doc.get("key") != key:
         raise ValueError("written under another key")
-    result = _REGISTRY[doc["kind"]](meta=doc["meta"], **doc["fields"], **arrays)
+    result = result_class(doc["kind"])(meta=doc["meta"], **doc["fields"], **arrays)
     missing = [per for per, _ in result.PER_PROMPT.values() if getattr(result, per) is None]
     if missing:  # an entry from before per-prompt values were kept: never read as one without intervals
         raise ValueError(f"no per-prompt values ({', '.join(missing)})")

@@ -23,6 +23,22 @@ import numpy as np
 from depthutils.core.errors import DepthError
 
 _REGISTRY: dict[str, type] = {}
+#: what :func:`result_class` calls when a kind is not registered yet: each imports modules that define kinds (the
+#: package root adds one that imports every measurement and analysis module, so any saved result loads)
+KIND_FINDERS: list = []
+
+
+def result_class(kind: str) -> type:
+    """The :class:`Result` subclass registered under ``kind``, importing the modules that define kinds first when
+    it is not registered yet (a fresh interpreter that imported only the package root)."""
+    if kind not in _REGISTRY:
+        for find in KIND_FINDERS:
+            find()
+    try:
+        return _REGISTRY[kind]
+    except KeyError:
+        raise DepthError(f"No result kind {kind!r} in depthutils (known: {', '.join(sorted(_REGISTRY))}); the file "
+                         "was saved by another version or by code outside the package.") from None
 
 
 def versions() -> dict:
@@ -109,7 +125,13 @@ class Result:
     PER_PROMPT: ClassVar[dict] = {}
 
     def __init_subclass__(cls, **kw):
+        """Register ``cls`` under its ``kind``; a kind taken by another class is an error (the same class imported
+        again, e.g. on a module's reload, replaces itself)."""
         super(Result, cls).__init_subclass__(**kw)  # NDIF rebuilds it from source: no __class__ cell
+        taken = _REGISTRY.get(cls.kind)
+        if taken is not None and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise DepthError(f"The result kind {cls.kind!r} is taken by {taken.__module__}.{taken.__qualname__}; "
+                             f"give {cls.__module__}.{cls.__qualname__} a kind of its own.")
         _REGISTRY[cls.kind] = cls
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -237,7 +259,7 @@ class Result:
     def load(path: str | Path) -> "Result":
         path = Path(path)
         doc = json.loads(path.with_suffix(".json").read_text())
-        cls = _REGISTRY[doc["kind"]]
+        cls = result_class(doc["kind"])
         with np.load(path.with_suffix(".npz"), allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         return cls(meta=doc["meta"], **doc["fields"], **arrays)

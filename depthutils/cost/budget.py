@@ -15,10 +15,10 @@ from typing import Callable
 
 import torch
 
-from depthutils.cost import passes
-from depthutils.core.progress import bars_wanted
-from depthutils.cost.accounting import Shape
 from depthutils.core.errors import DepthError
+from depthutils.core.progress import bars_wanted
+from depthutils.cost import passes
+from depthutils.cost.accounting import Shape
 from depthutils.models.devices import available_memory
 
 

@@ -11,11 +11,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from depthutils.cost.accounting import Shape
 from depthutils.core.errors import DepthError
-from depthutils.models.real.fetch import ensure
+from depthutils.cost.accounting import Shape
 from depthutils.ladder.registry import resolve_alias
 from depthutils.models.real.catalog import REAL_MODELS
+from depthutils.models.real.fetch import ensure
 
 CHARS_PER_TOKEN = 4.0
 

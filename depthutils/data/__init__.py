@@ -22,7 +22,7 @@ from typing import Callable, Iterable
 from depthutils.core.errors import DepthError
 from depthutils.core.prompts import Prompt
 from depthutils.ladder.corpus import load_texts
-from depthutils.ladder.registry import EVAL_FILES, DEFAULT_CORPUS_DIR
+from depthutils.ladder.registry import DEFAULT_CORPUS_DIR, EVAL_FILES
 
 ROOT = Path(__file__).resolve().parents[2]
 

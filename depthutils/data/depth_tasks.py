@@ -12,8 +12,8 @@ import random
 
 from depthutils import data
 from depthutils.core.errors import DepthError
-from depthutils.ladder.registry import is_embedded
 from depthutils.core.prompts import Prompt
+from depthutils.ladder.registry import is_embedded
 
 #: solved examples before each question
 SHOTS = 4

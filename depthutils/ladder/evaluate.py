@@ -288,7 +288,7 @@ def render_card(card: dict) -> str:
             "differs from a CPU run)" if tr.get("device", "cpu") != "cpu" else
             f"{threads} CPU thread{'s' if threads != 1 else ''} (shared 2-core machine)")
         + (f", not counting `{tr['init_from']}`'s own training" if tr.get("init_from") else "") + " |",
-        f"| reproduce | `python -m depthutils.ladder "
+        "| reproduce | `python -m depthutils.ladder "
         + (f"--device {tr['device']} " if tr.get("device", "cpu") != "cpu" else "")
         + f"train {card['name']}` then "
         f"`python -m depthutils.ladder evaluate {card['name']}` |", "",

@@ -38,8 +38,15 @@ import re
 
 from depthutils.ladder.examples import HELDOUT_MOD, Example, stable_hash  # noqa: F401 (callers read them here)
 from depthutils.ladder.world import (
-    CHAINS, HOP_WEIGHTS, RELATIONS, World, build_world, multihop_cot, multihop_example, multihop_instances,
-    multihop_is_heldout, multihop_prompt, sample_multihop)
+    CHAINS,
+    RELATIONS,
+    build_world,
+    multihop_example,
+    multihop_instances,
+    multihop_is_heldout,
+    multihop_prompt,
+    sample_multihop,
+)
 
 MIN_OPERANDS, MAX_OPERANDS = 2, 6
 

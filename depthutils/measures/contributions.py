@@ -8,14 +8,14 @@ import nnsight
 import numpy as np
 import torch
 
-from depthutils.core.norms import cosine, rel_norm
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import check_finite
-from depthutils.models.architectures import check_residual
-from depthutils.models.remote import each
+from depthutils.core.norms import cosine, rel_norm
 from depthutils.core.results import Result, describe, half_sizes, halves, make_meta
 from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
+from depthutils.models.architectures import check_residual
+from depthutils.models.remote import each
 
 PARTS = ("attn", "mlp", "layer")
 

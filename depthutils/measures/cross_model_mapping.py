@@ -22,16 +22,16 @@ import nnsight
 import numpy as np
 import torch
 
+from depthutils.core.depth import layer_depth
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError
-from depthutils.models.architectures import check_residual
-from depthutils.models.remote import batches, each
 from depthutils.core.prompts import Prompt, encode
 from depthutils.core.results import Result, bootstrap, make_meta
 from depthutils.core.ridge import fit_maps, with_bias  # noqa: F401  (with_bias, fit_maps: chapter 7's exercise reads them here)
-from depthutils.cost.accounting import BYTES, Acc, Shape, total, with_requests
+from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, total, with_requests
 from depthutils.cost.passes import trace_pass
-from depthutils.core.depth import layer_depth
+from depthutils.models.architectures import check_residual
+from depthutils.models.remote import batches, each
 
 
 @dataclass

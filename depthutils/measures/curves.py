@@ -8,6 +8,7 @@ curve, shared by the logit lens (which reports where its curves cross) and by
 from __future__ import annotations
 
 import numpy as np
+
 from depthutils.core.depth import layer_depth
 
 

@@ -21,19 +21,19 @@ import re
 import numpy as np
 
 from depthutils import data
-from depthutils.data import depth_tasks
-from depthutils.models import stack
-from depthutils.measures import future_effects as fe
 from depthutils.core.encoding import encode_all, resolve_max_tokens
-from depthutils.cost import budget
-from depthutils.cost.budget import DECODE_BATCH
 from depthutils.core.errors import DepthError, NothingFits
 from depthutils.core.prompts import Encoded, Fit, Prompt
-from depthutils.models.remote import each
-from depthutils.measures.depth_score_result import DepthScoreResult, score
 from depthutils.core.results import make_meta
+from depthutils.cost import budget
 from depthutils.cost.accounting import Cost, Shape, total, with_requests
+from depthutils.cost.budget import DECODE_BATCH
 from depthutils.cost.passes import generate
+from depthutils.data import depth_tasks
+from depthutils.measures import future_effects as fe
+from depthutils.measures.depth_score_result import DepthScoreResult, score
+from depthutils.models import stack
+from depthutils.models.remote import each
 
 #: task family -> (levels, loader of ``n`` prompts of one level, positions rule). The rule is P1's:
 #: "math" takes up to 4 answer positions at stride 4, the others the first answer token.

@@ -101,16 +101,17 @@ class DepthScoreResult(Result):
         x, y = np.array(pts, float).T
         return float(np.polyfit(x, y, 1)[0])
 
-    def _mean_score(self, idx) -> float | None:
-        """The mean normalised score of the prompts ``idx`` whose score is defined (ours)."""
-        v = self.prompt_scores[idx]
+    def mean_score(self, idx=None) -> float | None:
+        """The mean normalised score of the prompts ``idx`` (None: every prompt) whose score is defined (ours, not
+        P1's per-level statistic, :meth:`slope`); None if none is defined."""
+        v = self.prompt_scores if idx is None else self.prompt_scores[np.asarray(idx)]
         v = v[np.isfinite(v)]
-        return v.mean() / (self.n_layers - 1) if v.size else None
+        return float(v.mean() / (self.n_layers - 1)) if v.size else None
 
     def mean_slope(self, task: str, idx=None) -> float | None:
         """Ours: the slope of the level means of the per-prompt normalised scores (prompts ``idx``) against
         the level rank, a smooth companion of P1's :meth:`slope`."""
-        return self._fit(self._mean_score, self._groups(task, idx))
+        return self._fit(self.mean_score, self._groups(task, idx))
 
     def _interval(self, task: str, value: Callable, level: float, n_boot: int, seed: int):
         """Percentile bootstrap interval of the slope of ``value`` (of one level's prompt indices) over the
@@ -139,7 +140,7 @@ class DepthScoreResult(Result):
 
     def mean_slope_interval(self, task: str, level: float = 0.95, n_boot: int = 1000, seed: int = 0):
         """Bootstrap interval of :meth:`mean_slope` (ours), resampling prompts within each level (stratified)."""
-        return self._interval(task, self._mean_score, level, n_boot, seed)
+        return self._interval(task, self.mean_score, level, n_boot, seed)
 
     def facts(self) -> dict:
         tasks = list(dict.fromkeys(r["task"] for r in self.rows))

@@ -13,14 +13,14 @@ import numpy as np
 import torch
 
 from depthutils.core.encoding import encode_all
-from depthutils.measures.contributions import contributions_of, read_stats
-from depthutils.measures.curves import ed_cos, ed_kl, ed_overlap, ratio
 from depthutils.core.errors import DepthError
-from depthutils.measures.logit_lens import logit_lens_of, read_lens
-from depthutils.models.remote import each
 from depthutils.core.results import Result
 from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
+from depthutils.measures.contributions import contributions_of, read_stats
+from depthutils.measures.curves import ed_cos, ed_kl, ed_overlap, ratio
+from depthutils.measures.logit_lens import logit_lens_of, read_lens
+from depthutils.models.remote import each
 
 METRICS = ("cos", "kl", "overlap")
 #: metric -> (the curve it reads, its effective depth)

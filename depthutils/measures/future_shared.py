@@ -34,7 +34,8 @@ import torch
 
 from depthutils.cost.accounting import BYTES, Acc, Shape
 from depthutils.cost.chunks import limits
-from depthutils.models.stack import Stack, Prefix, Recorder
+from depthutils.models.stack import Prefix, Recorder, Stack
+
 
 def sample_positions(n_tokens: int, seed: int = 123, k: int = 4) -> list[int]:
     """P1's positions: ``k`` of ``range(8, T-4, 8)``, shuffled with ``seed``, sorted."""

@@ -12,19 +12,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
-from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
 import numpy as np
 import pandas as pd
 import torch
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
-from depthutils.measures import quadrature as quad
-from depthutils.models import stack
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError
 from depthutils.core.numbers import rounded
-from depthutils.measures.integrated_gradients import IGResult, Integrand
 from depthutils.core.prompts import as_prompt
+from depthutils.measures import quadrature as quad
+from depthutils.measures.integrated_gradients import IGResult, Integrand
+from depthutils.models import stack
 
 #: the figures' width in inches: the book's text column (``depthutils.book.plotstyle.COLUMN_IN``, which a
 #: measurement cannot import: the book's layer lies above it); their text keeps matplotlib's sizes, 10 pt and up

@@ -26,20 +26,20 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from depthutils.measures import quadrature as quad
-from depthutils.models import stack
+from depthutils.core.depth import layer_depth
 from depthutils.core.encoding import encode_all
-from depthutils.core.progress import progress
-from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of
 from depthutils.core.errors import DepthError, check_finite
 from depthutils.core.numbers import rounded
-from depthutils.models.architectures import check_residual
+from depthutils.core.progress import progress
 from depthutils.core.prompts import as_prompt
-from depthutils.models.remote import each
 from depthutils.core.results import Result, context_depth, describe, make_meta
 from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, with_requests
+from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of
 from depthutils.cost.passes import stack_pass, trace_pass
-from depthutils.core.depth import layer_depth
+from depthutils.measures import quadrature as quad
+from depthutils.models import stack
+from depthutils.models.architectures import check_residual
+from depthutils.models.remote import each
 
 PARTS = ("layer", "attn", "mlp")
 RULES = quad.RULES

@@ -9,15 +9,15 @@ import numpy as np
 import torch
 
 from depthutils.core.encoding import encode_all
-from depthutils.cost.budget import dtype_of, shape_of, work_bytes
-from depthutils.cost.chunks import LENS_CHUNK_BYTES
-from depthutils.measures.curves import ed_kl, ed_overlap, ratio
 from depthutils.core.errors import check_finite
-from depthutils.models.architectures import get_path, check_residual
-from depthutils.models.remote import each
 from depthutils.core.results import Result, describe, make_meta
 from depthutils.cost.accounting import Cost, Shape
+from depthutils.cost.budget import dtype_of, shape_of, work_bytes
+from depthutils.cost.chunks import LENS_CHUNK_BYTES
 from depthutils.cost.passes import lens_bytes, one_trace_per_prompt
+from depthutils.measures.curves import ed_kl, ed_overlap, ratio
+from depthutils.models.architectures import check_residual, get_path
+from depthutils.models.remote import each
 
 
 @dataclass

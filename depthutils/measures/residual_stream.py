@@ -28,12 +28,11 @@ import torch
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError, check_finite
 from depthutils.core.numbers import significant
-from depthutils.models.architectures import check_residual, unwrap
-from depthutils.models.remote import each
 from depthutils.core.results import Result, describe, make_meta
 from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
-
+from depthutils.models.architectures import check_residual, unwrap
+from depthutils.models.remote import each
 
 #: errors below this are float32 rounding, whose size depends on the CPU's kernels: reported as this bound
 ROUNDING = 1e-6

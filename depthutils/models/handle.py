@@ -25,19 +25,27 @@ import nnsight
 import torch
 from nnsight.modeling import huggingface as nnsight_hf
 
-from depthutils.models.architectures import (
-    ARCHITECTURES, Arch, ShapeError, get_path, rewrap, supported_families, unwrap)
-from depthutils.models.devices import _dense_bf16, _pick_device, _pick_dtype, auto_dtype
 from depthutils.core.errors import DepthError
-from depthutils.ladder.registry import ALIASES, is_embedded
 from depthutils.core.prompts import bos_mode
-from depthutils.models.start_token import (
-    check_option as check_start, describe as describe_start, resolve as resolve_start)
+from depthutils.ladder.registry import ALIASES, is_embedded
+from depthutils.models.architectures import (
+    ARCHITECTURES,
+    Arch,
+    ShapeError,
+    get_path,
+    rewrap,
+    supported_families,
+    unwrap,
+)
+from depthutils.models.devices import _dense_bf16, _pick_device, _pick_dtype, auto_dtype
 from depthutils.models.remote import DEFAULT_TIMEOUT, Backend, ndif_reachable
-from depthutils.models.stack import batch_invariant
 from depthutils.models.sources import _local_revision, _resolve_local, _tokenizer
+from depthutils.models.stack import batch_invariant
+from depthutils.models.start_token import check_option as check_start
+from depthutils.models.start_token import describe as describe_start
+from depthutils.models.start_token import resolve as resolve_start
 
-__all__ = ["Arch", "ARCHITECTURES", "ModelHandle", "load_model", "loaded_dtypes", "unwrap", "check_residual"]
+__all__ = ["Arch", "ARCHITECTURES", "ModelHandle", "load_model", "loaded_dtypes", "unwrap"]
 
 #: model name -> the dtype it was last loaded in, in this process (a chapter's "ran in" line names them)
 _LOADED: dict[str, str] = {}

@@ -24,8 +24,8 @@ import websocket
 from nnsight.intervention.backends.remote import RemoteBackend, RemoteError
 from nnsight.schema.response import Status
 
-from depthutils.core.progress import bar, progress
 from depthutils.core.errors import DepthError
+from depthutils.core.progress import bar, progress
 
 #: seconds a remote request may take from sending to its downloaded result, NDIF's queue included:
 #: a 70B model's queue on NDIF can hold a job for many minutes (``load_model(..., timeout=)``)

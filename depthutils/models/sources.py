@@ -8,8 +8,8 @@ import hashlib
 from pathlib import Path
 
 from depthutils.core.errors import DepthError
-from depthutils.models.real.fetch import REAL_MODELS, ensure
 from depthutils.ladder.registry import resolve_alias
+from depthutils.models.real.fetch import REAL_MODELS, ensure
 
 
 def _resolve_local(name: str) -> Path | None:

@@ -24,7 +24,7 @@ import contextlib
 
 import torch
 
-from depthutils.models.architectures import get_path, check_residual, rewrap, unwrap
+from depthutils.models.architectures import check_residual, get_path, rewrap, unwrap
 
 
 def usable(handle) -> bool:

@@ -18,8 +18,8 @@ import json
 import torch
 
 from depthutils import data
-from depthutils.core.progress import progress
 from depthutils.core.errors import DepthError
+from depthutils.core.progress import progress
 from depthutils.core.prompts import Prompt, bos_token_id, encode
 from depthutils.models.real.catalog import REAL_MODELS, cache_root
 

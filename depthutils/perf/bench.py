@@ -32,14 +32,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from depthutils.perf.ig_table import _rules_worker, ig_rule_table, print_rules
-from depthutils.perf.counting import Counter, floors
-from depthutils.perf.real_table import REAL_MODELS, real_rows
 from depthutils.core.prompts import P1_ARITHMETIC
-from depthutils.perf.harness import isolated, setup_model, timed
 from depthutils.models.architectures import check_residual
-
-
+from depthutils.perf.counting import Counter, floors
+from depthutils.perf.harness import isolated, setup_model, timed
+from depthutils.perf.ig_table import ig_rule_table, ig_rules_measured, print_rules
+from depthutils.perf.real_table import REAL_MODELS, real_rows
 
 # ------------------------------------------------------------------ reference algorithms (batch-1 traces)
 
@@ -131,17 +129,10 @@ def ref_integrated_gradients(model, prompt, steps, batch_size=16):
 
 # ------------------------------------------------------------------ one run, in its own process
 
-def _worker(args, queue):
-    try:
-        queue.put(_measure(*args))
-    except BaseException as e:  # report to the parent instead of leaving it waiting
-        queue.put({"error": f"{type(e).__name__}: {e}"})
-
-
 def _measure(model_spec, measurement, algorithm, repeats, steps, threads, device="cpu", dtype="float32"):
     import depthutils as du
-    from depthutils.measures.future_effects import sample_positions
     from depthutils.core.prompts import encode
+    from depthutils.measures.future_effects import sample_positions
 
     torch.manual_seed(0)
     torch.set_num_threads(threads)
@@ -184,14 +175,7 @@ def _max_diff(a: dict, b: dict) -> float:
 
 def logit_lens_memory(vocab: int = 32768, depths=(4, 16), tokens: int = 256) -> dict:
     """Peak RSS of logit_lens on random Llamas of two depths with a large vocabulary."""
-    return {L: isolated(_lens_worker, vocab, L, tokens) for L in depths}
-
-
-def _lens_worker(args, queue):
-    try:
-        queue.put(_lens_memory(*args))
-    except BaseException as e:
-        queue.put({"error": f"{type(e).__name__}: {e}"})
+    return {L: isolated(_lens_memory, vocab, L, tokens) for L in depths}
 
 
 def _lens_memory(vocab, L, tokens):
@@ -229,8 +213,8 @@ def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path
     for spec in models if only == "all" else ():
         rows = {}
         for meas in ("future_effects", "residual_erasure", "integrated_gradients"):
-            ref = isolated(_worker, spec, meas, "reference", repeats, steps, threads, device, dtype)
-            ours = isolated(_worker, spec, meas, "ours", repeats, steps, threads, device, dtype)
+            ref = isolated(_measure, spec, meas, "reference", repeats, steps, threads, device, dtype)
+            ours = isolated(_measure, spec, meas, "ours", repeats, steps, threads, device, dtype)
             floor = floors(ref["L"], ref["T_fe"], ref["positions"], ref["T_er"], steps)[meas]
             rows[meas] = {
                 alg: {"median_s": statistics.median(r["times"]), "min_s": min(r["times"]), "max_s": max(r["times"]),
@@ -248,7 +232,7 @@ def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path
     if only in ("all", "real") and real:
         report["real_models"] = real_rows(real, threads)
     for spec in ig_models if only in ("all", "ig-rules") else ():
-        table = ig_rule_table(isolated(_rules_worker, spec, repeats, threads, device, dtype))
+        table = ig_rule_table(isolated(ig_rules_measured, spec, repeats, threads, device, dtype))
         print_rules(spec, table)
         report["models"].setdefault(spec, {})["ig_rules"] = table
     if only == "all":

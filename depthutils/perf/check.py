@@ -22,13 +22,13 @@ from pathlib import Path
 
 import torch
 
+from depthutils.cost.accounting import Shape
+from depthutils.cost.model_info import model_info
 from depthutils.measures import cost_of
+from depthutils.measures.depth_score import new_tokens
+from depthutils.models.random import WIDTH_8B, random_model
 from depthutils.perf.counting import Counter
 from depthutils.perf.harness import isolated
-from depthutils.cost.accounting import Shape
-from depthutils.measures.depth_score import new_tokens
-from depthutils.cost.model_info import model_info
-from depthutils.models.random import WIDTH_8B, random_model
 from depthutils.perf.timing import calibration, calibration_key, cpu_clock, cpu_seconds, peak_rss_now, wall_estimate
 
 #: the short runs: future effects on one GSM8K prompt cut to this many tokens, P1's arithmetic prompt
@@ -54,25 +54,15 @@ def model_8b_width(layers: int, dtype: str) -> Path:
                         max_position_embeddings=8192, tie_word_embeddings=False, **WIDTH_8B)
 
 
-def _build_worker(args, queue):
-    try:
-        queue.put({"path": str(model_8b_width(*args))})
-    except BaseException as e:
-        queue.put({"error": f"{type(e).__name__}: {e}"})
-
-
-def _worker(args, queue):
-    try:
-        queue.put(_run(*args))
-    except BaseException as e:  # the parent reports it
-        queue.put({"error": f"{type(e).__name__}: {e}"})
+def _build(spec, dtype) -> dict:
+    """The model of the plan's check at width ``spec``, built in a fresh process: ``{"path": folder}``."""
+    return {"path": str(model_8b_width(spec, dtype))}
 
 
 def _run(path: str, measurement: str, dtype: str, threads: int) -> dict:
     import depthutils as du
     from depthutils import data
-    from depthutils.core.prompts import P1_ARITHMETIC
-    from depthutils.core.prompts import encode
+    from depthutils.core.prompts import P1_ARITHMETIC, encode
 
     torch.set_num_threads(threads)
     handle = du.load_model(path, device="cpu", dtype=dtype)
@@ -166,14 +156,14 @@ def check(models=None, json_path: str | None = None, quick: bool = False, thread
     rows, fresh = [], set()
     _header(threads)
     for spec, dtype in models:
-        path = isolated(_build_worker, spec, dtype)["path"] if isinstance(spec, int) else spec
+        path = isolated(_build, spec, dtype)["path"] if isinstance(spec, int) else spec
         name = f"8B-width {spec} layers" if isinstance(spec, int) else spec
         shape = model_info(path).shape
         key = calibration_key(shape, dtype, threads)  # measured again, under the same load as the runs it predicts
         cal = calibration(shape, dtype, threads, refresh=recalibrate and key not in fresh)
         fresh.add(key)
         for meas in measurements:
-            got = isolated(_worker, path, meas, dtype, threads)
+            got = isolated(_run, path, meas, dtype, threads)
             row = dict(model=name, dtype=dtype, measurement=meas, path=path, rss_meas=got["peak_rss"],
                        load_rss=got["load_rss"], seconds_meas=got["seconds"], wall_meas=got["wall"],
                        lp_meas=got["layer_passes"], lengths=got["lengths"])

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import torch
 
-
 from depthutils import data
-from depthutils.models.random import random_model
-from depthutils.models.handle import load_model
 from depthutils.core.prompts import Prompt
+from depthutils.models.handle import load_model
+from depthutils.models.random import random_model
 
 BENCH_MODEL_B = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=12, num_attention_heads=8)
 
@@ -59,11 +58,20 @@ def timed(handle, run, repeats, before=lambda: None):
     return times, out
 
 
-def isolated(target, *args) -> dict:
-    """Run ``target(args, queue)`` in a fresh process and return what it puts on the queue."""
+def _call(fn, args, queue) -> None:
+    """In the fresh process: put ``fn(*args)`` on ``queue``, or the error it raised, for the parent to report."""
+    try:
+        queue.put(fn(*args))
+    except BaseException as e:
+        queue.put({"error": f"{type(e).__name__}: {e}"})
+
+
+def isolated(fn, *args) -> dict:
+    """Run ``fn(*args)`` (a module-level function returning a dict) in a fresh process, so its time and peak memory
+    are its own, and return its dict; an error in it is raised here."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    p = ctx.Process(target=target, args=(args, q))
+    p = ctx.Process(target=_call, args=(fn, args, q))
     p.start()
     while True:
         try:

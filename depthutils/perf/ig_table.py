@@ -16,9 +16,9 @@ import numpy as np
 import torch
 
 from depthutils.core.prompts import P1_ARITHMETIC
-from depthutils.perf.harness import setup_model, timed
 from depthutils.measures.ig_rules import rule_error
 from depthutils.measures.integrated_gradients import integrated_gradients
+from depthutils.perf.harness import setup_model, timed
 
 IG_RULES = (("riemann", 256), ("gauss", 8), ("gauss", 16), ("gauss", 32), ("gauss", 64), ("adaptive", None))
 #: chapter 5's two prompts and two more of the embedded models' tasks (the models know these answers)
@@ -27,19 +27,12 @@ IG_PROMPTS = (P1_ARITHMETIC, ("The spouse of the performer of Crystal Wings is",
 REFERENCE = dict(tol=1e-9, budget=1024, max_rounds=40)
 
 
-def _rules_worker(args, queue):
-    try:
-        queue.put(_ig_rules(*args))
-    except BaseException as e:  # report to the parent instead of leaving it waiting
-        queue.put({"error": f"{type(e).__name__}: {e}"})
-
-
 def _run(handle, rule, k, prompts, **kw):
     steps = {} if k is None else {"steps": k}
     return [integrated_gradients(handle, p, a, rule=rule, progress_bar=False, **steps, **kw) for p, a in prompts]
 
 
-def _ig_rules(model_spec, repeats, threads, device="cpu", dtype="float32", prompts=IG_PROMPTS):
+def ig_rules_measured(model_spec, repeats, threads, device="cpu", dtype="float32", prompts=IG_PROMPTS):
     """Time every rule of :data:`IG_RULES` and score it against the converged reference."""
     torch.set_num_threads(threads)
     handle, _ = setup_model(model_spec, device, dtype)

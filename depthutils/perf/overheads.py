@@ -23,9 +23,9 @@ import statistics
 
 import torch
 
+from depthutils.core.results import make_meta
 from depthutils.measures.contributions import read_stats
 from depthutils.models.handle import load_model
-from depthutils.core.results import make_meta
 from depthutils.models.stack import Stack
 
 #: right-hand sides of the calibrated float64 solve

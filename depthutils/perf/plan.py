@@ -17,19 +17,19 @@ from pathlib import Path
 import torch
 
 from depthutils import data
-from depthutils.cost.budget import parse_bytes
-from depthutils.cost.accounting import Cost, total
-from depthutils.measures import MEASUREMENTS, cost_of
-from depthutils.measures.depth_score import TASKS, levels_of, new_tokens
-from depthutils.core.errors import DepthError
-from depthutils.cost.model_info import ModelInfo, model_info
-from depthutils.models.devices import auto_dtype, available_memory
-from depthutils.ladder.registry import is_embedded
-from depthutils.perf.timing import DEVICES, base_rss, calibration, cpu_seconds, gpu_seconds, wall_estimate
 from depthutils.analysis.objectives import shipped_runs
 from depthutils.analysis.objectives_tables import prompts as objective_prompts
-from depthutils.ladder import registry
 from depthutils.analysis.study import OWN_TASKS
+from depthutils.core.errors import DepthError
+from depthutils.cost.accounting import Cost, total
+from depthutils.cost.budget import parse_bytes
+from depthutils.cost.model_info import ModelInfo, model_info
+from depthutils.ladder import registry
+from depthutils.ladder.registry import is_embedded
+from depthutils.measures import MEASUREMENTS, cost_of
+from depthutils.measures.depth_score import TASKS, levels_of, new_tokens
+from depthutils.models.devices import auto_dtype, available_memory
+from depthutils.perf.timing import DEVICES, base_rss, calibration, cpu_seconds, gpu_seconds, wall_estimate
 
 MULTI = {"07": "models", "08": "models", "09": "models"}
 

@@ -21,12 +21,11 @@ import numpy as np
 import torch
 
 import depthutils as du
-
 from depthutils.core.encoding import encode_all
-from depthutils.perf.counting import Counter, floors
 from depthutils.core.prompts import P1_ARITHMETIC
-from depthutils.perf.harness import isolated
 from depthutils.models.real.catalog import MANIFEST, cache_root, terms_accepted
+from depthutils.perf.counting import Counter, floors
+from depthutils.perf.harness import isolated
 
 REAL_MODELS = ("smollm2-135m", "gemma3-270m")
 N_FUTURE, N_LENS = 10, 20
@@ -41,13 +40,6 @@ def unavailable(name: str) -> str | None:
     if not terms_accepted(name):
         return f"{name}'s terms are not accepted here; see `python -m depthutils fetch {name} --accept-terms`."
     return None
-
-
-def _worker(args, queue):
-    try:
-        queue.put(_measure(*args))
-    except BaseException as e:  # reported by the parent
-        queue.put({"error": f"{type(e).__name__}: {e}"})
 
 
 def _measure(name: str, chapter: str, threads: int) -> dict:
@@ -104,7 +96,7 @@ def real_rows(models=REAL_MODELS, threads: int = 2, chapters=("02", "03", "05"))
             continue
         report[name] = {}
         for ch in chapters:
-            r = isolated(_worker, name, ch, threads)
+            r = isolated(_measure, name, ch, threads)
             report[name][ch] = r
             print_row(r)
     return report

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import resource
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 
 from depthutils.cost.accounting import BYTES, Cost, Shape
-from depthutils.models.devices import proc_value
 from depthutils.measures.logit_lens import lens_stats
+from depthutils.models.devices import proc_value
 from depthutils.models.random import WIDTH_8B
 from depthutils.perf.overheads import cpu_clock, overheads, rate_at
 
@@ -133,7 +133,7 @@ def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dic
         mask = torch.full((T, T), torch.finfo(dt).min, dtype=dt).triu(1)[None, None]
         t0 = cpu_clock()
         with torch.set_grad_enabled(grad):
-            out = layer(x, attention_mask=mask, position_embeddings=cos_sin, position_ids=pos)
+            out = layer(x, attention_mask=mask, position_embeddings=cos_sin, position_ids=pos)  # noqa: F821 (deleted after its last call)
             out = out[0] if isinstance(out, tuple) else out
             if grad:
                 torch.autograd.grad(out.float().sum(), x)
@@ -169,7 +169,7 @@ def calibrate(width: dict, dtype: str, threads: int, vocab: int = 128256) -> dic
     def unembed(M):
         x = torch.randn(1, M, width["hidden_size"], dtype=dt)  # [batch, positions, H], as the model's head sees it
         t0 = cpu_clock()
-        torch.nn.functional.linear(x, W).float().softmax(-1)
+        torch.nn.functional.linear(x, W).float().softmax(-1)  # noqa: F821 (deleted after its last call)
         return cpu_clock() - t0
 
     unembed_t = points(unembed, {M: (M,) for M in UNEMBED_POINTS})

@@ -3,11 +3,11 @@ oracle, and that they read that position, the same one whatever the model or its
 from __future__ import annotations
 
 import numpy as np
+import oracle
 import pytest
 import torch
-
-import oracle
 from conftest import ATOL, REAL_EFFECT, zero_tol
+
 from depthutils.analysis.at_answer import ARRAYS, at_answer, measure_of
 from depthutils.core.prompts import Prompt
 from depthutils.ladder import registry

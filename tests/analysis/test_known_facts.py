@@ -3,21 +3,18 @@ a two-hop prompt counts only when the model knows both single hops, the ladder i
 each check against a plain-transformers oracle (greedy decoding and teacher-forced argmax, one prompt at a time)."""
 from __future__ import annotations
 
-
 import pytest
 import torch
+from conftest import SHARED_DATA
 
 import depthutils as du
-from depthutils.book import claims
 from depthutils.analysis import known_facts as kf
+from depthutils.book import claims
 from depthutils.core.errors import DepthError
 from depthutils.core.prompts import Prompt, encode
 from depthutils.models.real.catalog import cache_root
 
-from conftest import SHARED_DATA
-
 needs_data = pytest.mark.skipif(not SHARED_DATA.exists(), reason="../shared/data is not beside the project")
-SMOL_CACHE = cache_root() / "smollm2-135m" / "depthutils-manifest.json"  # $XDG_CACHE_HOME, as the fetch uses
 
 CONTEXTS = ["The spouse of the performer of Imagine is", "5 + 7 + 5 + 3 + 1 + 7 =", "She eats three for",
             "Janet's ducks lay", "The performer of", "Yoko Ono is", "per day. She", "every morning and",
@@ -169,7 +166,7 @@ def test_bad_counts_are_refused(tiny):
 
 
 @needs_data
-@pytest.mark.skipif(not SMOL_CACHE.exists(), reason="smollm2-135m is not cached (python -m depthutils fetch)")
+@pytest.mark.real("smollm2-135m")
 def test_smollm2_answers_what_plain_transformers_says_it_answers():
     from transformers import AutoModelForCausalLM
 
@@ -177,7 +174,7 @@ def test_smollm2_answers_what_plain_transformers_says_it_answers():
     lm = du.load_model("smollm2-135m", dtype="float32", prepend_bos=False)
     fp = kf.prompts_for(lm, tried=4, tried_arithmetic=2, seed=1, progress_bar=False)
     assert fp.prompts["arithmetic"].context == kf.P1_ARITHMETIC[0] and fp.prompts["arithmetic"].answer == "28"
-    hf = AutoModelForCausalLM.from_pretrained(SMOL_CACHE.parent, dtype=torch.float32).eval()
+    hf = AutoModelForCausalLM.from_pretrained(cache_root() / "smollm2-135m", dtype=torch.float32).eval()
     for c in fp.candidates + [h for c in fp.candidates for h in c.hops if h.checked]:
         want = lm.tokenizer.decode(oracle_greedy(hf, lm.tokenizer, c.context, 6, bos=False), skip_special_tokens=True)
         assert c.greedy == (kf.match(want, c.forms) is not None), c.context

@@ -4,14 +4,15 @@ normed output (Gemma 3) and scale it (Granite); and their verdicts, which can co
 from __future__ import annotations
 
 import numpy as np
+import oracle
 import pytest
 import torch
-
-import oracle
 from conftest import ATOL, TEXT
+
 from depthutils.analysis.early_exit import EarlyExitResult, early_exit
 from depthutils.analysis.norm_growth import LENS_POSITIONS, NormGrowthResult, norm_growth
-from depthutils.book.reviews import early_exit as exit_review, norm_growth as norm_review
+from depthutils.book.reviews import early_exit as exit_review
+from depthutils.book.reviews import norm_growth as norm_review
 from depthutils.core.encoding import encode_all
 from depthutils.core.prompts import Prompt
 from depthutils.measures.tuned_lens import fit_readouts

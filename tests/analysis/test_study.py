@@ -1,11 +1,11 @@
 """Chapter 9's study: cached per model × task, table recomputed from the cached curves."""
 from __future__ import annotations
 
-
 from conftest import build_tiny
+
+from depthutils.analysis.study import METRICS, _markdown, reference_facts, reference_table, study, tokens_note
 from depthutils.core import cache
 from depthutils.measures.curves import ed_cos, ed_kl, ed_overlap, ratio
-from depthutils.analysis.study import METRICS, _markdown, reference_facts, reference_table, study, tokens_note
 
 
 def test_study_caches_per_model_and_task_and_the_table_recomputes(tiny_root, tmp_path):

@@ -8,8 +8,8 @@ import json
 
 import nbformat
 import pytest
-
 from conftest import build_tiny
+
 from depthutils.book.runner import chapters, parameters, run_chapter
 
 #: (family, context): two families, both with a tokenizer that adds no BOS

@@ -18,12 +18,12 @@ import threading
 
 import nbformat
 import pytest
+from nbval_book import EXECUTED
 
 from depthutils.book import plan_page
 from depthutils.book.runner import PAGES, ROOT, chapters, find_chapter, parameters
 from depthutils.core.errors import DepthError
 from depthutils.models.real.catalog import REAL_MODELS
-from nbval_book import EXECUTED
 
 HTML = ROOT / "_build" / "html"
 

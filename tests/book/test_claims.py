@@ -11,17 +11,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from depthutils.analysis.study import Study, reference_spread
 from depthutils.book import claims
 from depthutils.book.claims import CLAIMS, OUTCOMES, combine, grade
 from depthutils.book.mapping_claim import against_null
 from depthutils.measures.contributions import KEYS, ContributionsResult
 from depthutils.measures.cross_model_mapping import MappingResult, spearman
-from depthutils.measures.depth_score_result import DepthScoreResult
 from depthutils.measures.curves import peaks_at_embedding
+from depthutils.measures.depth_score_result import DepthScoreResult
 from depthutils.measures.effective_depth import EffectiveDepthResult
 from depthutils.measures.future_effects import FutureEffectsResult
 from depthutils.measures.logit_lens import LogitLensResult
-from depthutils.analysis.study import Study, reference_spread
 
 RNG = np.random.default_rng(0)
 
@@ -100,7 +100,10 @@ def _depth_scores(groups: dict, L: int = 8, n: int = 20) -> DepthScoreResult:
             ys = np.asarray(ys, float)
             Ds = [_effect(y, L) for y in ys]
             s = ys * (L - 1)
-            scores += list(s); levels += [level] * len(ys); tasks += [task] * len(ys); effects += Ds
+            scores += list(s)
+            levels += [level] * len(ys)
+            tasks += [task] * len(ys)
+            effects += Ds
             correct += [i < round(acc * len(ys)) for i in range(len(ys))]
             rows.append({"task": task, "level": level, "score": float(s.max()), "norm_score": float(ys.max()),
                          "mean_score": float(s.mean()), "accuracy": acc, "n": len(ys)})
@@ -475,7 +478,7 @@ def test_chapter_9s_table_sets_each_of_its_three_verdicts_beside_p2s_value():
     v = claims.effective_depth(s, ["m4", "m8"], base="m8", cot="m8cot")
     table = claims.paper_vs_run(v["scale"], [{"model": m, "n_layers": L[m]} for m in L])
     rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in table.splitlines()}
-    ratio = lambda m, ts: np.mean([(cross[m][t] + 1) / L[m] for t in ts])  # noqa: E731  P2's (ED + 1) / L
+    ratio = lambda m, ts: np.mean([(cross[m][t] + 1) / L[m] for t in ts])  # P2's (ED + 1) / L
     gains = {"scale": 0.0, "cot": ratio("m8cot", tasks) - ratio("m8", tasks),
              "difficulty": np.mean([ratio(m, ["aime24"]) - ratio(m, ["gsm8k", "hellaswag"]) for m in ("m4", "m8")])}
     for key, gain in gains.items():

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from depthutils.analysis import known_facts as kf
-from depthutils.book import claims, context_claim as cc
+from depthutils.book import claims
+from depthutils.book import context_claim as cc
 from depthutils.book.claim_table import CLAIMS, COMPLETENESS_LIMIT
 
 

@@ -11,12 +11,12 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
+from conftest import build_tiny  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import depthutils  # noqa: E402
 from depthutils.book import plotstyle, plotting  # noqa: E402
 from depthutils.core.prompts import Prompt  # noqa: E402
-from conftest import build_tiny  # noqa: E402
 
 #: the saved PNG may be a little narrower or wider than the figure where its tight box trims or keeps an edge
 WIDTH_SLACK_IN = 0.15

@@ -6,8 +6,8 @@ import pytest
 from depthutils.book import realruns
 from depthutils.book.runner import chapters, parameters
 from depthutils.core.errors import DepthError
-from depthutils.models.real.fetch import Offline
 from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root
+from depthutils.models.real.fetch import Offline
 
 
 def test_chapters_0_to_6_have_a_real_model_section_and_7_to_9_do_not():
@@ -59,8 +59,7 @@ def test_available_says_why_it_leaves_a_model_out(monkeypatch):
     assert realruns.available() == (list(REAL_MODELS), {})
 
 
-@pytest.mark.skipif(not (cache_root() / "smollm2-135m" / "depthutils-manifest.json").exists(),
-                    reason="SmolLM2-135M is not cached here (the book's build fetches it)")
+@pytest.mark.real("smollm2-135m")
 def test_chapter_1_on_smollm2_shows_a_captioned_figure_and_its_verdict(tmp_path, monkeypatch):
     shown = []
     monkeypatch.setattr(realruns, "display", lambda obj: shown.append(getattr(obj, "data", str(obj))))
@@ -77,6 +76,7 @@ def test_plan_takes_a_named_real_model_from_its_cache_not_the_hub(tiny_root, mon
     """`run 03 --model smollm2-135m` from a fresh HOME: the preflight plan fetches the model (ensure), never asks the
     hub for 'smollm2-135m' (which failed offline before the run could fetch)."""
     from conftest import build_tiny
+
     from depthutils.cost import model_info as plan_models
 
     folder = build_tiny("llama", tiny_root)

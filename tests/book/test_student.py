@@ -9,8 +9,8 @@ import papermill
 import pytest
 
 from depthutils.book.runner import CHAPTER_DIR, chapters, kernel_config
-from depthutils.core.errors import DepthError
 from depthutils.book.student import strip, student_copy
+from depthutils.core.errors import DepthError
 
 LABEL = re.compile(r"^:label: (\S+)", re.M)
 

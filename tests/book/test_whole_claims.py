@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from depthutils.analysis.study import Study
 from depthutils.book import claims
 from depthutils.book.claims import CLAIMS
 from depthutils.measures.effective_depth import EffectiveDepthResult
 from depthutils.measures.future_effects import FutureEffectsResult
-from depthutils.analysis.study import Study
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE1 = ROOT / "data" / "reference" / "p2_effective_depth_table1.csv"

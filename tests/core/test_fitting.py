@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
+import oracle
 import pytest
+from conftest import ATOL, build_tiny
 
 import depthutils
-import oracle
-from conftest import ATOL, build_tiny
 from depthutils.core.prompts import Prompt, encode
 
 
@@ -115,10 +115,9 @@ def test_eos_stands_in_where_there_is_no_bos(tiny_root, prompts):
 def test_sentencepiece_style_tokenizers_keep_the_rules(tmp_path, add_bos):
     """Phi-3, Llama 2 and Gemma tokenize SentencePiece-style (a leading "▁" marks the space): the
     answer is still found through the offsets, and position 0 is the BOS either way."""
+    from conftest import TEXT
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
-
-    from conftest import TEXT
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.normalizer = normalizers.Sequence([])

@@ -10,12 +10,12 @@ import tomllib
 
 import numpy as np
 import pytest
-
 from conftest import ATOL, ROOT
+
 import depthutils as du
 from depthutils import data
-from depthutils.measures.effective_depth import effective_depth
 from depthutils.core.results import aggregate, bootstrap, paired_interval
+from depthutils.measures.effective_depth import effective_depth
 
 
 @pytest.fixture(scope="module")

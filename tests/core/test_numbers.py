@@ -7,8 +7,7 @@ import math
 
 import numpy as np
 
-from depthutils.core.numbers import (as_shown, enclose, interval, listing, number, numbered, plain, rounded,
-                                     significant)
+from depthutils.core.numbers import as_shown, enclose, interval, listing, number, numbered, plain, rounded, significant
 
 
 def test_no_negative_zero_in_any_format():
@@ -57,7 +56,6 @@ def test_a_glued_fact_reads_as_prose():
 
 
 def test_the_books_formatters_use_them(monkeypatch):
-    from depthutils.analysis.solved_split import _text
     from depthutils.book import report
     from depthutils.book.claim_table import CLAIMS
     from depthutils.book.grading import grade, interval_text
@@ -73,7 +71,7 @@ def test_the_books_formatters_use_them(monkeypatch):
     assert interval_text(0.0, -0.02, -0.001, "+.2f") == "+0.00 [-0.02, +0.00]"
     assert cell(-0.0004, (-0.03, 0.03), "+.3f") == "+0.000 [−0.03, +0.03]"
     assert cell(0.449, (0.38, 0.52)) == "0.449 [0.38, 0.52]" and cell(None, (None, None)) == "undefined"
-    assert _text(-0.0001, -0.05, -0.01) == "+0.000 [-0.050, +0.000]"
+    assert interval(-0.0001, -0.05, -0.01, "+.3f") == "+0.000 [-0.050, +0.000]"  # the solved split's format
     # the grade reads the interval it prints: a point past the threshold keeps it from "shown"
     assert grade(0.6, 0.2, 0.4, 0.5, 1.0) == "mixed" and grade(0.3, 0.2, 0.4, 0.5, 1.0) == "shown"
 

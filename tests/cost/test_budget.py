@@ -6,15 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from conftest import ATOL
 
 import depthutils as du
-from depthutils.cost import passes
-from depthutils.measures import cost_of
-from depthutils.cost.budget import candidates, pick_batch, shape_of
-from depthutils.core.prompts import encode
 from depthutils.core.errors import DepthError
+from depthutils.core.prompts import encode
+from depthutils.cost import passes
+from depthutils.cost.budget import candidates, pick_batch, shape_of
+from depthutils.measures import cost_of
 
 PROMPT = du.Prompt.from_parts("5 + 7 + 5 + 3 + 1 + 7 + 2 + 4 + 6 + 1 + 9 + 3 + 8 + 1 = ", "62")
 

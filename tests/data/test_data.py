@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import SHARED_DATA
+
 from depthutils import data
 from depthutils.core.prompts import encode
 

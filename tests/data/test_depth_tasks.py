@@ -7,8 +7,8 @@ import pytest
 
 import depthutils
 from depthutils import data
-from depthutils.data import depth_tasks
 from depthutils.book.claim_table import ACCURACY_FLOOR
+from depthutils.data import depth_tasks
 from depthutils.measures.depth_score import TASKS
 
 

@@ -7,8 +7,16 @@ import pytest
 import torch
 
 from depthutils.ladder import registry
-from depthutils.ladder.objectives import (EVAL_STEPS, GEOMETRIES, IGNORE, NULL, OBJECTIVES, TRAIN_STEPS, ObjectiveBatches,
-                                         accuracy)
+from depthutils.ladder.objectives import (
+    EVAL_STEPS,
+    GEOMETRIES,
+    IGNORE,
+    NULL,
+    OBJECTIVES,
+    TRAIN_STEPS,
+    ObjectiveBatches,
+    accuracy,
+)
 from depthutils.ladder.tokenizer import load_tokenizer
 from depthutils.ladder.word_problems import TASKS
 

@@ -14,9 +14,9 @@ import sys
 import numpy as np
 import pytest
 import torch
+from conftest import build_tiny
 
 import depthutils
-from conftest import build_tiny
 from depthutils import data
 from depthutils.book.runner import run_chapter
 from depthutils.core.errors import DepthError
@@ -31,7 +31,6 @@ def one_sentence(err: BaseException) -> str:
 
 def test_unsupported_family_lists_the_supported_ones(tmp_path):
     import transformers as tf
-
     from conftest import make_tokenizer
 
     tok = make_tokenizer(tmp_path)

@@ -7,18 +7,24 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import ATOL
 
 import depthutils
 from depthutils.book import claims
 from depthutils.book.claims import OUTCOMES
 from depthutils.core.encoding import encode_all
+from depthutils.core.prompts import Encoded, Prompt, encode
 from depthutils.measures.depth_score import (
-    ANSWER_MARGIN, TASKS, _decoding, _decoding_batches, _solved, positions, starts_with_answer)
+    ANSWER_MARGIN,
+    TASKS,
+    _decoding,
+    _decoding_batches,
+    _solved,
+    positions,
+    starts_with_answer,
+)
 from depthutils.measures.depth_score_result import DepthScoreResult, score
 from depthutils.measures.future_effects import fold, run, work
-from depthutils.core.prompts import Encoded, Prompt, encode
-
-from conftest import ATOL
 
 
 def upper(L, values):

@@ -87,6 +87,7 @@ def test_effective_depth_on_a_model_equals_p2s_functions_on_the_oracle_curves(ti
     """The plain-PyTorch oracle's curves (lens on layer inputs, token means pooled over all prompts' tokens),
     through P2's functions: the same effective depths as the book's."""
     import oracle
+
     from depthutils.core.prompts import encode
 
     handle, hf = tiny("llama")

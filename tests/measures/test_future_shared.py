@@ -4,16 +4,16 @@ saves, counted with bench's hooks (not timed)."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
-
 import oracle
+import pytest
 from conftest import ATOL, FAMILIES
-from depthutils.measures.future_effects import fold, run, work
+
+from depthutils.core.prompts import encode
 from depthutils.cost import chunks
 from depthutils.measures import future_shared
+from depthutils.measures.future_effects import fold, run, work
 from depthutils.models import stack
 from depthutils.perf.counting import Counter
-from depthutils.core.prompts import encode
 
 
 def _both(handle, prompt, ts, part, mode):

@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import REAL_EFFECT, zero_tol
 
 import depthutils
-from conftest import REAL_EFFECT, zero_tol
-from depthutils.models.architectures import ShapeError, check_residual, unwrap
 from depthutils.core.prompts import encode
+from depthutils.models.architectures import ShapeError, check_residual, unwrap
 
 
 @pytest.mark.parametrize("part", ["layer", "attn", "mlp"])

@@ -2,17 +2,18 @@
 plain-PyTorch oracle and the traced per-layer path, with the slices forced down to ``k`` tokens."""
 from __future__ import annotations
 
-import numpy as np
-import pytest
-import torch
-
-import depthutils
-import oracle
-from conftest import ATOL, FAMILIES
 import importlib
 
-ll = importlib.import_module("depthutils.measures.logit_lens")
+import numpy as np
+import oracle
+import pytest
+import torch
+from conftest import ATOL, FAMILIES
+
+import depthutils
 from depthutils.core.prompts import encode
+
+ll = importlib.import_module("depthutils.measures.logit_lens")
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import ATOL, TEXT, build_tiny
 
 import depthutils
-from conftest import ATOL, TEXT, build_tiny
 from depthutils.book.claims import mapping as verdict
-from depthutils.measures.cross_model_mapping import with_bias, fit_maps
 from depthutils.core.prompts import Prompt
+from depthutils.measures.cross_model_mapping import fit_maps, with_bias
 
 
 def test_fit_matches_lstsq_on_a_small_case():

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import numpy as np
+import oracle
 import pytest
 import torch
-
-import depthutils
-import oracle
 from conftest import ATOL, KINDS, ORACLE_FAMILIES
 
-NEW_KINDS = list(KINDS.values())  # sandwich norms, MoE, parallel, multipliers
+import depthutils
 from depthutils.core.prompts import encode
+
+NEW_KINDS = list(KINDS.values())  # sandwich norms, MoE, parallel, multipliers
 
 
 def ids_of(handle, prompts):

@@ -3,15 +3,14 @@ the adaptive rule inside integrated gradients against the plain-PyTorch oracle."
 from __future__ import annotations
 
 import numpy as np
+import oracle
 import pytest
+from conftest import ATOL
 
 import depthutils
-from depthutils.measures import quadrature as quad
 from depthutils.core.errors import DepthError
 from depthutils.core.prompts import encode
-
-import oracle
-from conftest import ATOL
+from depthutils.measures import quadrature as quad
 
 
 def evaluator(g, F, calls=None):

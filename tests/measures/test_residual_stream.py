@@ -4,11 +4,11 @@ attention share and the residual norms."""
 from __future__ import annotations
 
 import numpy as np
+import oracle
 import pytest
+from conftest import ATOL, REAL_EFFECT, zero_tol
 
 import depthutils
-import oracle
-from conftest import ATOL, REAL_EFFECT, zero_tol
 from depthutils.book import claims
 from depthutils.core.prompts import encode
 

@@ -4,12 +4,12 @@ KL and overlap against full softmaxes and Python sets, and what holds of any run
 from __future__ import annotations
 
 import numpy as np
+import oracle
 import pytest
 import torch
+from conftest import ATOL, TEXT, zero_tol
 
 import depthutils as du
-import oracle
-from conftest import ATOL, TEXT, zero_tol
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError
 from depthutils.core.prompts import Prompt

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 import torch
+from conftest import ATOL, FAMILIES, REAL_EFFECT, build_tiny
 
 import depthutils
-from conftest import ATOL, FAMILIES, REAL_EFFECT, build_tiny
 from depthutils.core.prompts import Prompt, encode
 
 TEXT = "The spouse of the performer of Imagine is Yoko Ono. 5 + 7 + 5 = 17"

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import GGUF_ATOL
+
 from depthutils import load_model
-from depthutils.models.real import fetch as F
 from depthutils.__main__ import main
-from depthutils.models.real.catalog import MANIFEST, REAL_MODELS, accept_terms, terms_accepted
+from depthutils.models.real import fetch as F
+from depthutils.models.real.catalog import MANIFEST, REAL_MODELS, terms_accepted
 
 ROOT = Path(__file__).resolve().parents[2]
 #: pip with its index unreachable: a closed port on this machine, no config file (no find-links, no extra index)

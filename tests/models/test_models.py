@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import FAMILIES, build_tiny
 
 import depthutils
-from conftest import FAMILIES, build_tiny
 from depthutils.core.results import Result
 
 

@@ -23,16 +23,15 @@ import nnsight
 import numpy as np
 import pytest
 import torch
+from conftest import ATOL, ROOT
 from nnsight.intervention.backends.remote import RemoteBackend
 
 import depthutils as du
 from depthutils import data
-from depthutils.models import remote as du_remote
-from depthutils.core.encoding import encode_all
 from depthutils.analysis.study import study
+from depthutils.core.encoding import encode_all
+from depthutils.models import remote as du_remote
 from depthutils.models.remote import RemoteFault
-
-from conftest import ATOL, ROOT
 
 pytestmark = pytest.mark.remote
 

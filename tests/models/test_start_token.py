@@ -7,10 +7,9 @@ import pytest
 import torch
 
 import depthutils
-from depthutils.models import start_token
 from depthutils.core.errors import DepthError
 from depthutils.core.prompts import bos_mode, encode
-from depthutils.models.real.catalog import cache_root
+from depthutils.models import start_token
 
 
 def test_a_named_token_takes_position_0_and_replaces_the_tokenizers_own_bos(tiny, prompts):
@@ -87,10 +86,10 @@ def test_the_choice_is_recorded_and_read_back_without_measuring_again(tiny, tmp_
     assert start_token.resolve(False, "smollm2-135m", hf, handle.tokenizer, cache=tmp_path) == (False, "as given")
 
 
-@pytest.mark.skipif(not (cache_root() / "smollm2-135m.start.json").exists(), reason="SmolLM2's start is not measured here")
+@pytest.mark.real("smollm2-135m")
 def test_smollm2_uses_its_recorded_start():
+    lm = depthutils.load_model("smollm2-135m")  # measures and records the start where it is not recorded yet
     doc = start_token.recorded("smollm2-135m")
-    lm = depthutils.load_model("smollm2-135m")
     assert lm.prepend_bos == doc["values"][doc["choice"]]
     assert max(doc["mean"].values()) == doc["mean"][doc["choice"]]
     enc = encode(lm.tokenizer, depthutils.data.arithmetic(1)[0], need_answer=True, prepend_bos=lm.prepend_bos)

@@ -9,13 +9,13 @@ import importlib
 import numpy as np
 import pytest
 import torch
+from conftest import ATOL, FAMILIES
 
 import depthutils
-from conftest import ATOL, FAMILIES
-from depthutils.perf import bench
+from depthutils.core.prompts import encode
 from depthutils.models import stack
 from depthutils.models.architectures import get_path
-from depthutils.core.prompts import encode
+from depthutils.perf import bench
 
 
 @pytest.mark.parametrize("family", FAMILIES)

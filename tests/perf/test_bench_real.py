@@ -4,8 +4,8 @@ and 5: the suffix check, and IG's stopped last layer) the floor they are reporte
 from __future__ import annotations
 
 import pytest
-
 from conftest import build_tiny
+
 from depthutils.perf import real_table as bench_real
 
 

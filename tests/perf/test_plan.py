@@ -9,16 +9,14 @@ import sys
 
 import pytest
 import torch
-
 from conftest import PLAN_MEMORY_TOL, PLAN_PASSES_TOL, ROOT, build_tiny, make_tokenizer
 
-from depthutils.cost import passes
+from depthutils.cost.accounting import Shape
+from depthutils.cost.model_info import PAPER_CONFIGS
 from depthutils.measures import cost_of
 from depthutils.perf.counting import Counter, floors
 from depthutils.perf.harness import isolated
-from depthutils.cost.accounting import Shape
 from depthutils.perf.plan import parse_bytes
-from depthutils.cost.model_info import PAPER_CONFIGS
 
 
 def test_shape_counts_llama_8b_parameters():
@@ -82,19 +80,15 @@ def test_layer_passes_match_the_counter(tiny, tiny_root):
         ig, rel=PLAN_PASSES_TOL)
 
 
-def _memory_worker(args, queue):
-    try:
-        import depthutils as du
-        from depthutils.perf.timing import peak_rss_now
+def _memory_worker(path, tokens):
+    import depthutils as du
+    from depthutils.perf.timing import peak_rss_now
 
-        path, tokens = args
-        before = peak_rss_now()
-        handle = du.load_model(path, device="cpu", dtype="float32")
-        prompt = du.Prompt.from_parts("5 + 7 + " * tokens, "1")
-        du.future_effects(handle, [prompt], max_tokens=tokens, progress_bar=False)
-        queue.put({"before": before, "peak": peak_rss_now()})
-    except BaseException as e:  # reported by the parent
-        queue.put({"error": f"{type(e).__name__}: {e}"})
+    before = peak_rss_now()
+    handle = du.load_model(path, device="cpu", dtype="float32")
+    prompt = du.Prompt.from_parts("5 + 7 + " * tokens, "1")
+    du.future_effects(handle, [prompt], max_tokens=tokens, progress_bar=False)
+    return {"before": before, "peak": peak_rss_now()}
 
 
 def test_memory_prediction_on_a_small_model(tmp_path):
@@ -156,9 +150,9 @@ def test_plan_decodes_as_many_tokens_as_the_depth_score(monkeypatch):
     """The plan's greedy decodings (context length, tokens generated) are the ones ``depth_score`` asks
     ``greedy_batch`` for, prompt by prompt: the answer's tokens plus the margin, not the answer alone."""
     import depthutils as du
+    from depthutils.cost.model_info import model_info
     from depthutils.models.handle import ModelHandle
     from depthutils.perf.plan import _score_prompts
-    from depthutils.cost.model_info import model_info
 
     asked = []
     real = ModelHandle.greedy_batch

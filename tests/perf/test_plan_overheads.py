@@ -7,9 +7,9 @@ import torch
 
 import depthutils as du
 from depthutils.cost import passes
+from depthutils.cost.accounting import Shape
 from depthutils.measures import cost_of
 from depthutils.perf import overheads as po
-from depthutils.cost.accounting import Shape
 from depthutils.perf.timing import cpu_seconds
 
 LLAMA = dict(model_type="llama", hidden_size=64, intermediate_size=128, num_attention_heads=4,
@@ -109,8 +109,8 @@ def test_suffix_calls_counted_as_the_erasure_makes_them(monkeypatch):
     """The erasure's suffix path cuts a layer's arguments once per layer and block of positions: the plan's
     ``windows`` equals the calls of ``Stack._window_kwargs`` the measurement makes (its clean keys and values
     and the suffix check aside)."""
-    from depthutils.cost.model_info import model_info
     from depthutils.core.prompts import encode
+    from depthutils.cost.model_info import model_info
     from depthutils.models.stack import Stack
 
     model = du.load_model("default")

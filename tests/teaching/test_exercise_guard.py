@@ -13,10 +13,9 @@ import pytest
 import torch
 from torch.nn.modules import module as torch_module
 
-from depthutils.teaching import exercises
 from depthutils.book.runner import chapters
 from depthutils.core.errors import DepthError
-
+from depthutils.teaching import exercises
 
 
 def fingerprint(lm) -> dict:

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from depthutils.teaching import exercises, solutions
 from depthutils.core.errors import DepthError
+from depthutils.teaching import exercises, solutions
 
 
 # --------------------------------------------------------------------------- 0.2 layer_output

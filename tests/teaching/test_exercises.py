@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from depthutils.teaching import exercises, solutions
 from depthutils.book.runner import chapters
 from depthutils.core.errors import DepthError
+from depthutils.teaching import exercises, solutions
 
 IDS = list(exercises.EXERCISES)
 

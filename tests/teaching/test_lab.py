@@ -18,12 +18,11 @@ from importlib import metadata
 
 import nbformat
 import pytest
+from conftest import ROOT
 from nbclient import NotebookClient
 
 from depthutils.book.runner import kernel_config
 from depthutils.book.student import student_copy
-
-from conftest import ROOT
 
 LAB = ("jupyterlab", "jupyterlab-myst")
 STUB = "raise NotImplementedError  # your code here"

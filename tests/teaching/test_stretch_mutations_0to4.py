@@ -11,9 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from test_exercise_mutations import GENERIC as CORE_GENERIC  # the checker's runner and fallbacks
+from test_exercise_mutations import message
 
 from depthutils.teaching import exercises, solutions
-from test_exercise_mutations import GENERIC as CORE_GENERIC, message  # the checker's runner and fallbacks
 
 
 # --------------------------------------------------------------------------- 0.3 residual_terms

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_exercise_mutations import assert_named  # the core table's checks, shared
 
 from depthutils.teaching import exercises
-from test_exercise_mutations import assert_named  # the core table's checks, shared
 
 STRETCH = ("answer_only_loss",)
 

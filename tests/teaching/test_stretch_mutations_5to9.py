@@ -15,9 +15,9 @@ import time
 import numpy as np
 import pytest
 import torch
+from test_exercise_mutations import assert_named, message  # the core table's checks, shared
 
 from depthutils.teaching import exercises, solutions
-from test_exercise_mutations import assert_named, message  # the core table's checks, shared
 
 STRETCH = ("ig_gauss", "slope_interval", "diagonal_distance", "later_ratio", "mean_cosine")
 

@@ -8,14 +8,14 @@ import numpy as np
 
 from depthutils import data
 from depthutils.analysis.early_exit import FIT_TEXTS, EarlyExitResult, early_exit_on
-from depthutils.analysis.known_facts import KINDS, FactPrompts
+from depthutils.analysis.known_facts import FactPrompts
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, interval_text, judge
 from depthutils.book.legends import band_key, below
 from depthutils.book.plotstyle import COLUMN_IN, lines, long_form, subplots, title
 from depthutils.book.realruns import FACT_CHECK_DTYPE, facts_for
-from depthutils.measures.tuned_lens import TunedLensResult, fit_readouts, tuned_lens
 from depthutils.core.depth import RESIDUAL_AXIS, residual_depth
+from depthutils.measures.tuned_lens import TunedLensResult, fit_readouts, tuned_lens
 
 __all__ = ["verdict", "figure", "lens_figure", "lens_panels", "headline", "tuned_on", "real_facts", "REAL_RUN",
            "REAL_FACTS", "REAL_FIT_TEXTS", "REAL_POSITIONS", "MIN_CORRECT", "READINGS", "LENS_KEY", "better_readout"]

@@ -41,8 +41,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers import modeling_gguf_pytorch_utils as gguf_utils
 from transformers.utils import logging as hf_logging
 
-from depthutils.core.progress import bars_wanted, bar, progress
 from depthutils.core.errors import DepthError
+from depthutils.core.progress import bar, bars_wanted, progress
 from depthutils.models.real.catalog import MANIFEST, REAL_MODELS, RealModel, cache_root, check_terms, spec
 
 __all__ = ["REAL_MODELS", "ensure", "fetch", "verify", "Damaged", "Offline"]

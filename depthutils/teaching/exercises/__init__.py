@@ -25,8 +25,7 @@ token ids the cases use. The reference solutions are in :mod:`depthutils.teachin
 """
 from __future__ import annotations
 
-from depthutils.teaching.exercises import (  # noqa: F401  each registers its exercises
-    ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10)
+from depthutils.teaching.exercises import ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10  # noqa: F401  each registers its exercises
 from depthutils.teaching.exercises.core import ATOL, EXERCISES, RTOL, Exercise, check, show, solution, source, task
 from depthutils.teaching.exercises.inputs import _model, batch
 

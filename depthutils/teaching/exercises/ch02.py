@@ -10,9 +10,9 @@ import functools
 
 import torch
 
-from depthutils.teaching import solutions
-from depthutils.measures.future_effects import future_effects
 from depthutils.core.prompts import Prompt
+from depthutils.measures.future_effects import future_effects
+from depthutils.teaching import solutions
 from depthutils.teaching.exercises.core import Exercise, register
 from depthutils.teaching.exercises.inputs import _model, _one
 

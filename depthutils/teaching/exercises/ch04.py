@@ -11,9 +11,9 @@ import functools
 import torch
 
 from depthutils import data
-from depthutils.teaching import solutions
 from depthutils.core.prompts import Prompt
 from depthutils.measures.residual_erasure import residual_erasure, residual_means
+from depthutils.teaching import solutions
 from depthutils.teaching.exercises.core import Exercise, register
 from depthutils.teaching.exercises.inputs import _answer, _model
 

@@ -11,9 +11,9 @@ import functools
 import numpy as np
 import torch
 
-from depthutils.teaching import solutions
-from depthutils.measures.integrated_gradients import integrated_gradients
 from depthutils.core.prompts import Prompt
+from depthutils.measures.integrated_gradients import integrated_gradients
+from depthutils.teaching import solutions
 from depthutils.teaching.exercises.core import _LAYER_INPUT, _NEXT_LAYER, Exercise, register
 from depthutils.teaching.exercises.inputs import _answer, _model
 

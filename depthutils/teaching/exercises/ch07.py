@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from depthutils import data
-from depthutils.measures.cross_model_mapping import MappingResult, with_bias, fit_maps, residuals
+from depthutils.measures.cross_model_mapping import MappingResult, fit_maps, residuals, with_bias
 from depthutils.teaching.exercises.core import Exercise, register
 from depthutils.teaching.exercises.inputs import _encoded, _model
 

@@ -11,8 +11,8 @@ import functools
 import numpy as np
 import torch
 
-from depthutils.teaching import solutions
 from depthutils.measures.curves import ed_kl
+from depthutils.teaching import solutions
 from depthutils.teaching.exercises.core import Exercise, register
 from depthutils.teaching.exercises.inputs import _model, _stats, batch
 

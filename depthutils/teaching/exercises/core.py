@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from IPython.display import Markdown
 
-from depthutils.teaching import solutions
 from depthutils.core.errors import DepthError
+from depthutils.teaching import solutions
 from depthutils.teaching.exercises.guard import explain, pristine, wrong_parameters
 from depthutils.teaching.exercises.inputs import _model
 

@@ -7,10 +7,10 @@ import nnsight
 import torch
 
 from depthutils import data
-from depthutils.measures.contributions import prompt_stats
-from depthutils.models.handle import load_model
-from depthutils.models.architectures import check_residual
 from depthutils.core.prompts import Encoded, Prompt, encode
+from depthutils.measures.contributions import prompt_stats
+from depthutils.models.architectures import check_residual
+from depthutils.models.handle import load_model
 
 
 @functools.lru_cache(maxsize=None)

@@ -14,8 +14,7 @@ a tuple: ``output[0]`` would be batch row 0.
 One module per chapter (``ch00`` … ``ch10``), as the exercises are (:mod:`depthutils.teaching.exercises`); the
 helpers they share are in ``common``.
 """
-from depthutils.teaching.solutions.common import (
-    _answer_gradient, _layer_parts, _output_probs, _residual_around, _run_hooked)
+from depthutils.teaching.solutions import ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10  # noqa: E402
 from depthutils.teaching.solutions.ch00 import *  # noqa: F401,F403
 from depthutils.teaching.solutions.ch01 import *  # noqa: F401,F403
 from depthutils.teaching.solutions.ch02 import *  # noqa: F401,F403
@@ -27,6 +26,12 @@ from depthutils.teaching.solutions.ch07 import *  # noqa: F401,F403
 from depthutils.teaching.solutions.ch08 import *  # noqa: F401,F403
 from depthutils.teaching.solutions.ch09 import *  # noqa: F401,F403
 from depthutils.teaching.solutions.ch10 import *  # noqa: F401,F403
-from depthutils.teaching.solutions import ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10  # noqa: E402
+from depthutils.teaching.solutions.common import (
+    _answer_gradient,
+    _layer_parts,
+    _output_probs,
+    _residual_around,
+    _run_hooked,
+)
 
 __all__ = [name for chapter in (ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10) for name in chapter.__all__]

@@ -2,10 +2,9 @@
 import gc
 
 import ray
-import torch
-from nnsight.modeling.huggingface import HuggingFaceModel
-
+import torch  # noqa: F401  (loaded before the deployment builds the model)
 from ndif.services.ray.deployments.modeling.base import BaseModelDeployment
+from nnsight.modeling.huggingface import HuggingFaceModel
 
 
 class CPUModelDeployment(BaseModelDeployment):
