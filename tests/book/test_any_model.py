@@ -12,6 +12,8 @@ from conftest import build_tiny
 
 from depthutils.book.runner import chapters, parameters, run_chapter
 
+pytestmark = pytest.mark.slow  # every chapter on outside models: half a minute to a minute each
+
 #: (family, context): two families, both with a tokenizer that adds no BOS
 OUTSIDERS = [("llama", 128), ("gpt2", 96)]
 

@@ -10,6 +10,8 @@ from depthutils.measures.logit_lens import logit_lens
 from depthutils.models.handle import load_model
 from depthutils.models.real.catalog import cache_root
 
+pytestmark = pytest.mark.slow  # bfloat16 against float32 on a slice of SmolLM2: about four minutes
+
 
 def _row(outcome, value, prompts=()):
     return {"outcome": outcome, "value": value, "prompts": list(prompts)}

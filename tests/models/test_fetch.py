@@ -117,6 +117,7 @@ def _flip(path: Path, at: int, keep_mtime: bool) -> None:
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
+@pytest.mark.slow  # each fetches and dequantizes a real model: 1.5 to 3 minutes
 @pytest.mark.parametrize("name", [SMOL, GEMMA])
 def test_cached_folder_gives_the_gguf_logits(name, fetched, gguf, xdg, monkeypatch):
     """load_model(name) reads the cached fp32 folder; its logits equal transformers' own GGUF load."""
