@@ -187,8 +187,7 @@ def available(names=None) -> tuple[list[str], dict[str, str]]:
             ensure(name)
             ok.append(name)
         except TermsNotAccepted:
-            why[name] = (f"{TITLES[name]} is left out: its Gemma Terms of Use are not accepted on this machine "
-                         f"(`python -m depthutils fetch {name} --accept-terms`).")
+            why[name] = why_not_run(name)
         except DepthError as e:
             why[name] = f"{TITLES.get(name, name)} is left out: {e}"
     return ok, why
