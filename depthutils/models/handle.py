@@ -28,13 +28,15 @@ from nnsight.modeling import huggingface as nnsight_hf
 from depthutils.core.errors import DepthError
 from depthutils.core.prompts import bos_mode
 from depthutils.ladder.registry import ALIASES, is_embedded
-from depthutils.models import start_token
 from depthutils.models.architectures import (
     ARCHITECTURES, Arch, ShapeError, get_path, rewrap, supported_families, unwrap)
 from depthutils.models.devices import _dense_bf16, _pick_device, _pick_dtype, auto_dtype
 from depthutils.models.remote import DEFAULT_TIMEOUT, Backend, ndif_reachable
 from depthutils.models.sources import _local_revision, _resolve_local, _tokenizer
 from depthutils.models.stack import batch_invariant
+from depthutils.models.start_token import check_option as check_start
+from depthutils.models.start_token import describe as describe_start
+from depthutils.models.start_token import resolve as resolve_start
 
 __all__ = ["Arch", "ARCHITECTURES", "ModelHandle", "load_model", "loaded_dtypes", "unwrap"]
 
@@ -280,7 +282,7 @@ class ModelHandle:
     @property
     def start(self) -> str:
         """What position 0 holds and how that was chosen, in one sentence for a page."""
-        return f"{start_token.describe(self.tokenizer, self.prepend_bos)[:-1]} (prepend_bos {self.start_how})."
+        return f"{describe_start(self.tokenizer, self.prepend_bos)[:-1]} (prepend_bos {self.start_how})."
 
     def __repr__(self) -> str:
         return (f"ModelHandle({self.name!r}, family={self.arch.family}, layers={self.n_layers}, "
@@ -325,7 +327,7 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
     if os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") == "1":  # also when transformers was imported first
         hf_logging.disable_progress_bar()
 
-    start_token.check_option(prepend_bos)
+    check_start(prepend_bos)
     if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
         raise DepthError("load_model needs a model alias, local folder or hub id; got an empty value.")
     # an embedded alias ("default") is named by its folder ("ladder-8"): that name is what a reader is shown
@@ -386,7 +388,7 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
     if dev == "cpu" and dt == torch.bfloat16:  # nothing added to the float32 path
         get_path(module, arch.unembed).register_forward_pre_hook(_dense_bf16)
     rev = _local_revision(local) if local is not None else (getattr(config, "_commit_hash", None) or revision or "main")
-    start, start_how = start_token.resolve(prepend_bos, name, module, tokenizer)
+    start, start_how = resolve_start(prepend_bos, name, module, tokenizer)
     handle = ModelHandle(model, arch, tokenizer, name=label or name, revision=rev, remote=False, device=dev, dtype=dt,
                          config=config, prepend_bos=start, start_how=start_how, dtype_how=how)
     _LOADED[handle.name] = handle.dtype_name
