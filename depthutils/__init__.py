@@ -71,7 +71,7 @@ _LAZY = {"claims": "depthutils.book.claims", "study": "depthutils.analysis.study
          "exercises": "depthutils.teaching.exercises"}
 
 #: the measurements, each by its name: ``depthutils.logit_lens`` is the function of ``depthutils.measures.logit_lens``
-globals().update({_name: _m.run() for _name, _m in MEASUREMENTS.items()})
+globals().update({_name: _m.measure() for _name, _m in MEASUREMENTS.items()})
 
 __all__ = [*MEASUREMENTS, "load_model", "ModelHandle", "Prompt", "Result", "DepthError", "data", "claims",
            "exercises", "study"]

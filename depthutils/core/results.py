@@ -123,6 +123,8 @@ class Result:
     meta: dict = field(default_factory=dict)
     kind: ClassVar[str] = "result"
     PER_PROMPT: ClassVar[dict] = {}
+    #: arrays measured on local models only: a remote run leaves them NaN (and its summary says so)
+    LOCAL_ONLY: ClassVar[tuple] = ()
 
     def __init_subclass__(cls, **kw):
         """Register ``cls`` under its ``kind``; a kind taken by another class is an error (the same class imported

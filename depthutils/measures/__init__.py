@@ -10,20 +10,37 @@ from typing import Callable
 
 @dataclass(frozen=True)
 class Measurement:
-    """One measurement: the module that holds it, its function and the function that states its cost."""
+    """One measurement: the module that holds it, and the names there of its function, its cost and its example.
+
+    ``cost(shape, dtype=..., remote=..., **work)`` is every measurement's cost signature: ``work`` is what an
+    :class:`~depthutils.measures.example.Example` records of its call."""
     module: str
     function: str
     cost: str = "cost"
     chapter: str | None = None  #: the book's chapter that runs it
+    example_name: str = "example"
+    runs_remotely: bool = True  #: False: a local model only (on a remote handle it says so in a DepthError)
 
-    def run(self) -> Callable:
+    def _attr(self, name: str) -> Callable:
+        return getattr(importlib.import_module(self.module), name)
+
+    def measure(self) -> Callable:
         """The measurement's function (``depthutils.<name>``)."""
-        return getattr(importlib.import_module(self.module), self.function)
+        return self._attr(self.function)
 
     def cost_function(self) -> Callable:
         """The measurement's cost, looked up when called: what the run sizes its batches with is what the plan
         and its check count."""
-        return getattr(importlib.import_module(self.module), self.cost)
+        return self._attr(self.cost)
+
+    def example(self, model, **options):
+        """A small call of the measurement on ``model`` (an :class:`~depthutils.measures.example.Example`);
+        ``options`` go to the measurement's function."""
+        return self._attr(self.example_name)(model, **options)
+
+    def predict(self, shape, work: dict, dtype: str, remote: bool = False):
+        """The cost of an example's call from its ``work``."""
+        return self.cost_function()(shape, dtype=dtype, remote=remote, **work)
 
 
 #: every measurement of the book, one line each: the package root exports each function by its name
@@ -32,8 +49,9 @@ MEASUREMENTS = {
     "contributions": Measurement("depthutils.measures.contributions", "contributions", chapter="01"),
     "future_effects": Measurement("depthutils.measures.future_effects", "future_effects", chapter="02"),
     "logit_lens": Measurement("depthutils.measures.logit_lens", "logit_lens", chapter="03"),
-    "tuned_lens": Measurement("depthutils.measures.tuned_lens", "tuned_lens", chapter="03"),
-    "residual_means": Measurement("depthutils.measures.residual_erasure", "residual_means", "means_cost", chapter="04"),
+    "tuned_lens": Measurement("depthutils.measures.tuned_lens", "tuned_lens", chapter="03", runs_remotely=False),
+    "residual_means": Measurement("depthutils.measures.residual_erasure", "residual_means", "means_cost", chapter="04",
+                                  example_name="means_example"),
     "residual_erasure": Measurement("depthutils.measures.residual_erasure", "residual_erasure", chapter="04"),
     "integrated_gradients": Measurement("depthutils.measures.integrated_gradients", "integrated_gradients", chapter="05"),
     "depth_score": Measurement("depthutils.measures.depth_score", "depth_score", chapter="06"),

@@ -14,6 +14,7 @@ from depthutils.core.norms import cosine, rel_norm
 from depthutils.core.results import Result, describe, half_sizes, halves, make_meta
 from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
+from depthutils.measures.example import TOKENS, Example, gsm
 from depthutils.models.architectures import check_residual
 from depthutils.models.remote import each
 
@@ -135,3 +136,9 @@ def contributions_of(model, prompts, encs, fit, stats) -> ContributionsResult:
 def cost(s: Shape, Ts, dtype: str, remote: bool) -> Cost:
     """What :func:`contributions` runs on prompts of ``Ts`` tokens: one nnsight forward per prompt."""
     return one_trace_per_prompt(s, Ts, dtype, remote, "contributions", stats=True)
+
+
+def example(model, **options) -> Example:
+    """One GSM8K problem cut to a few tokens (:mod:`depthutils.measures.example`)."""
+    prompts, Ts = gsm(model)
+    return Example(lambda: contributions(model, prompts, max_tokens=TOKENS, progress_bar=False, **options), {"Ts": Ts})

@@ -30,6 +30,7 @@ from depthutils.core.results import Result, bootstrap, make_meta
 from depthutils.core.ridge import fit_maps, with_bias  # noqa: F401  (with_bias, fit_maps: chapter 7's exercise reads them here)
 from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, total, with_requests
 from depthutils.cost.passes import trace_pass
+from depthutils.measures.example import TOKENS, Example, held_out_texts
 from depthutils.models.architectures import check_residual
 from depthutils.models.remote import batches, each
 
@@ -263,7 +264,7 @@ def cross_model_mapping(source, target, texts, *, held_out: float = 0.5, ridge: 
     return MappingResult(meta=meta, error_by_prompt=np.stack(errors), prompt_tokens=np.array(counts)).with_aggregates()
 
 
-def cost(src: Shape, tgt: Shape, Ts, dtype: str, remote: bool, held_out: float = 0.5,
+def cost(src: Shape, tgt: Shape | None, Ts, dtype: str, remote: bool, held_out: float = 0.5,
                         same: bool = False) -> Cost:
     """Residuals of both models on every text (one trace when a model is mapped onto itself, ``same``), then
     the float64 work of :func:`depthutils.measures.cross_model_mapping.cross_model_mapping`, product by product:
@@ -275,6 +276,7 @@ def cost(src: Shape, tgt: Shape, Ts, dtype: str, remote: bool, held_out: float =
       result copied into the fresh maps ``W``;
     * per held-out text, the predictions ``x @ W`` (``T-1`` rows per source layer) into a fresh
       ``[L_src, T-1, L_tgt·H_tgt]`` tensor, their difference from the targets (fresh) and its norm."""
+    tgt = src if tgt is None else tgt  # None: the source's own (a model mapped onto itself)
     Ls, Lt, Hs, Ht = src.layers, tgt.layers, src.hidden + 1, tgt.hidden
     K, n_fit = Lt * Ht, round(len(Ts) * (1 - held_out))
     O = Ls * Hs * K * 8  # bytes of XᵀY (and of the maps W)
@@ -309,3 +311,11 @@ def cost(src: Shape, tgt: Shape, Ts, dtype: str, remote: bool, held_out: float =
     out.work = max(out.work, Ls * Hs * (Hs + K) * 8)  # one text's XᵀX and XᵀY before they are added
     out.what = "cross_model_mapping"
     return with_requests(out, remote)
+
+
+def example(model, **options) -> Example:
+    """A few held-out windows, cut to a few tokens, the model mapped onto itself
+    (:mod:`depthutils.measures.example`)."""
+    texts, Ts = held_out_texts(model)
+    return Example(lambda: cross_model_mapping(model, model, texts, max_tokens=TOKENS, progress_bar=False, **options),
+                   {"tgt": None, "Ts": Ts, "same": True})

@@ -32,6 +32,9 @@ from depthutils.cost.passes import generate
 from depthutils.data import depth_tasks
 from depthutils.measures import future_effects as fe
 from depthutils.measures.depth_score_result import DepthScoreResult, score
+from depthutils.measures.example import Example, addition
+from depthutils.measures.future_effects import Work
+from depthutils.measures.future_effects import run as run_work  # _measure names no module: NDIF gets it by value
 from depthutils.models import stack
 from depthutils.models.remote import each
 
@@ -116,7 +119,7 @@ def _measure(model, item):
     """One item of the depth score: a prompt's future-effect maxima (:func:`depthutils.measures.future_effects.run`
     of a :class:`~depthutils.measures.future_effects.Work`) or one batch of greedy decodings (``(contexts, budgets)``);
     as :func:`depthutils.models.remote.each` items, all go to NDIF in one request."""
-    return fe.run(model, item) if isinstance(item, fe.Work) else model.greedy_batch(*item)
+    return run_work(model, item) if isinstance(item, Work) else model.greedy_batch(*item)
 
 
 def decode_batch(model, decodings: list, max_memory=None, say: bool = True) -> int:
@@ -292,3 +295,12 @@ def cost(s: Shape, prompts, dtype: str, fast: bool, remote: bool, decode_batch: 
     out = total(fe_costs + [gen])
     out.what = "depth_score"
     return with_requests(out, remote)
+
+
+def example(model, **options) -> Example:
+    """One three-operand addition prompt, scored at its first answer position and decoded greedily
+    (:mod:`depthutils.measures.example`)."""
+    prompts, enc = addition(model)
+    n_new = new_tokens(len(enc.answer_positions), False, 48)
+    return Example(lambda: depth_score(model, groups={"addition": {3: prompts}}, progress_bar=False, **options),
+                   {"prompts": [[enc.n_tokens, 1, enc.answer_positions[0], n_new]], "fast": stack.usable(model)})

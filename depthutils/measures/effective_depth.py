@@ -19,6 +19,7 @@ from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
 from depthutils.measures.contributions import contributions_of, read_stats
 from depthutils.measures.curves import ed_cos, ed_kl, ed_overlap, ratio
+from depthutils.measures.example import Example, addition
 from depthutils.measures.logit_lens import logit_lens_of, read_lens
 from depthutils.models.remote import each
 
@@ -124,3 +125,9 @@ def effective_depth(model, prompts, *, k: int = 5, max_tokens: int | None = None
 def cost(s: Shape, Ts, dtype: str, remote: bool) -> Cost:
     """What :func:`effective_depth` runs on prompts of ``Ts`` tokens: one nnsight forward per prompt."""
     return one_trace_per_prompt(s, Ts, dtype, remote, "effective_depth", stats=True, lens="traced", per_token=3)
+
+
+def example(model, **options) -> Example:
+    """One three-operand addition prompt with its answer (:mod:`depthutils.measures.example`)."""
+    prompts, enc = addition(model)
+    return Example(lambda: effective_depth(model, prompts, progress_bar=False, **options), {"Ts": [enc.n_tokens]})

@@ -35,6 +35,7 @@ from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of,
 from depthutils.cost.chunks import GROUP_BYTES
 from depthutils.cost.passes import stack_bytes, stack_pass, trace_pass
 from depthutils.measures import future_shared
+from depthutils.measures.example import TOKENS, Example, gsm
 from depthutils.measures.future_effects_result import FutureEffectsResult
 from depthutils.measures.future_shared import sample_positions
 from depthutils.models import stack
@@ -273,6 +274,11 @@ def fold(L: int, w: Work, maxima: list) -> tuple[np.ndarray, np.ndarray]:
     return D, O
 
 
+def _fast(model, method: str, local: bool) -> bool:
+    """Whether ``method`` runs the stack path (:mod:`depthutils.models.stack`) on ``model``."""
+    return method == "stack" or (method == "auto" and stack.usable(model) and not local)
+
+
 def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
                    positions: Sequence[int] | None = None, seed: int = 123, local: bool = False,
                    n_positions: int = 4, batch_size: int | None = None, method: str = "auto",
@@ -305,7 +311,7 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
         raise DepthError(f"mode must be one of {MODES}, got {mode!r}.")
     if method not in ("auto", "stack", "batched"):
         raise DepthError(f"method must be 'auto', 'stack' or 'batched', got {method!r}.")
-    fast = method == "stack" or (method == "auto" and stack.usable(model) and not local)
+    fast = _fast(model, method, local)
     if fast and (local or not stack.usable(model)):
         raise DepthError("method='stack' needs a local model in float32 (or in bfloat16 on batch-invariant kernels, see "
                          "depthutils.models.stack.batch_invariant) and local=False; use method='batched'.")
@@ -381,3 +387,10 @@ def cost(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: int = 4, pa
                 work = max(work, trace_pass(a, s, r, T, dtype) + s.logit_bytes(r, T))
             costs.append(a.done(0.0, work, download=4 * (L + 1) * (rows + chunks), batch=size + 1))
     return with_requests(total(costs), remote)
+
+
+def example(model, **options) -> Example:
+    """One GSM8K problem cut to a few tokens (:mod:`depthutils.measures.example`)."""
+    prompts, Ts = gsm(model)
+    return Example(lambda: future_effects(model, prompts, max_tokens=TOKENS, progress_bar=False, **options),
+                   {"Ts": Ts, "fast": _fast(model, options.get("method", "auto"), False)})

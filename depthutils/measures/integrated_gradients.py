@@ -37,6 +37,7 @@ from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, with_requests
 from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of
 from depthutils.cost.passes import stack_pass, trace_pass
 from depthutils.measures import quadrature as quad
+from depthutils.measures.example import STEPS, Example, arithmetic
 from depthutils.models import stack
 from depthutils.models.architectures import check_residual
 from depthutils.models.remote import each
@@ -115,6 +116,11 @@ def _target(model, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
     return _answer_probability(model.logits()[:, pred], gold)
 
 
+def _fast(model, method: str, part: str) -> bool:
+    """Whether ``method`` runs the stack path (:mod:`depthutils.models.stack`) on ``model``."""
+    return method == "stack" or (method == "auto" and stack.usable(model) and part == "layer")
+
+
 def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 256, part: str = "layer", *,
                          rule: str = "riemann", tol: float = quad.TOL, budget: int = quad.BUDGET,
                          max_rounds: int = quad.MAX_ROUNDS,
@@ -156,7 +162,7 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
     (p,), (enc,), fit = encode_all(model, [p], need_answer=True, max_tokens=max_tokens)
     ids = enc.input_ids  # all of it: the baseline is the mean over every position
     pred, gold = torch.tensor(enc.predict_positions), torch.tensor(enc.answer_ids)
-    fast = method == "stack" or (method == "auto" and stack.usable(model) and part == "layer")
+    fast = _fast(model, method, part)
     if fast and not (stack.usable(model) and part == "layer"):
         raise DepthError("method='stack' needs a local model in float32 (or in bfloat16 on batch-invariant kernels, see "
                          "depthutils.models.stack.batch_invariant) and part='layer'; use method='batched'.")
@@ -381,3 +387,11 @@ def cost(s: Shape, T: int, n_pred: int, dtype: str, fast: bool, remote: bool, *,
             trace_pass(a, s, len(ls), T, dtype)
     return with_requests(a.done(0.0, work, download=download, batch=batch,
                                 note=f"{g} layer(s) per pass"), remote)
+
+
+def example(model, **options) -> Example:
+    """P1's arithmetic prompt at a few steps (:mod:`depthutils.measures.example`)."""
+    prompt, T, n_pred = arithmetic(model)
+    return Example(lambda: integrated_gradients(model, prompt, steps=STEPS, progress_bar=False, **options),
+                   {"T": T, "n_pred": n_pred, "fast": _fast(model, options.get("method", "auto"), "layer"),
+                    "steps": STEPS})

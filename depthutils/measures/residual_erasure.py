@@ -39,6 +39,7 @@ from depthutils.core.results import Result, context_depth, describe, make_meta
 from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, with_requests
 from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of
 from depthutils.cost.passes import one_trace_per_prompt, stack_pass, trace_pass
+from depthutils.measures.example import TOKENS, Example, arithmetic, gsm
 from depthutils.models import stack
 from depthutils.models.architectures import check_residual
 from depthutils.models.remote import each
@@ -150,6 +151,11 @@ def _erase_batch(model, item) -> torch.Tensor:
     return diff
 
 
+def _fast(model, method: str) -> bool:
+    """Whether ``method`` runs the stack path (:mod:`depthutils.models.stack`) on ``model``."""
+    return method in ("stack", "stack-whole") or (method == "auto" and stack.usable(model))
+
+
 def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *, batch_size: int | None = None,
                      method: str = "auto", max_tokens: int | None = None, max_memory=None,
                      progress_bar: bool = True) -> ErasureResult:
@@ -194,7 +200,7 @@ def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *,
         raise DepthError("batch_size must be at least 2 (the clean row plus one intervention).")
     if method not in METHODS:
         raise DepthError(f"method must be one of {METHODS}, got {method!r}.")
-    fast = method in ("stack", "stack-whole") or (method == "auto" and stack.usable(model))
+    fast = _fast(model, method)
     st = stack.Stack(model, ids) if fast else None
     suffix = fast and method != "stack-whole" and st.suffix_ok()
     if batch_size is None and not suffix and not model.remote:  # rows per forward from the plan and the budget
@@ -274,3 +280,18 @@ def cost(s: Shape, T: int, n_pred: int, dtype: str, fast: bool, remote: bool,
 def means_cost(s: Shape, Ts, dtype: str, remote: bool) -> Cost:
     """What :func:`residual_means` runs: one forward per baseline prompt, nothing saved per token."""
     return one_trace_per_prompt(s, Ts, dtype, remote, "residual_means", per_token=0)
+
+
+def example(model, **options) -> Example:
+    """P1's arithmetic prompt erased against a constant baseline (:mod:`depthutils.measures.example`)."""
+    prompt, T, n_pred = arithmetic(model)
+    baseline = [[0.01] * model.config.hidden_size] * (model.n_layers + 1)
+    return Example(lambda: residual_erasure(model, prompt, baseline=baseline, progress_bar=False, **options),
+                   {"T": T - 1, "n_pred": n_pred, "fast": _fast(model, options.get("method", "auto"))})
+
+
+def means_example(model, **options) -> Example:
+    """One GSM8K problem cut to a few tokens (:mod:`depthutils.measures.example`)."""
+    prompts, Ts = gsm(model)
+    return Example(lambda: residual_means(model, prompts, max_tokens=TOKENS, progress_bar=False, **options),
+                   {"Ts": Ts})

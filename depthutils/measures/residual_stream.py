@@ -31,6 +31,7 @@ from depthutils.core.numbers import significant
 from depthutils.core.results import Result, describe, make_meta
 from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
+from depthutils.measures.example import TOKENS, Example, gsm
 from depthutils.models.architectures import check_residual, unwrap
 from depthutils.models.remote import each
 
@@ -54,6 +55,7 @@ class ResidualStreamResult(Result):
     norm0: np.ndarray = None
     norm_rest: np.ndarray = None
     kind: ClassVar[str] = "residual_stream"
+    LOCAL_ONLY: ClassVar[tuple] = ("sink", "sink_by_prompt", "uniform", "uniform_by_prompt")
     PER_PROMPT: ClassVar[dict] = {"error": ("error_by_prompt", "max"), "raw_error": ("raw_error_by_prompt", "max"),
                                   "sink": ("sink_by_prompt", "mean"), "uniform": ("uniform_by_prompt", "mean")}
 
@@ -156,3 +158,10 @@ def residual_stream(model, prompts, *, max_tokens: int | None = None, progress_b
 def cost(s: Shape, Ts, dtype: str, remote: bool) -> Cost:
     """What :func:`residual_stream` runs on prompts of ``Ts`` tokens: one nnsight forward per prompt."""
     return one_trace_per_prompt(s, Ts, dtype, remote, "residual_stream")
+
+
+def example(model, **options) -> Example:
+    """One GSM8K problem cut to a few tokens (:mod:`depthutils.measures.example`)."""
+    prompts, Ts = gsm(model)
+    return Example(lambda: residual_stream(model, prompts, max_tokens=TOKENS, progress_bar=False, **options),
+                   {"Ts": Ts})

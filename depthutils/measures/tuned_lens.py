@@ -46,6 +46,7 @@ from depthutils.cost.accounting import Acc, Cost, Shape, total, with_requests
 from depthutils.cost.chunks import LENS_CHUNK_BYTES
 from depthutils.cost.passes import lens_bytes, trace_pass
 from depthutils.measures.curves import ed_kl, ed_overlap, ratio
+from depthutils.measures.example import TOKENS, Example, gsm, held_out_texts
 from depthutils.measures.logit_lens import chunked_lens
 from depthutils.models.architectures import check_residual, get_path
 
@@ -243,3 +244,12 @@ def cost(s: Shape, Ts, dtype: str, remote: bool, fit_Ts=()) -> Cost:
     if fit_Ts:
         out.flops_fwd += s.layers * (2 / 3 * H1 ** 3 + 2 * H1 * H1 * s.hidden)  # one solve per layer
     return with_requests(out, remote)
+
+
+def example(model, **options) -> Example:
+    """One GSM8K problem cut to a few tokens, its readouts fitted on a few held-out windows
+    (:mod:`depthutils.measures.example`)."""
+    prompts, Ts = gsm(model)
+    texts, fit_Ts = held_out_texts(model)
+    return Example(lambda: tuned_lens(model, prompts, fit_texts=texts, max_tokens=TOKENS, progress_bar=False,
+                                      **options), {"Ts": Ts, "fit_Ts": fit_Ts})

@@ -55,10 +55,10 @@ def test_changing_a_measurement_s_passes_changes_the_plan_and_its_own_batches(mo
 
 def test_every_measurement_has_its_cost_beside_it():
     for name, m in MEASUREMENTS.items():
-        assert callable(m.run()), name
+        assert callable(m.measure()), name
         assert callable(m.cost_function()), name
         assert m.cost_function().__module__ == m.module, f"{name}'s cost is not in its own module"
-        assert getattr(du, name) is m.run(), f"depthutils.{name} is not the registered function"
+        assert getattr(du, name) is m.measure(), f"depthutils.{name} is not the registered function"
 
 
 def test_no_cost_module_restates_a_measurement():

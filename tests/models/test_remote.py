@@ -10,6 +10,7 @@ redis-server and ~1.7 GB).
 """
 from __future__ import annotations
 
+import inspect
 import os
 import shlex
 import signal
@@ -30,6 +31,7 @@ import depthutils as du
 from depthutils import data
 from depthutils.analysis.study import study
 from depthutils.core.encoding import encode_all
+from depthutils.measures import MEASUREMENTS
 from depthutils.models import remote as du_remote
 from depthutils.models.remote import RemoteFault
 
@@ -99,8 +101,11 @@ def texts():
 
 def assert_same(local, remote):
     """Every float array of two results equal within ATOL (RTOL for values far above 1), and the same arrays on
-    both sides."""
+    both sides; the result's LOCAL_ONLY arrays NaN on the remote side."""
     arrays = {k: v for k, v in vars(local).items() if isinstance(v, np.ndarray) and v.dtype.kind == "f"}
+    for name in type(local).LOCAL_ONLY:  # not measured remotely: NaN there
+        assert np.isnan(getattr(remote, name)).all(), name
+        arrays.pop(name)
     assert arrays, "the result has no float arrays to compare"
     for name, a in arrays.items():
         b = getattr(remote, name)
@@ -122,19 +127,16 @@ def test_the_handle_is_remote_and_the_stack_is_isolated(pair, ndif_server):
 #: side runs the same method, so a difference is the remote path's, not a code path's rounding (the local
 #: fast path's agreement with the batched one is tests/models/test_suffix.py's and test_measurements.py's)
 SAME = {"method": "batched"}
-MEASUREMENTS = {
-    "contributions": lambda m, ps, kw: du.contributions(m, ps, progress_bar=False),
-    "logit_lens": lambda m, ps, kw: du.logit_lens(m, ps, progress_bar=False),
-    "effective_depth": lambda m, ps, kw: du.effective_depth(m, ps, progress_bar=False),
-    "erasure": lambda m, ps, kw: du.residual_erasure(m, PROMPT, ANSWER, baseline=du.residual_means(m, ps), **kw),
-    "ig_riemann": lambda m, ps, kw: du.integrated_gradients(m, PROMPT, ANSWER, steps=16, **kw),
-    "ig_gauss": lambda m, ps, kw: du.integrated_gradients(m, PROMPT, ANSWER, steps=8, rule="gauss", **kw),
-    # one request per refinement round (f(x) rides in the first)
-    "ig_adaptive": lambda m, ps, kw: du.integrated_gradients(m, PROMPT, ANSWER, rule="adaptive", budget=24, **kw),
-    # future effects at answer positions, and greedy decoding for the accuracy (nnsight generate on NDIF)
-    "depth_score": lambda m, ps, kw: du.depth_score(m, ["addition", "multihop"], n=2, progress_bar=False),
-    "cross_model_mapping": lambda m, ps, kw: du.cross_model_mapping(m, m, data.gsm8k(4), progress_bar=False),
-}
+
+
+def same_path(name: str) -> dict:
+    """The options that make a local run take the remote path's method (for measurements that have one)."""
+    return SAME if "method" in inspect.signature(MEASUREMENTS[name].measure()).parameters else {}
+
+
+#: integrated gradients' other quadrature rules (riemann is its example's); adaptive sends one request per
+#: refinement round (f(x) rides in the first)
+IG_RULES = {"gauss": dict(steps=8, rule="gauss"), "adaptive": dict(rule="adaptive", budget=24)}
 
 
 @pytest.fixture
@@ -150,18 +152,33 @@ def requests(monkeypatch) -> list[str]:
     return sent
 
 
-#: requests per call: one nnsight session; the erasure's baseline (residual_means) is one more
-REQUESTS = {"erasure": 2}
-
-
 @pytest.mark.parametrize("name", list(MEASUREMENTS))
-def test_measurement_remote_equals_local(pair, texts, name, requests):
+def test_measurement_remote_equals_local(pair, name, requests):
+    """Every registered measurement's example (:mod:`depthutils.measures.example`) in one request, equal to the
+    local run of the same method; a measurement for local models only says so before sending anything."""
     local, remote = pair
-    got = MEASUREMENTS[name](remote, texts, {})
-    assert got.meta["remote"] is True
-    want = got.rounds if name == "ig_adaptive" else REQUESTS.get(name, 1)
-    assert len(requests) == want, requests  # every prompt, trace and decoding bundled
-    assert_same(MEASUREMENTS[name](local, texts, SAME), got)
+    if not MEASUREMENTS[name].runs_remotely:
+        with pytest.raises(du.DepthError, match="remote=False"):
+            MEASUREMENTS[name].example(remote).run()
+        assert requests == []
+        return
+    got = MEASUREMENTS[name].example(remote).run()
+    if isinstance(got, du.Result):
+        assert got.meta["remote"] is True
+    assert len(requests) == 1, requests  # every prompt, trace and decoding bundled
+    want = MEASUREMENTS[name].example(local, **same_path(name)).run()
+    if isinstance(got, du.Result):
+        assert_same(want, got)
+    else:
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("rule", list(IG_RULES))
+def test_integrated_gradients_rules_remote_equal_local(pair, rule, requests):
+    local, remote = pair
+    got = du.integrated_gradients(remote, PROMPT, ANSWER, **IG_RULES[rule])
+    assert len(requests) == (got.rounds if rule == "adaptive" else 1), requests
+    assert_same(du.integrated_gradients(local, PROMPT, ANSWER, **IG_RULES[rule], **SAME), got)
 
 
 @pytest.mark.parametrize("local_only", [False, True], ids=["total", "direct"])
