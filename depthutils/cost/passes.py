@@ -53,25 +53,28 @@ def forward_batch(s: Shape, rows: int, T: int, dtype: str) -> Cost:
 
 
 def one_trace_per_prompt(s: Shape, Ts, dtype: str, remote: bool, what: str, *, stats: bool = False,
-                          lens: str | None = None, per_token: int = 6) -> Cost:
+                          lens: str | None = None, per_token: int = 6, lens_at=None) -> Cost:
     """One nnsight forward per prompt that saves ``per_token`` float32 numbers per layer and token.
 
     ``stats``: the per-layer statistics read inside the trace (:func:`depthutils.measures.contributions.read_stats`).
     ``lens``: ``"traced"`` decodes every layer's lens inside the trace, one ``[T, V]`` product per layer (effective
     depth, and the logit lens on NDIF); ``"chunked"`` is :func:`depthutils.measures.logit_lens.chunked_lens`: the
     ``L`` layer inputs' ``L·T`` rows in one matrix product per slice of the vocabulary (a float32 slice and its
-    exponentials, within ``LENS_CHUNK_BYTES``)."""
+    exponentials, within ``LENS_CHUNK_BYTES``). ``lens_at``: the positions per prompt a traced lens decodes (one
+    number per prompt, or one for all; default: every position)."""
     costs = []
-    for T in Ts:
+    at = [None] * len(Ts) if lens_at is None else [lens_at] * len(Ts) if isinstance(lens_at, int) else list(lens_at)
+    for T, P in zip(Ts, at):
+        P = T if P is None else min(P, T)
         a = Acc(s, what, T)
         work = trace_pass(a, s, 1, T, dtype)
         if stats:
             a.c.stat_layers += s.layers
         if lens == "traced":
             for _ in range(s.layers):
-                a.unembed(1, T)
-                a.c.lens_rows += T
-            work += (1 + 3) * T * s.vocab * 4  # the final log-probabilities, one layer's lens and its stats
+                a.unembed(1, P)
+                a.c.lens_rows += P
+            work += (1 + 3) * P * s.vocab * 4  # the final log-probabilities, one layer's lens and its stats
         elif lens == "chunked":
             M = s.layers * T
             a.unembed(M, 1)

@@ -1,5 +1,5 @@
 """The papers' measurements, one module per measurement, named as in the papers (spec:
-``shared/spec/measurements.md``), each with the function of the same name and its ``cost``; quadrature
+``shared/spec/measurements.md``), each with the function of the same name, its ``cost`` and its ``example`` (:mod:`~depthutils.measures.example`); quadrature
 (:mod:`~depthutils.measures.quadrature`) and P2's thresholds (:mod:`~depthutils.measures.curves`) apart."""
 from __future__ import annotations
 
@@ -47,8 +47,10 @@ class Measurement:
 MEASUREMENTS = {
     "residual_stream": Measurement("depthutils.measures.residual_stream", "residual_stream", chapter="00"),
     "contributions": Measurement("depthutils.measures.contributions", "contributions", chapter="01"),
+    "norm_growth": Measurement("depthutils.measures.norm_growth", "norm_growth", chapter="01"),
     "future_effects": Measurement("depthutils.measures.future_effects", "future_effects", chapter="02"),
     "logit_lens": Measurement("depthutils.measures.logit_lens", "logit_lens", chapter="03"),
+    "early_exit": Measurement("depthutils.measures.early_exit", "early_exit", chapter="03"),
     "tuned_lens": Measurement("depthutils.measures.tuned_lens", "tuned_lens", chapter="03", runs_remotely=False),
     "residual_means": Measurement("depthutils.measures.residual_erasure", "residual_means", "means_cost", chapter="04",
                                   example_name="means_example"),

@@ -79,7 +79,8 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
         if chapter == "00":
             out.append((info, cost_of("residual_stream")(s, gsm(), dtype, remote)))
         elif chapter == "01":
-            out.append((info, cost_of("contributions")(s, gsm(), dtype, remote)))
+            out += [(info, cost_of("contributions")(s, gsm(), dtype, remote)),
+                    (info, cost_of("norm_growth")(s, gsm(), dtype, remote))]
         elif chapter == "02":
             Ts = gsm()
             for part in p["parts"]:
@@ -90,6 +91,13 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
             if not remote:  # the tuned readout runs locally only (its early-exit section: the same fit)
                 fit = _cap([info.count(t.text) for t in data.heldout_text(p.get("fit_texts", 100))], mt, s)
                 out.append((info, cost_of("tuned_lens")(s, gsm(), dtype, remote, fit_Ts=fit)))
+                # the early exit's sets: an embedded model's own tasks; another model's GSM8K answers (and the facts
+                # it knows, which its fact check chooses when it runs: not counted here)
+                sets = ("addition", "multihop") if registry.is_embedded(info.name) else ("gsm8k",)
+                rows = [r for name in sets for r in _prompts(info, name, p["n_examples"], **(
+                    {"seed": p.get("seed", 123)} if name != "gsm8k" else {}))]
+                out.append((info, cost_of("early_exit")(s, _cap([T for T, _ in rows], mt, s), [a for _, a in rows],
+                                                        dtype, remote, readouts=True)))
         elif chapter in ("04", "05"):
             pairs = [(p["arithmetic_prompt"], p["arithmetic_answer"]), (p["multihop_prompt"], p["multihop_answer"])]
             if chapter == "04":

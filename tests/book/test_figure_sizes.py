@@ -17,8 +17,6 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from depthutils.analysis import known_facts  # noqa: E402
-from depthutils.analysis.early_exit import EarlyExitResult  # noqa: E402
-from depthutils.analysis.norm_growth import NormGrowthResult  # noqa: E402
 from depthutils.analysis.objectives import objectives  # noqa: E402
 from depthutils.analysis.solved_split import SolvedSplit  # noqa: E402
 from depthutils.book import context_claim, mapping_plots, objectives_claim, objectives_plots  # noqa: E402
@@ -26,7 +24,9 @@ from depthutils.book.plotstyle import COLUMN_IN, MIN_FONT_PT, legibility  # noqa
 from depthutils.book.reviews import early_exit, norm_growth, only_deeper  # noqa: E402
 from depthutils.measures import ig_rules  # noqa: E402
 from depthutils.measures.cross_model_mapping import MappingResult  # noqa: E402
+from depthutils.measures.early_exit import EarlyExitResult  # noqa: E402
 from depthutils.measures.integrated_gradients import IGResult  # noqa: E402
+from depthutils.measures.norm_growth import NormGrowthResult  # noqa: E402
 from depthutils.measures.tuned_lens import TunedLensResult  # noqa: E402
 
 #: the depths drawn: an embedded ladder model and SmolLM2's 30 layers

@@ -1,4 +1,4 @@
-"""With a cheap readout, could the second half be cut? Early exit (:mod:`depthutils.analysis.early_exit`) with the
+"""With a cheap readout, could the second half be cut? Early exit (:mod:`depthutils.measures.early_exit`) with the
 raw lens and with the tuned readout (:mod:`depthutils.measures.tuned_lens`): the verdict, the figures, the
 real-model run."""
 from __future__ import annotations
@@ -7,17 +7,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from depthutils import data
-from depthutils.analysis.early_exit import FIT_TEXTS, EarlyExitResult, early_exit_on
-from depthutils.analysis.known_facts import FactPrompts
+from depthutils.analysis.known_facts import SAMPLE_CANDIDATES, FactPrompts, prompts_for
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, interval_text, judge
 from depthutils.book.legends import band_key, below
 from depthutils.book.plotstyle import COLUMN_IN, lines, long_form, subplots, title
 from depthutils.book.realruns import FACT_CHECK_DTYPE, facts_for
 from depthutils.core.depth import RESIDUAL_AXIS, residual_depth
-from depthutils.measures.tuned_lens import TunedLensResult, fit_readouts, tuned_lens
+from depthutils.core.errors import DepthError, NothingFits
+from depthutils.ladder.registry import is_embedded
+from depthutils.measures.early_exit import EarlyExitResult, early_exit
+from depthutils.measures.tuned_lens import Readouts, TunedLensResult, fit_readouts, tuned_lens
 
-__all__ = ["verdict", "figure", "lens_figure", "lens_panels", "headline", "tuned_on", "real_facts", "REAL_RUN",
+__all__ = ["verdict", "figure", "lens_figure", "lens_panels", "headline", "tuned_on", "early_exit_on", "real_facts",
+           "REAL_RUN", "FIT_TEXTS",
            "REAL_FACTS", "REAL_FIT_TEXTS", "REAL_POSITIONS", "MIN_CORRECT", "READINGS", "LENS_KEY", "better_readout"]
 
 #: the fewest answer tokens the full model must get right for the share it loses to mean something (ours: below
@@ -33,6 +36,8 @@ READINGS = {"shown": "the reviewers' reading: the second half's refinement is ne
 #: per GSM8K problem its KL and overlap are evaluated at (the decoding of 2L rows over a 49k–262k vocabulary is
 #: the cost; the book's tests run this section, so it stays within about a minute per model)
 REAL_FIT_TEXTS, REAL_POSITIONS = 40, 8
+#: the held-out corpus windows (60 words each, :func:`depthutils.data.heldout_text`) the tuned readout is fitted on
+FIT_TEXTS = 100
 #: the key of the tuned readout's own result (KL and top-5 per layer on GSM8K text) among a real run's results
 LENS_KEY = "tuned readout, GSM8K text"
 
@@ -203,10 +208,42 @@ def lens_panels(axes, r: TunedLensResult, first: int = 0) -> None:
     below(axes[0].get_figure(root=False), axes, extra=[band_key()])
 
 
+def early_exit_on(model, sets="auto", *, n: int = 20, seed: int = 123, facts=None, readouts: Readouts | None = None,
+                  max_tokens: int | None = None, progress_bar: bool = True) -> tuple[dict, object]:
+    """:func:`early_exit` on each set of prompts of ``sets`` (``{name: prompts}``), or with ``"auto"`` the sets a
+    model can be graded on: an embedded model's own tasks (``n`` addition chains and ``n`` invented-world
+    questions), another model's ``n`` GSM8K answers and the facts it knows (``facts``, a
+    :class:`~depthutils.analysis.known_facts.FactPrompts`, by default up to ``n`` sums and ``n`` two-hop questions
+    it answers among the book's candidates, each checked). The tuned readout is ``readouts``, or fitted here on
+    :data:`FIT_TEXTS` windows of the held-out corpus (:func:`depthutils.data.heldout_text`). Returns ``({name: result}, FactPrompts or None)``; a
+    set with no prompt, or none that fits ``max_tokens`` (default: the model's context) with its answer, is left
+    out (the fact check, or the verdict, says why)."""
+    if isinstance(sets, str):
+        if sets != "auto":
+            raise DepthError(f"sets must be 'auto' or a dict of name → prompts, got {sets!r}.")
+        if is_embedded(model):
+            sets = {"addition": data.load("addition", n, seed=seed), "multihop": data.load("multihop", n, seed=seed)}
+        else:
+            if facts is None:
+                facts = prompts_for(model, n=n, n_arithmetic=n, seed=seed, progress_bar=progress_bar,
+                                    **SAMPLE_CANDIDATES)
+            sets = {"GSM8K answers": data.load("gsm8k", n), "facts it knows": list(facts.prompts.values())}
+    if readouts is None:
+        readouts = fit_readouts(model, data.heldout_text(FIT_TEXTS), max_tokens=max_tokens, progress_bar=progress_bar)
+    out = {}
+    for name, prompts in sets.items():
+        try:
+            out[name] = early_exit(model, prompts, readouts=readouts, max_tokens=max_tokens,
+                                   progress_bar=progress_bar) if prompts else None
+        except NothingFits:
+            out[name] = None
+    return {k: r for k, r in out.items() if r is not None}, facts
+
+
 def tuned_on(lm, *, n: int = 20, fit_texts: int = FIT_TEXTS, positions: int | None = None, seed: int = 123,
              facts=None, max_tokens=None, progress_bar: bool = True) -> tuple[dict, object]:
     """One fit of the tuned readout (``fit_texts`` held-out corpus windows), then :func:`tuned_lens` on ``n``
-    GSM8K problems (at ``positions`` per problem; None: all) under :data:`LENS_KEY`, and :func:`~depthutils.analysis.early_exit.early_exit_on` with the same
+    GSM8K problems (at ``positions`` per problem; None: all) under :data:`LENS_KEY`, and :func:`early_exit_on` with the same
     readout: ``({name: result}, FactPrompts or None)``."""
     from depthutils.ladder.registry import is_embedded
 

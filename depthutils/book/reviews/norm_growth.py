@@ -1,18 +1,18 @@
 """Is the second half's smaller relative contribution only the residual's norm growing, and where do massive
-activations appear? (:mod:`depthutils.analysis.norm_growth`): the verdict, the figure, the real-model run."""
+activations appear? (:mod:`depthutils.measures.norm_growth`): the verdict, the figure, the real-model run."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from depthutils import data
-from depthutils.analysis import norm_growth as measure
-from depthutils.analysis.norm_growth import MASSIVE, NormGrowthResult
 from depthutils.book.claim_table import CLAIMS, MIN_HALF
 from depthutils.book.grading import Verdict, _verdict, band, interval_text, judge, not_tested
 from depthutils.book.legends import band_key, below
 from depthutils.book.plotstyle import COLORS, integer_ticks, lines, long_form, subplots, title
 from depthutils.core.depth import residual_depth
+from depthutils.measures import norm_growth as measure
+from depthutils.measures.norm_growth import MASSIVE, NormGrowthResult
 
 __all__ = ["verdict", "figure", "depth_words", "REAL_RUN"]
 

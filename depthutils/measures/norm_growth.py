@@ -28,12 +28,15 @@ from depthutils.core.depth import residual_depth
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError, check_finite
 from depthutils.core.results import Result, describe, half_sizes, halves, make_meta
+from depthutils.cost.accounting import Cost, Shape
+from depthutils.cost.passes import one_trace_per_prompt
 from depthutils.measures.curves import ed_overlap
+from depthutils.measures.example import TOKENS, Example, gsm
 from depthutils.measures.logit_lens import read_lens
 from depthutils.models.architectures import check_residual
 from depthutils.models.remote import each
 
-__all__ = ["NormGrowthResult", "norm_growth", "prompt_norms", "MASSIVE"]
+__all__ = ["NormGrowthResult", "norm_growth", "prompt_norms", "cost", "example", "MASSIVE"]
 
 #: a layer holds massive activations where its largest |component| is at least this many times the median
 #: |component| of a token (the ratio part of Sun et al.'s definition, as we read it; their absolute floor, a
@@ -181,3 +184,16 @@ def norm_growth(model, prompts, *, max_tokens: int | None = None, progress_bar: 
     tokens = [e.n_tokens - 1 for e in encs]
     return NormGrowthResult(meta=make_meta(model, dataset=ds, n=n, fit=fit, tokens=sum(tokens)),
                             prompt_tokens=np.array(tokens), **arrays).with_aggregates()
+
+
+def cost(s: Shape, Ts, dtype: str, remote: bool) -> Cost:
+    """What :func:`norm_growth` runs on prompts of ``Ts`` tokens: one nnsight forward per prompt, ten numbers per
+    layer and token, and the lens decoded in the trace at the last :data:`LENS_POSITIONS` positions."""
+    return one_trace_per_prompt(s, Ts, dtype, remote, "norm_growth", lens="traced", per_token=10,
+                                lens_at=[min(LENS_POSITIONS, T - 1) for T in Ts])
+
+
+def example(model, **options) -> Example:
+    """One GSM8K problem cut to a few tokens (:mod:`depthutils.measures.example`)."""
+    prompts, Ts = gsm(model)
+    return Example(lambda: norm_growth(model, prompts, max_tokens=TOKENS, progress_bar=False, **options), {"Ts": Ts})

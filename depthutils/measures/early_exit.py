@@ -26,23 +26,21 @@ import nnsight
 import numpy as np
 import torch
 
-from depthutils import data
-from depthutils.analysis.known_facts import SAMPLE_CANDIDATES, prompts_for
 from depthutils.core.depth import residual_depth
 from depthutils.core.encoding import encode_all
-from depthutils.core.errors import DepthError, NothingFits
+from depthutils.core.errors import DepthError
 from depthutils.core.results import Result, describe, make_meta
-from depthutils.ladder.registry import is_embedded
-from depthutils.measures.tuned_lens import Readouts, fit_readouts, fit_time
+from depthutils.cost.accounting import Cost, Shape
+from depthutils.cost.passes import one_trace_per_prompt
+from depthutils.measures.example import Example, addition
+from depthutils.measures.tuned_lens import Readouts, fit_time
 from depthutils.models.architectures import check_residual, get_path
 from depthutils.models.remote import each
 
-__all__ = ["EarlyExitResult", "early_exit", "early_exit_on", "prompt_exits", "FORMED"]
+__all__ = ["EarlyExitResult", "early_exit", "prompt_exits", "cost", "example", "FORMED"]
 
 #: "the prediction has formed" at the first exit whose gold accuracy reaches this share of the full model's (ours)
 FORMED = 0.5
-#: the held-out corpus windows (60 words each, :func:`depthutils.data.heldout_text`) the tuned readout is fitted on
-FIT_TEXTS = 100
 
 
 @dataclass
@@ -196,33 +194,22 @@ def early_exit(model, prompts, *, readouts: Readouts | None = None, max_tokens: 
                            ).with_aggregates()
 
 
-def early_exit_on(model, sets="auto", *, n: int = 20, seed: int = 123, facts=None, readouts: Readouts | None = None,
-                  max_tokens: int | None = None, progress_bar: bool = True) -> tuple[dict, object]:
-    """:func:`early_exit` on each set of prompts of ``sets`` (``{name: prompts}``), or with ``"auto"`` the sets a
-    model can be graded on: an embedded model's own tasks (``n`` addition chains and ``n`` invented-world
-    questions), another model's ``n`` GSM8K answers and the facts it knows (``facts``, a
-    :class:`~depthutils.analysis.known_facts.FactPrompts`, by default up to ``n`` sums and ``n`` two-hop questions
-    it answers among the book's candidates, each checked). The tuned readout is ``readouts``, or fitted here on
-    :data:`FIT_TEXTS` windows of the held-out corpus (:func:`depthutils.data.heldout_text`). Returns ``({name: result}, FactPrompts or None)``; a
-    set with no prompt, or none that fits ``max_tokens`` (default: the model's context) with its answer, is left
-    out (the fact check, or the verdict, says why)."""
-    if isinstance(sets, str):
-        if sets != "auto":
-            raise DepthError(f"sets must be 'auto' or a dict of name → prompts, got {sets!r}.")
-        if is_embedded(model):
-            sets = {"addition": data.load("addition", n, seed=seed), "multihop": data.load("multihop", n, seed=seed)}
-        else:
-            if facts is None:
-                facts = prompts_for(model, n=n, n_arithmetic=n, seed=seed, progress_bar=progress_bar,
-                                    **SAMPLE_CANDIDATES)
-            sets = {"GSM8K answers": data.load("gsm8k", n), "facts it knows": list(facts.prompts.values())}
-    if readouts is None:
-        readouts = fit_readouts(model, data.heldout_text(FIT_TEXTS), max_tokens=max_tokens, progress_bar=progress_bar)
-    out = {}
-    for name, prompts in sets.items():
-        try:
-            out[name] = early_exit(model, prompts, readouts=readouts, max_tokens=max_tokens,
-                                   progress_bar=progress_bar) if prompts else None
-        except NothingFits:
-            out[name] = None
-    return {k: r for k, r in out.items() if r is not None}, facts
+def cost(s: Shape, Ts, answers, dtype: str, remote: bool, readouts: bool = False) -> Cost:
+    """What :func:`early_exit` runs on prompts of ``Ts`` tokens with ``answers`` answer tokens each: one nnsight
+    forward per prompt, the lens decoded in the trace at the answer's positions of every layer; with ``readouts``,
+    after the trace, the tuned readout's ``L`` rows per answer token decoded too."""
+    c = one_trace_per_prompt(s, Ts, dtype, remote, "early_exit", lens="traced", per_token=0, lens_at=answers)
+    c.download += sum(4 * s.layers * P * s.hidden for P in answers)  # each layer's residual at the answer
+    for P in answers if readouts else ():  # one affine map and one decoding per layer and answer token
+        c.unembed_tokens += s.layers * P
+        c.unembed_calls += 1
+        c.unembed_sizes[s.layers * P] += 1
+        c.flops_fwd += s.layers * P * (s.unembed_flops + 2 * s.hidden * s.hidden)
+    return c
+
+
+def example(model, **options) -> Example:
+    """One three-operand addition prompt with its answer (:mod:`depthutils.measures.example`)."""
+    prompts, enc = addition(model)
+    return Example(lambda: early_exit(model, prompts, progress_bar=False, **options),
+                   {"Ts": [enc.n_tokens], "answers": [len(enc.answer_ids)]})
