@@ -20,6 +20,9 @@ class Measurement:
     chapter: str | None = None  #: the book's chapter that runs it
     example_name: str = "example"
     runs_remotely: bool = True  #: False: a local model only (on a remote handle it says so in a DepthError)
+    #: the claim (a key of :data:`depthutils.book.claim_table.CLAIMS`) that grades it, or ``"feeds <name>"``: it
+    #: gives another measurement its input (a baseline, a readout) and is graded through that one
+    claim: str = ""
 
     def _attr(self, name: str) -> Callable:
         return getattr(importlib.import_module(self.module), name)
@@ -45,20 +48,20 @@ class Measurement:
 
 #: every measurement of the book, one line each: the package root exports each function by its name
 MEASUREMENTS = {
-    "residual_stream": Measurement("depthutils.measures.residual_stream", "residual_stream", chapter="00"),
-    "contributions": Measurement("depthutils.measures.contributions", "contributions", chapter="01"),
-    "norm_growth": Measurement("depthutils.measures.norm_growth", "norm_growth", chapter="01"),
-    "future_effects": Measurement("depthutils.measures.future_effects", "future_effects", chapter="02"),
-    "logit_lens": Measurement("depthutils.measures.logit_lens", "logit_lens", chapter="03"),
-    "early_exit": Measurement("depthutils.measures.early_exit", "early_exit", chapter="03"),
-    "tuned_lens": Measurement("depthutils.measures.tuned_lens", "tuned_lens", chapter="03", runs_remotely=False),
+    "residual_stream": Measurement("depthutils.measures.residual_stream", "residual_stream", chapter="00", claim="residual_stream"),
+    "contributions": Measurement("depthutils.measures.contributions", "contributions", chapter="01", claim="contributions"),
+    "norm_growth": Measurement("depthutils.measures.norm_growth", "norm_growth", chapter="01", claim="norm_growth"),
+    "future_effects": Measurement("depthutils.measures.future_effects", "future_effects", chapter="02", claim="future_effects"),
+    "logit_lens": Measurement("depthutils.measures.logit_lens", "logit_lens", chapter="03", claim="logit_lens"),
+    "early_exit": Measurement("depthutils.measures.early_exit", "early_exit", chapter="03", claim="early_exit"),
+    "tuned_lens": Measurement("depthutils.measures.tuned_lens", "tuned_lens", chapter="03", runs_remotely=False, claim="feeds early_exit"),
     "residual_means": Measurement("depthutils.measures.residual_erasure", "residual_means", "means_cost", chapter="04",
-                                  example_name="means_example"),
-    "residual_erasure": Measurement("depthutils.measures.residual_erasure", "residual_erasure", chapter="04"),
-    "integrated_gradients": Measurement("depthutils.measures.integrated_gradients", "integrated_gradients", chapter="05"),
-    "depth_score": Measurement("depthutils.measures.depth_score", "depth_score", chapter="06"),
-    "cross_model_mapping": Measurement("depthutils.measures.cross_model_mapping", "cross_model_mapping", chapter="07"),
-    "effective_depth": Measurement("depthutils.measures.effective_depth", "effective_depth", chapter="09"),
+                                  example_name="means_example", claim="feeds residual_erasure"),
+    "residual_erasure": Measurement("depthutils.measures.residual_erasure", "residual_erasure", chapter="04", claim="context"),
+    "integrated_gradients": Measurement("depthutils.measures.integrated_gradients", "integrated_gradients", chapter="05", claim="context"),
+    "depth_score": Measurement("depthutils.measures.depth_score", "depth_score", chapter="06", claim="depth_score"),
+    "cross_model_mapping": Measurement("depthutils.measures.cross_model_mapping", "cross_model_mapping", chapter="07", claim="mapping"),
+    "effective_depth": Measurement("depthutils.measures.effective_depth", "effective_depth", chapter="09", claim="scale"),
 }
 
 

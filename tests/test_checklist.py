@@ -1,0 +1,53 @@
+"""The README's "Adding a measurement", checked: every registered measurement has an example (run by
+``plan --check``, the remote tests and ``tests/measures/test_examples.py``), a cost its chapter's plan counts, and
+a claim that grades it (or the measurement it feeds), whose verdict has its row in the intro's overview."""
+from __future__ import annotations
+
+import pytest
+
+from depthutils.book.claim_table import CLAIMS
+from depthutils.book.overview import ROWS
+from depthutils.book.runner import find_chapter, parameters
+from depthutils.measures import MEASUREMENTS
+from depthutils.perf.plan import chapter_parameters, make_plan
+
+_PLANNED: dict[str, set] = {}
+
+
+def planned(chapter: str) -> set[str]:
+    """The measurements the plan of ``chapter`` counts, on its own parameters (computed once per chapter)."""
+    if chapter not in _PLANNED:
+        path = find_chapter(chapter)
+        num, p = chapter_parameters(path, parameters(path), None, None, {})
+        _PLANNED[chapter] = {row["measurement"] for row in make_plan(num, p, timing=False).rows}
+    return _PLANNED[chapter]
+
+
+@pytest.mark.parametrize("name", list(MEASUREMENTS))
+def test_every_measurement_is_whole(name):
+    m = MEASUREMENTS[name]
+    assert callable(m.measure()) and callable(m.cost_function())
+    assert callable(getattr(__import__(m.module, fromlist=["_"]), m.example_name)), f"{name} has no example"
+    assert m.chapter is not None, f"{name} names no chapter"
+    assert name in planned(m.chapter), f"the plan of chapter {m.chapter} does not count {name}"
+    if m.claim.startswith("feeds "):
+        assert m.claim.removeprefix("feeds ") in MEASUREMENTS, m.claim
+        return
+    assert m.claim in CLAIMS, f"{name}'s claim {m.claim!r} is not in the claim table"
+    assert any(r.claim == m.claim and r.chapter == m.chapter for r in ROWS), \
+        f"the intro's overview has no row for {m.claim!r} in chapter {m.chapter}"
+
+
+def test_the_checklist_can_fail(monkeypatch):
+    """A measurement registered without its plan cost, claim or overview row is caught."""
+    from dataclasses import replace
+
+    import depthutils.measures as registry
+
+    bad = replace(MEASUREMENTS["norm_growth"], claim="no such claim")
+    monkeypatch.setitem(registry.MEASUREMENTS, "norm_growth", bad)
+    with pytest.raises(AssertionError, match="not in the claim table"):
+        test_every_measurement_is_whole("norm_growth")
+    monkeypatch.setitem(registry.MEASUREMENTS, "norm_growth", replace(bad, claim="norm_growth", chapter="02"))
+    with pytest.raises(AssertionError, match="does not count"):
+        test_every_measurement_is_whole("norm_growth")
