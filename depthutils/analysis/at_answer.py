@@ -36,7 +36,7 @@ from depthutils.measures.curves import ed_kl, ed_overlap, ratio
 from depthutils.measures.depth_score_result import score
 from depthutils.measures.effective_depth import curves_and_lens
 from depthutils.models import stack
-from depthutils.models.remote import each
+from depthutils.models.each import each
 
 #: the measures :meth:`AtAnswerResult.measure` gives, each larger when the later layers do more
 MEASURES = ("contributions", "later", "output", "ed_kl", "ed_overlap", "depth")

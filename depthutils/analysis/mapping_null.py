@@ -7,7 +7,7 @@ of :func:`~depthutils.measures.cross_model_mapping.cross_model_mapping` (the sam
 context):
 
 * onto the trained deeper model (P1's pair);
-* onto that deeper model's own initial weights, untrained (:func:`depthutils.models.random.untrained`): the
+* onto that deeper model's own initial weights, untrained (:func:`depthutils.models.random_init.untrained`): the
   null, what the architecture and the residual stream's accumulation give without training;
 * the first source onto a second seed of itself (the same recipe, other initial weights and batches): the
   positive control, what a map between two models trained alike, on the same computation, gives.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from depthutils.ladder.registry import SPECS, resolve_alias
 from depthutils.measures.cross_model_mapping import MappingResult, cross_model_mapping
 from depthutils.models.handle import load_model
-from depthutils.models.random import untrained as untrained_model
+from depthutils.models.random_init import untrained as untrained_model
 
 __all__ = ["MappingNull", "cards", "load_nulls", "map_against_null"]
 

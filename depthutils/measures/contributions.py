@@ -16,7 +16,7 @@ from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
 from depthutils.measures.example import TOKENS, Example, gsm
 from depthutils.models.architectures import check_residual
-from depthutils.models.remote import each
+from depthutils.models.each import each
 
 PARTS = ("attn", "mlp", "layer")
 

@@ -32,7 +32,8 @@ from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, total, with_requ
 from depthutils.cost.passes import trace_pass
 from depthutils.measures.example import TOKENS, Example, held_out_texts
 from depthutils.models.architectures import check_residual
-from depthutils.models.remote import batches, each
+from depthutils.models.each import each
+from depthutils.models.remote import batches
 
 
 @dataclass

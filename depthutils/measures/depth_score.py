@@ -36,7 +36,7 @@ from depthutils.measures.example import Example, addition
 from depthutils.measures.future_effects import Work
 from depthutils.measures.future_effects import run as run_work  # _measure names no module: NDIF gets it by value
 from depthutils.models import stack
-from depthutils.models.remote import each
+from depthutils.models.each import each
 
 #: task family -> (levels, loader of ``n`` prompts of one level, positions rule). The rule is P1's:
 #: "math" takes up to 4 answer positions at stride 4, the others the first answer token.
@@ -118,7 +118,7 @@ def starts_with_answer(text: str, answer: str) -> bool:
 def _measure(model, item):
     """One item of the depth score: a prompt's future-effect maxima (:func:`depthutils.measures.future_effects.run`
     of a :class:`~depthutils.measures.future_effects.Work`) or one batch of greedy decodings (``(contexts, budgets)``);
-    as :func:`depthutils.models.remote.each` items, all go to NDIF in one request."""
+    as :func:`depthutils.models.each.each` items, all go to NDIF in one request."""
     return run_work(model, item) if isinstance(item, Work) else model.greedy_batch(*item)
 
 

@@ -35,7 +35,7 @@ from depthutils.cost.passes import one_trace_per_prompt
 from depthutils.measures.example import Example, addition
 from depthutils.measures.tuned_lens import Readouts, fit_time
 from depthutils.models.architectures import check_residual, get_path
-from depthutils.models.remote import each
+from depthutils.models.each import each
 
 __all__ = ["EarlyExitResult", "early_exit", "prompt_exits", "cost", "example", "FORMED"]
 

@@ -21,7 +21,7 @@ from depthutils.measures.contributions import contributions_of, read_stats
 from depthutils.measures.curves import ed_cos, ed_kl, ed_overlap, ratio
 from depthutils.measures.example import Example, addition
 from depthutils.measures.logit_lens import logit_lens_of, read_lens
-from depthutils.models.remote import each
+from depthutils.models.each import each
 
 METRICS = ("cos", "kl", "overlap")
 #: metric -> (the curve it reads, its effective depth)

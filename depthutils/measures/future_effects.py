@@ -34,13 +34,13 @@ from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, total, with_requ
 from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of, work_bytes
 from depthutils.cost.chunks import GROUP_BYTES
 from depthutils.cost.passes import stack_bytes, stack_pass, trace_pass
-from depthutils.measures import future_shared
+from depthutils.measures import shared_prefix
 from depthutils.measures.example import TOKENS, Example, gsm
 from depthutils.measures.future_effects_result import FutureEffectsResult
-from depthutils.measures.future_shared import sample_positions
+from depthutils.measures.shared_prefix import sample_positions
 from depthutils.models import stack
 from depthutils.models.architectures import check_residual
-from depthutils.models.remote import each
+from depthutils.models.each import each
 
 PARTS = ("layer", "attn", "mlp")
 MODES = ("future", "all")
@@ -207,7 +207,7 @@ class Work:
     fast: bool
     output: bool = True
     shared: bool = True
-    work_bytes: int | None = None  # the stack path's working chunks (None: future_shared's sizes)
+    work_bytes: int | None = None  # the stack path's working chunks (None: shared_prefix's sizes)
 
 
 def work(model, enc, ts: Sequence[int], *, part: str = "layer", mode: str = "future", local: bool = False,
@@ -215,7 +215,7 @@ def work(model, enc, ts: Sequence[int], *, part: str = "layer", mode: str = "fut
          work_bytes: int | None = None) -> Work:
     """The interventions that measure one prompt at positions ``ts``; ``output=False`` when only the
     layer effect is wanted (the fast path then skips the unembedding, the costliest step of a short model).
-    ``shared=False`` keeps the fast path per skipped layer instead of :mod:`depthutils.measures.future_shared`'s."""
+    ``shared=False`` keeps the fast path per skipped layer instead of :mod:`depthutils.measures.shared_prefix`'s."""
     L = model.n_layers
     rows = _rows(L, ts, local)
     if fast:
@@ -228,15 +228,15 @@ def work(model, enc, ts: Sequence[int], *, part: str = "layer", mode: str = "fut
 
 def run(model, w: Work) -> list:
     """Every chunk of ``w``: each row's maxima, ``([L, B], [B])`` per chunk (see :func:`_row_maxima`).
-    Batched chunks are nnsight traces, so :func:`depthutils.models.remote.each` can send them to NDIF."""
+    Batched chunks are nnsight traces, so :func:`depthutils.models.each.each` can send them to NDIF."""
     T = w.ids.shape[1]
     st = stack.Stack(model, w.ids) if w.fast else None
     if w.fast and w.part == "layer" and not w.local and not w.output:  # the depth score's skips: one wave up the stack
         return _stack_wave(st, w.chunks, w.mode)
     if w.fast and w.shared and w.chunks:
         ts = [row.t for row in w.chunks[0]]
-        if future_shared.applies(st, ts):
-            return future_shared.prompt_maxima(st, ts, w.part, w.mode, w.output, w.work_bytes)
+        if shared_prefix.applies(st, ts):
+            return shared_prefix.prompt_maxima(st, ts, w.part, w.mode, w.output, w.work_bytes)
     out = []
     for chunk in w.chunks:
         keep = _measured(chunk, T, w.mode)
@@ -299,7 +299,7 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
             the device has free).
         method: ``"stack"`` re-runs only the layers above each skipped one (local fp32 models,
             see :mod:`depthutils.models.stack`), every skipped layer a row of one batch per layer, and the
-            rows with a smaller ``t`` only from ``t`` on (:mod:`depthutils.measures.future_shared`); ``"batched"`` runs every intervention of a prompt as a
+            rows with a smaller ``t`` only from ``t`` on (:mod:`depthutils.measures.shared_prefix`); ``"batched"`` runs every intervention of a prompt as a
             row of one nnsight forward, clean row included (remote, bf16, ``local=True``);
             ``"auto"`` picks ``"stack"`` where it applies.
         max_tokens: a prompt longer than this (default: the model's context) is cut to its
@@ -357,14 +357,14 @@ def cost(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: int = 4, pa
          positions: list | None = None, work_bytes: int | None = None) -> Cost:
     """What :func:`future_effects` runs on prompts of ``Ts`` tokens (``output=False``, ``n_t`` per prompt: the
     depth score's interventions); ``positions`` gives each prompt's ``t`` (default:
-    :func:`~depthutils.measures.future_shared.positions_for_cost`). The fast path is :func:`_stack_wave` without
-    the output, else :func:`depthutils.measures.future_shared.cost`; the batched path runs ``k·L`` rows in
+    :func:`~depthutils.measures.shared_prefix.positions_for_cost`). The fast path is :func:`_stack_wave` without
+    the output, else :func:`depthutils.measures.shared_prefix.cost`; the batched path runs ``k·L`` rows in
     forwards of ``batch`` rows, each with the clean row."""
     L, costs = s.layers, []
     for i, T in enumerate(Ts):
         a = Acc(s, what, T)
         ts = [T] if mode == "all" else (positions[i] if positions is not None else
-                                        future_shared.positions_for_cost(T, n_t))
+                                        shared_prefix.positions_for_cost(T, n_t))
         k = len(ts)
         if fast:
             saved = stack_pass(a, s, T, dtype)
@@ -375,7 +375,7 @@ def cost(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: int = 4, pa
                 costs.append(a.done(saved, 2 * rows * T * s.hidden * BYTES[dtype] + s.act_bytes(rows, T, dtype),
                                     batch=k))
                 continue
-            work, rows = future_shared.cost(a, s, T, ts, dtype, part, mode, output, work_bytes)
+            work, rows = shared_prefix.cost(a, s, T, ts, dtype, part, mode, output, work_bytes)
             costs.append(a.done(saved, work, batch=rows))
         else:
             rows = k * L

@@ -40,7 +40,7 @@ from depthutils.measures import quadrature as quad
 from depthutils.measures.example import STEPS, Example, arithmetic
 from depthutils.models import stack
 from depthutils.models.architectures import check_residual
-from depthutils.models.remote import each
+from depthutils.models.each import each
 
 PARTS = ("layer", "attn", "mlp")
 RULES = quad.RULES

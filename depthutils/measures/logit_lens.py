@@ -18,7 +18,7 @@ from depthutils.cost.passes import lens_bytes, one_trace_per_prompt
 from depthutils.measures.curves import ed_kl, ed_overlap, ratio
 from depthutils.measures.example import TOKENS, Example, gsm
 from depthutils.models.architectures import check_residual, get_path
-from depthutils.models.remote import each
+from depthutils.models.each import each
 
 
 @dataclass

@@ -34,7 +34,7 @@ from depthutils.measures.curves import ed_overlap
 from depthutils.measures.example import TOKENS, Example, gsm
 from depthutils.measures.logit_lens import read_lens
 from depthutils.models.architectures import check_residual
-from depthutils.models.remote import each
+from depthutils.models.each import each
 
 __all__ = ["NormGrowthResult", "norm_growth", "prompt_norms", "cost", "example", "MASSIVE"]
 

@@ -42,7 +42,7 @@ from depthutils.cost.passes import one_trace_per_prompt, stack_pass, trace_pass
 from depthutils.measures.example import TOKENS, Example, arithmetic, gsm
 from depthutils.models import stack
 from depthutils.models.architectures import check_residual
-from depthutils.models.remote import each
+from depthutils.models.each import each
 
 
 @dataclass

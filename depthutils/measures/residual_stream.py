@@ -12,7 +12,7 @@ the residual (the family adapter's reading: post-norms and multipliers included)
   put there: ``mean over t ≥ 1 of 1/(t+1)``;
 * ``norm0[l]`` and ``norm_rest[l]``: ``‖h_l‖`` at position 0 and its median over the other positions.
 
-:func:`depthutils.models.random.tiny_model` builds a small random-weight model of another family (OLMo 2 by default) for the
+:func:`depthutils.models.random_init.tiny_model` builds a small random-weight model of another family (OLMo 2 by default) for the
 one check that needs no training: which tensor a layer adds.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
 from depthutils.measures.example import TOKENS, Example, gsm
 from depthutils.models.architectures import check_residual, unwrap
-from depthutils.models.remote import each
+from depthutils.models.each import each
 
 #: errors below this are float32 rounding, whose size depends on the CPU's kernels: reported as this bound
 ROUNDING = 1e-6

@@ -77,7 +77,7 @@ class ModelHandle:
         self.timeout = timeout  # remote: seconds one request may take, queue included
         #: remote: the id of every NDIF job this handle sent (one per request)
         self.jobs: list[str] = []
-        #: remote: inside :func:`depthutils.models.remote.each`'s session, whose traces run on the server as it is
+        #: remote: inside :func:`depthutils.models.each.each`'s session, whose traces run on the server as it is
         self.in_session = False
         scale = getattr(self.text_config, arch.residual_scale, None) if arch.residual_scale else None
         self.residual_scale = float(scale) if scale is not None else 1.0

@@ -1,9 +1,9 @@
 """The remote path as NDIF users meet it: one request per measurement call, one status bar, faults in
 one sentence.
 
-* :func:`each` runs a measurement's per-prompt traces. Locally it is a loop behind a progress bar; on
-  NDIF it bundles them into one nnsight session (``model.session()``: all its traces in one request),
-  or into a few sessions whose saved results stay under :data:`REQUEST_BYTES` each.
+* :func:`in_sessions` runs a measurement's per-prompt traces on NDIF (for :func:`depthutils.models.each.each`): it
+  bundles them into one nnsight session (``model.session()``: all its traces in one request), or into a few
+  sessions whose saved results stay under :data:`REQUEST_BYTES` each.
 * :class:`Backend` is nnsight's blocking :class:`RemoteBackend` with one tqdm bar for the job's state
   (sent, queued and its position, running, downloading) in place of nnsight's line per status, a
   deadline (``load_model(..., timeout=)``), and every fault turned into a :class:`RemoteFault`, a
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 from urllib.parse import urlparse
 
 import httpx
@@ -25,7 +25,7 @@ from nnsight.intervention.backends.remote import RemoteBackend, RemoteError
 from nnsight.schema.response import Status
 
 from depthutils.core.errors import DepthError
-from depthutils.core.progress import bar, progress
+from depthutils.core.progress import bar
 
 #: seconds a remote request may take from sending to its downloaded result, NDIF's queue included:
 #: a 70B model's queue on NDIF can hold a job for many minutes (``load_model(..., timeout=)``)
@@ -227,18 +227,11 @@ def batches(items: list, nbytes: Callable[[Any], int] | None, budget: int | None
     return groups
 
 
-def each(model, fn: Callable, items: Iterable, what: str, *, nbytes: Callable[[Any], int] | None = None,
-         enabled: bool = True) -> list:
-    """``[fn(model, x) for x in items]``, where ``fn`` runs nnsight traces of ``model``.
-
-    Locally: one item at a time behind a progress bar. On NDIF: in one request (one nnsight session
-    that opens every trace on the server), or in as few as keep each request's saved results under
-    :data:`REQUEST_BYTES` (``nbytes(x)``: an item's result size in bytes), behind one status bar.
-    ``fn`` must return only what its traces saved (a remote session returns only saved values).
-    """
-    items = list(items)
-    if not model.remote:
-        return [fn(model, x) for x in progress(items, what, enabled=enabled)]
+def in_sessions(model, fn: Callable, items: list, what: str, *, nbytes: Callable[[Any], int] | None = None,
+                enabled: bool = True) -> list:
+    """``[fn(model, x) for x in items]`` on NDIF: in one request (one nnsight session that opens every trace on the
+    server), or in as few as keep each request's saved results under :data:`REQUEST_BYTES` (``nbytes(x)``: an
+    item's result size in bytes), behind one status bar."""
     out = []
     groups = batches(items, nbytes)
     for i, group in enumerate(groups):

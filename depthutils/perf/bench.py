@@ -180,7 +180,7 @@ def logit_lens_memory(vocab: int = 32768, depths=(4, 16), tokens: int = 256) -> 
 
 def _lens_memory(vocab, L, tokens):
     import depthutils as du
-    from depthutils.models.random import random_model
+    from depthutils.models.random_init import random_model
 
     path = random_model("llama", vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=L,
                         num_attention_heads=4, max_position_embeddings=1024)

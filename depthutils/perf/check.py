@@ -24,7 +24,7 @@ import torch
 
 from depthutils.cost.model_info import model_info
 from depthutils.measures import MEASUREMENTS
-from depthutils.models.random import WIDTH_8B, random_model
+from depthutils.models.random_init import WIDTH_8B, random_model
 from depthutils.perf.counting import Counter
 from depthutils.perf.harness import isolated
 from depthutils.perf.timing import calibration, calibration_key, cpu_clock, cpu_seconds, peak_rss_now, wall_estimate

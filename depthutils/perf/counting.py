@@ -46,7 +46,7 @@ def floors(L: int, T_fe: list[int], positions: list[list[int]], T_er: int, steps
     prompt's ``t``; ``T_er`` is the erasure's prompt up to its last answer-predicting position (later
     positions cannot change the answer)."""
     # clean + layers s+1…L-1 per (t, s): skipping layer s means its output is its input, nothing to run; and
-    # rows with a smaller t share the prefix before it with the largest t's row (depthutils.measures.future_shared)
+    # rows with a smaller t share the prefix before it with the largest t's row (depthutils.measures.shared_prefix)
     fe = sum(L + sum(L - 1 - s for s in range(L)) * (len(ts) * T - sum(ts) + max(ts)) / T
              for T, ts in zip(T_fe, positions))
     # erasure: layers l…L-1 over positions t…T-1 only, as a fraction of a sequence, plus one clean run

@@ -16,7 +16,7 @@ import torch
 from depthutils import data
 from depthutils.core.prompts import Prompt
 from depthutils.models.handle import load_model
-from depthutils.models.random import random_model
+from depthutils.models.random_init import random_model
 
 BENCH_MODEL_B = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=12, num_attention_heads=8)
 

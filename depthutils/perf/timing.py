@@ -30,7 +30,7 @@ import torch
 from depthutils.cost.accounting import BYTES, Cost, Shape
 from depthutils.measures.logit_lens import lens_stats
 from depthutils.models.devices import proc_value
-from depthutils.models.random import WIDTH_8B
+from depthutils.models.random_init import WIDTH_8B
 from depthutils.perf.overheads import cpu_clock, overheads, rate_at
 
 #: NVIDIA H100 SXM5 80 GB, "NVIDIA H100 Tensor Core GPU" data sheet: 989 TFLOPS dense BF16 (the

@@ -28,7 +28,7 @@ def test_an_embedded_alias_is_shown_by_its_models_name():
 def test_a_random_model_is_named_by_its_family_not_its_temporary_folder():
     """Chapter 0's "ran on … with /tmp/random-olmo2-… in float32": the post-norm model is named by its family."""
     from depthutils.models.handle import loaded_dtypes
-    from depthutils.models.random import tiny_model
+    from depthutils.models.random_init import tiny_model
 
     lm = tiny_model("olmo2")
     assert lm.name == "random-olmo2" and loaded_dtypes()["random-olmo2"] == "float32"

@@ -128,7 +128,7 @@ def test_the_untrained_target_is_the_trainers_initial_draw():
     from depthutils.ladder.registry import SPECS, TOKENIZER_DIR
     from depthutils.ladder.tokenizer import load_tokenizer
     from depthutils.ladder.train import build_model
-    from depthutils.models.random import untrained
+    from depthutils.models.random_init import untrained
 
     null = untrained("ladder-4", device="cpu")
     assert null.name == "ladder-4-untrained" and null.n_layers == 4 and null.dtype == torch.float32

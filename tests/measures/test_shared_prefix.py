@@ -1,4 +1,4 @@
-"""Chapter 2's shared-prefix fast path (``depthutils.measures.future_shared``) against the per-layer fast path and
+"""Chapter 2's shared-prefix fast path (``depthutils.measures.shared_prefix``) against the per-layer fast path and
 the plain-PyTorch oracle, on every family, with groups and output chunks forced small; and the work it
 saves, counted with bench's hooks (not timed)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from conftest import ATOL, FAMILIES
 
 from depthutils.core.prompts import encode
 from depthutils.cost import chunks
-from depthutils.measures import future_shared
+from depthutils.measures import shared_prefix
 from depthutils.measures.future_effects import fold, run, work
 from depthutils.models import stack
 from depthutils.perf.counting import Counter
@@ -54,7 +54,7 @@ def test_shared_path_matches_the_oracle_and_does_less(tiny, prompts, family, par
     T, L = enc.n_tokens, handle.n_layers
     st = stack.Stack(handle, enc.input_ids)
     ts = [3, 7, 12, T - 2]
-    assert future_shared.applies(st, ts)
+    assert shared_prefix.applies(st, ts)
     (D, O), _, tokens = _both(handle, prompts[2], ts, part, "future")
     D0, O0 = oracle.future_effects(hf, family, enc.input_ids, ts, part=part)
     np.testing.assert_allclose(D, D0, atol=ATOL)
