@@ -196,10 +196,10 @@ def prompts():
 
 def pytest_collection_modifyitems(config, items):
     """Mark by what a test needs: a chapter under nbval, or a test of the built book (the ``book_url`` fixture builds
-    it, as ``built_book`` does) is ``slow``; a test that reads the rendered book in Chromium (the ``browser`` fixture) is ``browser`` too."""
+    it) is ``slow``; a test that reads the rendered book in Chromium (the ``browser`` fixture) is ``browser`` too."""
     for item in items:
         needs = getattr(item, "fixturenames", ())
-        if item.nodeid.startswith("chapters/") or {"book_url", "built_book", "browser"} & set(needs):
+        if item.nodeid.startswith("chapters/") or {"book_url", "browser"} & set(needs):
             item.add_marker(pytest.mark.slow)
         if "browser" in needs:
             item.add_marker(pytest.mark.browser)

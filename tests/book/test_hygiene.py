@@ -12,6 +12,7 @@ import re
 from decimal import Decimal
 from html.parser import HTMLParser
 
+import pytest
 from test_book import HTML, built_book
 
 #: elements whose text is not prose: code, math, scripts, and the exercises' (collapsed) solutions
@@ -166,6 +167,7 @@ def test_the_hygiene_check_can_fail():
         assert hygiene_problems(_page(body)) == [], body
 
 
+@pytest.mark.slow  # it builds the book (once per session, shared with the browser tests)
 def test_the_rendered_book_is_clean():
     """Every page of the built book (built once per session, as the browser tests have it) is free of them."""
     built_book()
