@@ -11,16 +11,16 @@ from depthutils.book.runner import find_chapter, parameters
 from depthutils.measures import MEASUREMENTS
 from depthutils.perf.plan import chapter_parameters, make_plan
 
-_PLANNED: dict[str, set] = {}
+_PLANNED: dict[tuple, set] = {}
 
 
-def planned(chapter: str) -> set[str]:
-    """The measurements the plan of ``chapter`` counts, on its own parameters (computed once per chapter)."""
-    if chapter not in _PLANNED:
+def planned(chapter: str, remote: bool = False) -> set[str]:
+    """The measurements the plan of ``chapter`` counts, on its own parameters, locally or on NDIF (computed once)."""
+    if (chapter, remote) not in _PLANNED:
         path = find_chapter(chapter)
-        num, p = chapter_parameters(path, parameters(path), None, None, {})
-        _PLANNED[chapter] = {row["measurement"] for row in make_plan(num, p, timing=False).rows}
-    return _PLANNED[chapter]
+        num, p = chapter_parameters(path, parameters(path), None, None, {"remote": True} if remote else {})
+        _PLANNED[chapter, remote] = {row["measurement"] for row in make_plan(num, p, timing=False).rows}
+    return _PLANNED[chapter, remote]
 
 
 @pytest.mark.parametrize("name", list(MEASUREMENTS))
@@ -30,6 +30,8 @@ def test_every_measurement_is_whole(name):
     assert callable(getattr(__import__(m.module, fromlist=["_"]), m.example_name)), f"{name} has no example"
     assert m.chapter is not None, f"{name} names no chapter"
     assert name in planned(m.chapter), f"the plan of chapter {m.chapter} does not count {name}"
+    if m.runs_remotely and "remote" in parameters(find_chapter(m.chapter)):
+        assert name in planned(m.chapter, remote=True), f"chapter {m.chapter}'s plan on NDIF does not count {name}"
     if m.claim.startswith("feeds "):
         assert m.claim.removeprefix("feeds ") in MEASUREMENTS, m.claim
         return

@@ -67,37 +67,31 @@ def _score_prompts(info, tasks, n, seed, max_new_tokens, n_by_family=None):
 
 def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fast: bool, remote: bool,
                   batch: int | None = None, layers_per_pass: int | None = None) -> list[tuple[ModelInfo, Cost]]:
-    """Every measurement call of ``chapter`` (a number "00"–"10") with parameters ``p``; for another chapter,
-    every measurement registered for it (:data:`depthutils.measures.MEASUREMENTS`) on the chapter's
-    ``n_examples`` prompts of its ``dataset``."""
+    """Every measurement call of ``chapter`` (a number "00"–"10") with parameters ``p``: the chapter's own calls where
+    its branch states them, and every other measurement registered for it (:data:`depthutils.measures.MEASUREMENTS`)
+    on the chapter's ``n_examples`` prompts of its ``dataset``."""
     out = []
     for info in models:
         s = info.shape
         mt = p.get("max_tokens")
         gsm = lambda key="n_examples", ds="dataset": _cap(  # noqa: E731
             [T for T, _ in _prompts(info, p.get(ds, "gsm8k"), p[key])], mt, s)
-        if chapter == "00":
-            out.append((info, cost_of("residual_stream")(s, gsm(), dtype, remote)))
-        elif chapter == "01":
-            out += [(info, cost_of("contributions")(s, gsm(), dtype, remote)),
-                    (info, cost_of("norm_growth")(s, gsm(), dtype, remote))]
-        elif chapter == "02":
+        if chapter == "02":
             Ts = gsm()
             for part in p["parts"]:
                 for mode in p["modes"]:
                     out.append((info, cost_of("future_effects")(s, Ts, dtype, fast, remote, part=part, mode=mode, batch=batch)))
-        elif chapter == "03":
-            out.append((info, cost_of("logit_lens")(s, gsm(), dtype, remote)))
+        elif chapter == "03":  # the logit lens: on the chapter's prompts (below)
             if not remote:  # the tuned readout runs locally only (its early-exit section: the same fit)
                 fit = _cap([info.count(t.text) for t in data.heldout_text(p.get("fit_texts", 100))], mt, s)
                 out.append((info, cost_of("tuned_lens")(s, gsm(), dtype, remote, fit_Ts=fit)))
-                # the early exit's sets: an embedded model's own tasks; another model's GSM8K answers (and the facts
-                # it knows, which its fact check chooses when it runs: not counted here)
-                sets = ("addition", "multihop") if registry.is_embedded(info.name) else ("gsm8k",)
-                rows = [r for name in sets for r in _prompts(info, name, p["n_examples"], **(
-                    {"seed": p.get("seed", 123)} if name != "gsm8k" else {}))]
-                out.append((info, cost_of("early_exit")(s, _cap([T for T, _ in rows], mt, s), [a for _, a in rows],
-                                                        dtype, remote, readouts=True)))
+            # the early exit's sets: an embedded model's own tasks; another model's GSM8K answers (and the facts it
+            # knows, which its fact check chooses when it runs: not counted here)
+            sets = ("addition", "multihop") if registry.is_embedded(info.name) else ("gsm8k",)
+            rows = [r for name in sets for r in _prompts(info, name, p["n_examples"], **(
+                {"seed": p.get("seed", 123)} if name != "gsm8k" else {}))]
+            out.append((info, cost_of("early_exit")(s, _cap([T for T, _ in rows], mt, s), [a for _, a in rows],
+                                                    dtype, remote, readouts=not remote)))
         elif chapter in ("04", "05"):
             pairs = [(p["arithmetic_prompt"], p["arithmetic_answer"]), (p["multihop_prompt"], p["multihop_answer"])]
             if chapter == "04":
@@ -148,9 +142,11 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fa
                     rows = [r for r in rows if r[0] <= p["aime_max_tokens"]]
                 Ts = _cap([T for T, _ in rows[:n]], mt, s)
                 out.append((info, cost_of("effective_depth")(s, Ts, dtype, remote)))
-        else:  # a chapter of its own measurement(s): each one's cost on the chapter's prompts
-            out += [(info, m.cost_function()(s, gsm(), dtype, remote)) for m in MEASUREMENTS.values()
-                    if m.chapter == chapter]
+        # every other measurement registered for the chapter, on the chapter's prompts: a measurement a chapter
+        # gains is counted (with its cost's ``Ts``) before its chapter's branch above says more
+        counted = {c.what for i, c in out if i is info}
+        out += [(info, m.predict(s, {"Ts": gsm()}, dtype, remote)) for name, m in MEASUREMENTS.items()
+                if m.chapter == chapter and name not in counted and (m.runs_remotely or not remote)]
     return out
 
 

@@ -130,7 +130,9 @@ def test_plan_json_offline(chapter, model, tmp_path):
 def test_plan_remote_counts_requests(tmp_path):
     out = _cli("03", "--model", "meta-llama/Llama-3.1-70B", "-p", "remote", "True", "--json")
     plan = json.loads(out.stdout)
-    assert plan["requests"] == 1 and plan["fits"] and plan["download_bytes"] > 0
+    # one request per measurement call: the logit lens and the early exit
+    assert {r["measurement"] for r in plan["rows"]} == {"logit_lens", "early_exit"}
+    assert plan["requests"] == len(plan["rows"]) == 2 and plan["fits"] and plan["download_bytes"] > 0
 
 
 def test_plan_unknown_hub_id_offline_fails_in_one_sentence():
