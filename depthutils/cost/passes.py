@@ -63,7 +63,7 @@ def one_trace_per_prompt(s: Shape, Ts, dtype: str, remote: bool, what: str, *, s
     exponentials, within ``LENS_CHUNK_BYTES``). ``lens_at``: the positions per prompt a traced lens decodes (one
     number per prompt, or one for all; default: every position)."""
     costs = []
-    at = [None] * len(Ts) if lens_at is None else [lens_at] * len(Ts) if isinstance(lens_at, int) else list(lens_at)
+    at = list(lens_at) if isinstance(lens_at, (list, tuple)) else [lens_at] * len(Ts)
     for T, P in zip(Ts, at):
         P = T if P is None else min(P, T)
         a = Acc(s, what, T)

@@ -14,7 +14,7 @@ from depthutils.core.norms import cosine, rel_norm
 from depthutils.core.results import Result, describe, half_sizes, halves, make_meta
 from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
-from depthutils.measures.example import TOKENS, Example, gsm
+from depthutils.measures.example import Example, on_gsm
 from depthutils.models.architectures import check_residual
 from depthutils.models.each import each
 
@@ -140,5 +140,4 @@ def cost(s: Shape, Ts, dtype: str, remote: bool) -> Cost:
 
 def example(model, **options) -> Example:
     """One GSM8K problem cut to a few tokens (:mod:`depthutils.measures.example`)."""
-    prompts, Ts = gsm(model)
-    return Example(lambda: contributions(model, prompts, max_tokens=TOKENS, progress_bar=False, **options), {"Ts": Ts})
+    return on_gsm(contributions, model, options)

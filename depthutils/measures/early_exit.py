@@ -14,8 +14,7 @@ by one affine map.
 
 The graded statistic (:mod:`depthutils.book.reviews.early_exit`) is the share of the answer tokens the full model
 gets right that the cut model with the tuned readout gets wrong (``tuned_lost``); the raw lens's share (``lost``)
-stands beside it. Each is is the share of the answer tokens the full model gets right that the half model gets wrong
-the accuracy the second half adds, as a share of the full model's.
+stands beside it. Each is the accuracy the second half adds, as a share of the full model's.
 """
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ from depthutils.core.depth import residual_depth
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError
 from depthutils.core.results import Result, describe, make_meta
-from depthutils.cost.accounting import Cost, Shape
+from depthutils.cost.accounting import Acc, Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
 from depthutils.measures.example import Example, addition
 from depthutils.measures.tuned_lens import Readouts, fit_time
@@ -200,12 +199,13 @@ def cost(s: Shape, Ts, answers, dtype: str, remote: bool, readouts: bool = False
     after the trace, the tuned readout's ``L`` rows per answer token decoded too."""
     c = one_trace_per_prompt(s, Ts, dtype, remote, "early_exit", lens="traced", per_token=0, lens_at=answers)
     c.download += sum(4 * s.layers * P * s.hidden for P in answers)  # each layer's residual at the answer
-    for P in answers if readouts else ():  # one affine map and one decoding per layer and answer token
-        c.unembed_tokens += s.layers * P
-        c.unembed_calls += 1
-        c.unembed_sizes[s.layers * P] += 1
-        c.flops_fwd += s.layers * P * (s.unembed_flops + 2 * s.hidden * s.hidden)
-    return c
+    if not readouts:
+        return c
+    after = Acc(s, "early_exit", max(Ts))  # after the trace: one affine map and one decoding per layer and token
+    for P in answers:
+        after.unembed(s.layers * P, 1)
+        after.c.flops_fwd += s.layers * P * 2 * s.hidden * s.hidden
+    return c + after.done(0.0, 0.0)
 
 
 def example(model, **options) -> Example:

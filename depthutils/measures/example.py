@@ -39,6 +39,13 @@ def gsm(model) -> tuple[list[Prompt], list[int]]:
     return prompts, [e.n_tokens for e in encs]
 
 
+def on_gsm(fn: Callable, model, options: dict, **work) -> Example:
+    """The example of a measurement on prompts: ``fn(model, prompts, max_tokens=TOKENS, ...)`` on one GSM8K problem
+    (:func:`gsm`), its ``work`` the prompt's token count (``Ts``) and ``work``'s other keyword arguments."""
+    prompts, Ts = gsm(model)
+    return Example(lambda: fn(model, prompts, max_tokens=TOKENS, progress_bar=False, **options), {"Ts": Ts, **work})
+
+
 def arithmetic(model) -> tuple[Prompt, int, int]:
     """P1's arithmetic prompt, its token count on ``model`` and the number of positions that predict its answer."""
     prompt = Prompt.from_parts(*P1_ARITHMETIC, "example")
@@ -60,4 +67,4 @@ def held_out_texts(model) -> tuple[list[Prompt], list[int]]:
     return texts, [e.n_tokens for e in encs]
 
 
-__all__ = ["Example", "STEPS", "TEXTS", "TOKENS", "addition", "arithmetic", "gsm", "held_out_texts"]
+__all__ = ["Example", "STEPS", "TEXTS", "TOKENS", "addition", "arithmetic", "gsm", "held_out_texts", "on_gsm"]

@@ -35,7 +35,7 @@ from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of,
 from depthutils.cost.chunks import GROUP_BYTES
 from depthutils.cost.passes import stack_bytes, stack_pass, trace_pass
 from depthutils.measures import shared_prefix
-from depthutils.measures.example import TOKENS, Example, gsm
+from depthutils.measures.example import Example, on_gsm
 from depthutils.measures.future_effects_result import FutureEffectsResult
 from depthutils.measures.shared_prefix import sample_positions
 from depthutils.models import stack
@@ -391,6 +391,4 @@ def cost(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: int = 4, pa
 
 def example(model, **options) -> Example:
     """One GSM8K problem cut to a few tokens (:mod:`depthutils.measures.example`)."""
-    prompts, Ts = gsm(model)
-    return Example(lambda: future_effects(model, prompts, max_tokens=TOKENS, progress_bar=False, **options),
-                   {"Ts": Ts, "fast": _fast(model, options.get("method", "auto"), False)})
+    return on_gsm(future_effects, model, options, fast=_fast(model, options.get("method", "auto"), False))

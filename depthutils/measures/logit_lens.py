@@ -16,7 +16,7 @@ from depthutils.cost.budget import dtype_of, shape_of, work_bytes
 from depthutils.cost.chunks import LENS_CHUNK_BYTES
 from depthutils.cost.passes import lens_bytes, one_trace_per_prompt
 from depthutils.measures.curves import ed_kl, ed_overlap, ratio
-from depthutils.measures.example import TOKENS, Example, gsm
+from depthutils.measures.example import Example, on_gsm
 from depthutils.models.architectures import check_residual, get_path
 from depthutils.models.each import each
 
@@ -197,5 +197,4 @@ def cost(s: Shape, Ts, dtype: str, remote: bool) -> Cost:
 
 def example(model, **options) -> Example:
     """One GSM8K problem cut to a few tokens (:mod:`depthutils.measures.example`)."""
-    prompts, Ts = gsm(model)
-    return Example(lambda: logit_lens(model, prompts, max_tokens=TOKENS, progress_bar=False, **options), {"Ts": Ts})
+    return on_gsm(logit_lens, model, options)

@@ -31,7 +31,7 @@ from depthutils.core.results import Result, describe, half_sizes, halves, make_m
 from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
 from depthutils.measures.curves import ed_overlap
-from depthutils.measures.example import TOKENS, Example, gsm
+from depthutils.measures.example import Example, on_gsm
 from depthutils.measures.logit_lens import read_lens
 from depthutils.models.architectures import check_residual
 from depthutils.models.each import each
@@ -195,5 +195,4 @@ def cost(s: Shape, Ts, dtype: str, remote: bool) -> Cost:
 
 def example(model, **options) -> Example:
     """One GSM8K problem cut to a few tokens (:mod:`depthutils.measures.example`)."""
-    prompts, Ts = gsm(model)
-    return Example(lambda: norm_growth(model, prompts, max_tokens=TOKENS, progress_bar=False, **options), {"Ts": Ts})
+    return on_gsm(norm_growth, model, options)

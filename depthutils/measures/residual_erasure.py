@@ -39,7 +39,7 @@ from depthutils.core.results import Result, context_depth, describe, make_meta
 from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, with_requests
 from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of
 from depthutils.cost.passes import one_trace_per_prompt, stack_pass, trace_pass
-from depthutils.measures.example import TOKENS, Example, arithmetic, gsm
+from depthutils.measures.example import Example, arithmetic, on_gsm
 from depthutils.models import stack
 from depthutils.models.architectures import check_residual
 from depthutils.models.each import each
@@ -292,6 +292,4 @@ def example(model, **options) -> Example:
 
 def means_example(model, **options) -> Example:
     """One GSM8K problem cut to a few tokens (:mod:`depthutils.measures.example`)."""
-    prompts, Ts = gsm(model)
-    return Example(lambda: residual_means(model, prompts, max_tokens=TOKENS, progress_bar=False, **options),
-                   {"Ts": Ts})
+    return on_gsm(residual_means, model, options)

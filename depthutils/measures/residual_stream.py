@@ -31,7 +31,7 @@ from depthutils.core.numbers import significant
 from depthutils.core.results import Result, describe, make_meta
 from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
-from depthutils.measures.example import TOKENS, Example, gsm
+from depthutils.measures.example import Example, on_gsm
 from depthutils.models.architectures import check_residual, unwrap
 from depthutils.models.each import each
 
@@ -162,6 +162,4 @@ def cost(s: Shape, Ts, dtype: str, remote: bool) -> Cost:
 
 def example(model, **options) -> Example:
     """One GSM8K problem cut to a few tokens (:mod:`depthutils.measures.example`)."""
-    prompts, Ts = gsm(model)
-    return Example(lambda: residual_stream(model, prompts, max_tokens=TOKENS, progress_bar=False, **options),
-                   {"Ts": Ts})
+    return on_gsm(residual_stream, model, options)

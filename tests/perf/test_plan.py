@@ -13,7 +13,7 @@ from conftest import PLAN_MEMORY_TOL, PLAN_PASSES_TOL, ROOT, build_tiny, make_to
 
 from depthutils.cost.accounting import Shape
 from depthutils.cost.model_info import PAPER_CONFIGS
-from depthutils.measures import cost_of
+from depthutils.measures import MEASUREMENTS, cost_of
 from depthutils.perf.counting import Counter, floors
 from depthutils.perf.harness import isolated
 from depthutils.perf.plan import parse_bytes
@@ -130,8 +130,9 @@ def test_plan_json_offline(chapter, model, tmp_path):
 def test_plan_remote_counts_requests(tmp_path):
     out = _cli("03", "--model", "meta-llama/Llama-3.1-70B", "-p", "remote", "True", "--json")
     plan = json.loads(out.stdout)
-    # one request per measurement call: the logit lens and the early exit
-    assert {r["measurement"] for r in plan["rows"]} == {"logit_lens", "early_exit"}
+    # one request per measurement call: every measurement registered for chapter 3 that runs on NDIF
+    assert {r["measurement"] for r in plan["rows"]} == {n for n, m in MEASUREMENTS.items()
+                                                        if m.chapter == "03" and m.runs_remotely}
     assert plan["requests"] == len(plan["rows"]) == 2 and plan["fits"] and plan["download_bytes"] > 0
 
 
