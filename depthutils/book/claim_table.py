@@ -8,8 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from depthutils.analysis.study import METRICS, reference_cells, reference_cot_tolerance, reference_gains
-from depthutils.core.numbers import number
+from depthutils.analysis.study import reference_cot_tolerance
+from depthutils.book.paper_values import (
+    p2_cot_short,
+    p2_difficulty_short,
+    p2_lens,
+    p2_lens_short,
+    p2_scale_short,
+    p2_values,
+)
 
 #: the outcomes a verdict can have, from best to worst for the claim, then the one that says nothing
 OUTCOMES = ("shown", "mixed", "not shown", "not tested")
@@ -42,6 +49,19 @@ class Threshold:
 
 
 @dataclass(frozen=True)
+class Headline:
+    """A claim's row in the intro's overview: the claim and the paper's value in a few words, the glue name of the
+    verdict's outcome (``"verdict"``, or ``"verdict_<tag>"`` for a chapter's second verdict), whether the real models
+    run it, and its chapter where that is not the claim's (chapter 5 grades chapter 4's claim)."""
+
+    words: str
+    paper: str | Callable[[], str]
+    glue: str = "verdict"
+    real: bool = False
+    chapter: str = ""
+
+
+@dataclass(frozen=True)
 class Claim:
     """One claim of a paper, the statistic that tests it and the thresholds that grade it."""
 
@@ -65,6 +85,8 @@ class Claim:
     #: what the claim is about, in a few words, where a chapter grades several claims (chapter 9's three
     #: questions): it names the claim's row in the chapter's "paper vs this run" table
     question: str = ""
+    #: its rows in the intro's overview (:mod:`depthutils.book.overview`), in book order within their chapter
+    overview: tuple[Headline, ...] = ()
 
     def paper_says(self) -> str:
         """:attr:`paper_value`, computed if it is computed from the paper's table."""
@@ -78,20 +100,6 @@ class Claim:
         return (f"{self.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval over prompts: shown if the interval "
                 f"lies {side} {s:{fmt}} ({self.shown.source}); not shown if it lies {past} {a:{fmt}} "
                 f"({self.against.source}); mixed otherwise.")
-
-
-def _p2(fact: str | dict, models: str) -> str:
-    """P2's value of a chapter-9 statistic, per metric, computed from its Table 1 (:func:`reference_gains`);
-    ``fact`` a key of it, or ``{label: key}`` for a claim graded on several statistics (each labelled)."""
-    groups = []
-    for label, key in (fact.items() if isinstance(fact, dict) else [("", fact)]):
-        parts = []
-        for m in METRICS:
-            v = reference_gains(m)[key]
-            parts.append(f"{m} " + (", ".join(f"{size} {number(x, '+.2f')}" for size, x in v.items())
-                                    if isinstance(v, dict) else number(v, "+.2f")))
-        groups.append(f"{label}: {', '.join(parts)}" if label else "; ".join(parts))
-    return f"{'; '.join(groups)} (P2's Table 1, {models})"
 
 
 #: chapter 2: the output half of P1's future-effects claim, graded against its own thresholds
@@ -114,24 +122,6 @@ SCALE_WORDS = {
 COT_RISE = reference_cot_tolerance()
 
 
-def _p2_lens() -> str:
-    """P2's own measurement of the logit-lens claim's statistic: P2's ED_KL and ED_overlap ratios, (ED + 1) / L,
-    are the relative depths where the lens KL halves and where the top-5 overlap passes 0.3. Their range over
-    every model × task of its Table 1 (:func:`reference_cells`), and, where the lowest cell lies apart from the
-    next one, the range without it, naming that cell."""
-    parts, models = [], {}
-    for metric, name in (("kl", "KL"), ("overlap", "overlap")):
-        cells = sorted(reference_cells(metric), key=lambda c: c[2])
-        models.update(dict.fromkeys(c[0] for c in cells))
-        lo, nxt, hi = cells[0][2], cells[1][2], cells[-1][2]
-        text = f"{name} {lo:.2f}–{hi:.2f}"
-        if f"{nxt:.2f}" != f"{lo:.2f}":
-            text += f" ({nxt:.2f}–{hi:.2f} without its lowest cell, {cells[0][0]} on {cells[0][1]})"
-        parts.append(text)
-    return (f"{'; '.join(parts)} (P2's measurement of this statistic, its ED ratio, in P2's Table 1: "
-            f"{len(models)} Qwen2.5 and R1-Distill models × 3 tasks; P1 gives no number)")
-
-
 _MODELS_P1 = ("models", "Llama 3.1 8B/70B/405B and Qwen 3 8B/14B/32B; OLMo 2 7B/13B/32B in the rebuttal (the "
                         "abstract: “we analyze the residual stream of the Llama 3.1, Qwen 3, and OLMo 2 family of "
                         "models”)")
@@ -152,7 +142,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                           "error of order 1"),
           fact="max_error", short="largest relative error of hₗ₊₁ = hₗ + aₗ + mₗ",
           paper_value="— (P1 states the identity and reports no measured error; ours: 0 up to float rounding)",
-          paper_facts=(("models", "any pre-norm transformer (P1's Llama 3.1, Qwen 3, OLMo 2)"),)),
+          paper_facts=(("models", "any pre-norm transformer (P1's Llama 3.1, Qwen 3, OLMo 2)"),),
+          overview=(Headline("P1's notation: hₗ₊₁ = hₗ + aₗ + mₗ", "0 up to rounding (ours)", real=True),)),
     Claim("contributions", "01", "P1", "abstract; Fig. 2",
           "“layers in the second half contribute much less than those in the first half, with a clear phase "
           "transition between the two halves”",
@@ -164,7 +155,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_value="no number in the text; below 1 read off Fig. 2, and “much less” read as at most 0.5 (ours)",
           paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems"),
                        ("last layers", "— (P1 gives no number or statement on the last layers' contribution; the "
-                                       "ratio without the last layer is ours)"))),
+                                       "ratio without the last layer is ours)")),
+          overview=(Headline("P1: second-half layers contribute much less", "below 1 (Fig. 2)", real=True),)),
     Claim("future_effects", "02", "P1", "abstract; Fig. 3",
           "“skipping layers in the second half has a much smaller effect on future computations and output "
           "predictions”",
@@ -176,7 +168,9 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           fact="later_ratio, out_ratio", short="second-half over first-half effect on later layers; on the output",
           paper_value="no number in the text; both below 1 read off Fig. 3, and “much smaller” read as at most 0.5 "
                       "(ours)",
-          paper_facts=(_MODELS_P1, ("prompts", "N = 10 GSM8K test problems, 4 positions t each"), _QWEN3_32B)),
+          paper_facts=(_MODELS_P1, ("prompts", "N = 10 GSM8K test problems, 4 positions t each"), _QWEN3_32B),
+          overview=(Headline("P1: skipping a second-half layer matters much less", "both below 1 (Fig. 3)",
+                             real=True),)),
     Claim("logit_lens", "03", "P1", "Fig. 4; abstract",
           "in our words, by our reading of Fig. 4: the logit lens stays far from the output in the first half and "
           "converges in the second, where the layers refine the output distribution",
@@ -187,8 +181,9 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           Threshold(0.5, "ours: the same middle: a crossing wholly in the first half converges early"),
           fact="kl_rel, overlap_rel",
           below=False, whole_layer=True, short="relative depth where the lens converges (KL halves; overlap > 0.3)",
-          paper_value=_p2_lens,
-          paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems"))),
+          paper_value=p2_lens,
+          paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems")),
+          overview=(Headline("P1: the logit lens converges in the second half", p2_lens_short, real=True),)),
     Claim("context", "04", "P1", "Fig. 6",
           "in our words: context positions (operands, entities) stop mattering by about the middle of the network "
           "(P1's NDIF notebook: “all tokens are important until halfway through the network”)",
@@ -207,7 +202,10 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_facts=(("models", "Llama 3.1 70B (Fig. 6)"),
                        ("prompts", "`5 + 7 + 5 + 3 + 1 + 7 = ` → 28; `The spouse of the performer of Imagine is` "
                                    "→ Yoko Ono"),
-                       ("integrated gradients", "K = 256 points, batches of 16")))] + [
+                       ("integrated gradients", "K = 256 points, batches of 16")),
+          overview=(Headline("P1: context stops mattering by about the middle", "≈ 0.5 (P1's notebook)", real=True),
+                    Headline("P1: the same, by integrated gradients", "≈ 0.5 (P1's notebook)", real=True,
+                             chapter="05"),))] + [
     Claim("depth_score", "06", "P1", "abstract; depth score against difficulty",
           "“for multihop tasks, we are unable to find evidence that models are using increased depth to compose "
           "subresults in examples involving many hops”",
@@ -222,7 +220,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                       "over the levels",
           paper_facts=(("models", "Llama 3.1 70B, Qwen 3"), ("prompts", "20 problems per level: MATH levels 1–5, "
                                                                         "2/3/4-hop questions"),
-                       ("accuracy", "— (ours: a family counts only where the model solves enough of every level)"))),
+                       ("accuracy", "— (ours: a family counts only where the model solves enough of every level)")),
+          overview=(Headline("P1: problems with more hops use no more depth", "no rise, no number", real=True),)),
     Claim("only_deeper", "06", "P1", "abstract (its position); a reviewer's question on OpenReview (not the paper)",
           "in our words: do the problems only a deeper model solves use more of its depth than those a shallower "
           "model solves too? (A reviewer wrote “when evaluating deep and shallow models, it would be informative to "
@@ -240,7 +239,9 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_value="— (P1 gives no number and ran no such split: a reviewer's question; ours: a difference within "
                       "one layer, as its abstract's “not using their depth to learn new kinds of computation” reads)",
           paper_facts=(("models", "— (P1 ran no such split)"),
-                       ("groups", "— (the reviewer's split: neither, only the deeper, only the shallower, both)"))),
+                       ("groups", "— (the reviewer's split: neither, only the deeper, only the shallower, both)")),
+          overview=(Headline("Reviewer: problems only the deeper model solves use no more depth", "no number",
+                             "verdict_only_deeper"),)),
     Claim("mapping", "07", "P1", "abstract; linear maps from a shallow to a deep model",
           "“layers with the same relative depth map best to each other, suggesting that the larger model simply "
           "spreads the same computations out over its many layers”",
@@ -257,7 +258,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_facts=(("models", "Qwen2.5-1.5B → Qwen2.5-14B"),
                        ("result", "a diagonal in the source × target heatmap"),
                        ("untrained target (null)", "— (none in the P1 text the book quotes)"),
-                       ("second seed (positive control)", "— (none in the P1 text the book quotes)")))] + [
+                       ("second seed (positive control)", "— (none in the P1 text the book quotes)")),
+          overview=(Headline("P1: a deeper model matches at the same relative depth", "on the diagonal"),))] + [
     Claim("shared_layers", "08", "P1", "outlook: MoEUT",
           "in our words: a shared-layer model (MoEUT) tends to use more of its depth than a standard transformer "
           "trained on the same task; P1 calls this preliminary",
@@ -270,7 +272,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_value="no number given; MoEUT “tends to utilize more depth in its computation” (the authors' "
                       "OpenReview wording; preliminary), a difference above 0 (ours)",
           paper_facts=(("models", "MoEUT against a standard transformer, same task and data"),
-                       ("status", "P1: preliminary; no large shared-layer model exists"))),
+                       ("status", "P1: preliminary; no large shared-layer model exists")),
+          overview=(Headline("P1 (preliminary): a shared-layer model uses more depth", "above 0, no number"),)),
     Claim("objectives", "10", "P1", "the authors' replies on OpenReview",
           "“Our hypothesis is that if we were to take the same task and combine it with language modeling, the model "
           "would likely use fewer layers for the task and dedicate the final layers to probability refinement.” … "
@@ -288,7 +291,11 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_facts=(("models", "none trained: a hypothesis, with P1's Q and Q+A models (Figs. 31, 32) as a hint"),
                        ("this book", "8 layers; the S5 word problem (needs depth) and Z10 chains (a control with a "
                                      "shortcut); 3 objectives, designed for 5 seeds each (the seeds trained are "
-                                     "counted in the chapter's first output), and on S5 a null control"))),
+                                     "counted in the chapter's first output), and on S5 a null control")),
+          overview=(Headline("P1's hypothesis: modelling the question ends feature building earlier (S5)",
+                             "A > Q+A > LM, no number", "verdict_s5"),
+                    Headline("the same on Z10, a control with a shortcut (ours)", "none (our control)",
+                             "verdict_z10"),)),
     Claim("norm_growth", "01", "P1", "abstract; Fig. 2; a reviewer's question on residual-norm growth",
           "in our words, the question graded here: is the second half's smaller relative contribution (chapter 1) "
           "only the residual's norm growing, with what each layer writes, ‖Δₗ‖, not falling? (A reviewer asked for "
@@ -303,7 +310,9 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           fact="abs_ratio", below=False, short="second-half over first-half mean ‖Δₗ‖",
           paper_value="— (P1 measures only ‖Δₗ‖ / ‖hₗ‖ and gives no number for ‖Δₗ‖, nor does the reviewer; ours: the "
                       "reviewer's mechanism would put this ratio at or above 1)",
-          paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems"))),
+          paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems")),
+          overview=(Headline("Reviewer: that fall is only the residual's norm growing", "no number", "verdict_norms",
+                             real=True),)),
     Claim("early_exit", "03", "P1", "§5's discussion; a reviewer's question on it and the authors' reply (OpenReview)",
           "in our words: P1's discussion suggests the second half might be wasteful (distribution matching); a "
           "reviewer asked whether that matching is still necessary, and the authors were unsure how many layers it "
@@ -321,7 +330,9 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                                                 "tuned readout",
           paper_value="— (neither P1 nor its reviewers give a number; ours: the reviewer's reading as more than 0.5, "
                       "P1's suggestion as less)",
-          paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems (Fig. 4)"))),
+          paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems (Fig. 4)")),
+          overview=(Headline("Reviewer: cut at the middle, even a tuned readout loses most answers", "no number",
+                             "verdict_exit", real=True),)),
     Claim("scale", "09", "P2", "abstract; Table 1",
           "“while the number of effective layers grows with model size, the effective depth ratio remains stable”",
           "the least-squares slope of the mean ED (over tasks, in layers) against L across the ladder (ED grows), "
@@ -332,11 +343,12 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           Threshold(None, "the same spread"),
           fact="scale_ed_slope, scale_spread", short="slope of ED against L; largest − smallest mean ratio across sizes",
           question="model size",
-          paper_value=lambda: _p2({"ED slope": "scale_ed_slope", "ratio spread": "scale_spread"},
+          paper_value=lambda: p2_values({"ED slope": "scale_ed_slope", "ratio spread": "scale_spread"},
                                   "Qwen2.5-Instruct 1.5B–32B"),
           whole_layer=True,
           paper_facts=(("models", "Qwen2.5 1.5B–32B base, Instruct and Math; DeepSeek-R1-Distill-Qwen 1.5B–32B"),
-                       ("prompts", "10 HellaSwag, 10 GSM8K, 5 AIME24 problems of at most 400 tokens"))),
+                       ("prompts", "10 HellaSwag, 10 GSM8K, 5 AIME24 problems of at most 400 tokens")),
+          overview=(Headline("P2: ED grows with size, the ED ratio stays stable", p2_scale_short, "verdict_scale"),)),
     Claim("cot", "09", "P2", "abstract; Table 1",
           "“comparisons between base and corresponding long-CoT models show no increase in effective depth”",
           "the mean ratio of the chain-of-thought model minus that of its base",
@@ -347,7 +359,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           Threshold(COT_RISE[0], "the same rise"),
           fact="cot_gain", whole_layer=True, short="long-CoT minus base mean ratio",
           question="long chain-of-thought training",
-          paper_value=lambda: _p2("cot_gain", "each DeepSeek-R1-Distill-Qwen model minus its same-size base")),
+          paper_value=lambda: p2_values("cot_gain", "each DeepSeek-R1-Distill-Qwen model minus its same-size base"),
+          overview=(Headline("P2: long chain of thought does not raise the ratio", p2_cot_short, "verdict_cot"),)),
     Claim("difficulty", "09", "P2", "abstract; Table 1",
           "“models do not dynamically use more layers for harder problems”",
           "the mean ratio over the ladder on AIME24 minus that on HellaSwag and GSM8K",
@@ -355,6 +368,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           Threshold(None, "the same step"),
           fact="hard_gain", whole_layer=True, short="AIME24 minus HellaSwag and GSM8K mean ratio",
           question="task difficulty",
-          paper_value=lambda: _p2("hard_gain", "Qwen2.5-Instruct 1.5B–32B")),
+          paper_value=lambda: p2_values("hard_gain", "Qwen2.5-Instruct 1.5B–32B"),
+          overview=(Headline("P2: harder tasks do not raise the ratio", p2_difficulty_short, "verdict_difficulty"),)),
 ]}
 

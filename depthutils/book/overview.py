@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from depthutils.analysis.study import METRICS, reference_cells, reference_gains
-from depthutils.book.claim_table import COT_RISE
+from depthutils.book.claim_table import CLAIMS
 from depthutils.book.realruns import TITLES, slug
 from depthutils.core.errors import DepthError
 from depthutils.models.real.catalog import REAL_MODELS
@@ -36,27 +35,11 @@ OUTCOME_WORDS = (("shown", "the evidence supports the claim"),
                  ("not tested", "the run cannot speak to it"))
 
 
-def _p2(key: str) -> list[float]:
-    """P2's values of a chapter-9 statistic over its three metrics (Table 1)."""
-    return [reference_gains(m)[key] for m in METRICS]
-
-
-def _p2_scale() -> str:
-    slopes, spreads = _p2("scale_ed_slope"), _p2("scale_spread")
-    return (f"ED slope {min(slopes):.2f}–{max(slopes):.2f}; ratio spread {min(spreads):.2f}–{max(spreads):.2f} "
-            "(Table 1)")
-
-
-def _p2_lens() -> str:
-    ratios = {m: [c[2] for c in reference_cells(m)] for m in ("kl", "overlap")}
-    return "P2's ED ratio: " + ", ".join(f"{'KL' if m == 'kl' else m} {min(v):.2f}–{max(v):.2f}"
-                                         for m, v in ratios.items()) + " (Table 1)"
-
-
 @dataclass(frozen=True)
 class Row:
     """One verdict of the table: its chapter, its claim (a key of the claim table), the glue name of its outcome,
-    the claim and the paper's value in a few words, and whether the real models run it."""
+    the claim and the paper's value in a few words, and whether the real models run it (from the claim's
+    :class:`~depthutils.book.claim_table.Headline`)."""
 
     chapter: str
     claim: str
@@ -72,39 +55,10 @@ class Row:
         return f"{int(self.chapter)}" + (f" ({tag})" if tag else "")
 
 
-#: every verdict a chapter glues, in book order ("Reviewer": a question P1's reviewers asked, in our words)
-ROWS = (
-    Row("00", "residual_stream", "verdict", "P1's notation: hₗ₊₁ = hₗ + aₗ + mₗ",
-        "0 up to rounding (ours)", real=True),
-    Row("01", "contributions", "verdict", "P1: second-half layers contribute much less", "below 1 (Fig. 2)",
-        real=True),
-    Row("01", "norm_growth", "verdict_norms", "Reviewer: that fall is only the residual's norm growing",
-        "no number", real=True),
-    Row("02", "future_effects", "verdict", "P1: skipping a second-half layer matters much less",
-        "both below 1 (Fig. 3)", real=True),
-    Row("03", "logit_lens", "verdict", "P1: the logit lens converges in the second half", _p2_lens, real=True),
-    Row("03", "early_exit", "verdict_exit", "Reviewer: cut at the middle, even a tuned readout loses most "
-        "answers", "no number", real=True),
-    Row("04", "context", "verdict", "P1: context stops mattering by about the middle", "≈ 0.5 (P1's notebook)",
-        real=True),
-    Row("05", "context", "verdict", "P1: the same, by integrated gradients", "≈ 0.5 (P1's notebook)", real=True),
-    Row("06", "depth_score", "verdict", "P1: problems with more hops use no more depth", "no rise, no number",
-        real=True),
-    Row("06", "only_deeper", "verdict_only_deeper", "Reviewer: problems only the deeper model solves use no more "
-        "depth", "no number"),
-    Row("07", "mapping", "verdict", "P1: a deeper model matches at the same relative depth", "on the diagonal"),
-    Row("08", "shared_layers", "verdict", "P1 (preliminary): a shared-layer model uses more depth",
-        "above 0, no number"),
-    Row("09", "scale", "verdict_scale", "P2: ED grows with size, the ED ratio stays stable",
-        _p2_scale),
-    Row("09", "cot", "verdict_cot", "P2: long chain of thought does not raise the ratio",
-        lambda: f"largest rise {COT_RISE[0]:+.2f} (Table 1)"),
-    Row("09", "difficulty", "verdict_difficulty", "P2: harder tasks do not raise the ratio",
-        lambda: f"within ±{max(abs(v) for v in _p2('hard_gain')):.2f} (Table 1)"),
-    Row("10", "objectives", "verdict_s5", "P1's hypothesis: modelling the question ends feature building "
-        "earlier (S5)", "A > Q+A > LM, no number"),
-    Row("10", "objectives", "verdict_z10", "the same on Z10, a control with a shortcut (ours)", "none (our control)"),
-)
+#: every verdict a chapter glues, in book order: each claim's :class:`~depthutils.book.claim_table.Headline` rows
+#: (the claim table's order within a chapter)
+ROWS = tuple(sorted((Row(h.chapter or c.chapter, c.key, h.glue, h.words, h.paper, h.real)
+                     for c in CLAIMS.values() for h in c.overview), key=lambda r: r.chapter))
 
 # ------------------------------------------------------------------------------------ what the run glued
 

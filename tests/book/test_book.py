@@ -124,7 +124,8 @@ def _book_is_fresh() -> bool:
     if not index.exists():
         return False
     sources = list(chapters().values()) + [ROOT / "intro.md", ROOT / "instructors.md", ROOT / "_toc.yml",
-                                           ROOT / "_config.yml", ROOT / "depthutils" / "book" / "overview.py"] + \
+                                           ROOT / "_config.yml", ROOT / "depthutils" / "book" / "overview.py",
+                                           ROOT / "depthutils" / "book" / "claim_table.py"] + \
         [ROOT / page for page in PAGES] + list(EXECUTED.glob("*.ipynb"))
     return index.stat().st_mtime > max(p.stat().st_mtime for p in sources)
 
