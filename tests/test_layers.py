@@ -126,9 +126,7 @@ def _is_module(dotted: str) -> bool:
 def test_every_subpackage_states_its_public_names():
     """Each subpackage's ``__init__`` that exports names lists them in ``__all__``, and each listed name exists."""
     import depthutils as du
-    assert set(du.__all__) >= {"residual_stream", "contributions", "future_effects", "logit_lens", "residual_erasure",
-                               "integrated_gradients", "effective_depth", "depth_score", "cross_model_mapping",
-                               "load_model"}
+    assert set(du.__all__) >= {*du.MEASUREMENTS, "load_model"}
     for name in du.__all__:
         assert getattr(du, name) is not None
     for name, path in modules():

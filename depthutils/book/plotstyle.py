@@ -59,11 +59,16 @@ def subplots(nrows: int = 1, ncols: int = 1, *, height: float, **kw):
 
 def integer_ticks(*axes, which: str = "x") -> None:
     """Whole-number ticks on the ``which`` axis (``"x"``, ``"y"`` or ``"both"``) of each axes: layers, levels,
-    counts."""
+    counts. An axis spanning less than two units (one level alone) is widened to one unit each side of its
+    centre, where a whole number lies, so it is not ticked in fractions."""
     from matplotlib.ticker import MaxNLocator
     for ax in axes:
         for name in ("x", "y") if which == "both" else (which,):
             getattr(ax, f"{name}axis").set_major_locator(MaxNLocator(integer=True))
+            lo, hi = getattr(ax, f"get_{name}lim")()
+            if abs(hi - lo) < 2:
+                mid = round((lo + hi) / 2)
+                getattr(ax, f"set_{name}lim")((mid - 1, mid + 1) if hi >= lo else (mid + 1, mid - 1))
 
 
 def robust_max(data) -> float | None:

@@ -16,7 +16,7 @@ from PIL import Image  # noqa: E402
 
 import depthutils  # noqa: E402
 from depthutils.book import plotstyle, plotting  # noqa: E402
-from depthutils.core.prompts import Prompt  # noqa: E402
+from depthutils.measures import MEASUREMENTS  # noqa: E402
 
 #: the saved PNG may be a little narrower or wider than the figure where its tight box trims or keeps an edge
 WIDTH_SLACK_IN = 0.15
@@ -28,30 +28,14 @@ def deep(tiny_root):
     return depthutils.load_model(str(build_tiny("llama", tiny_root, layers=30)), device="cpu", dtype="float32")
 
 
-@pytest.fixture(scope="module")
-def figures(deep, prompts):
-    sums = {2: [Prompt.from_parts("5 + 7 = ", "12"), Prompt.from_parts("1 + 2 = ", "3")],
-            3: [Prompt.from_parts("5 + 7 + 5 = ", "17"), Prompt.from_parts("1 + 2 + 3 = ", "6")]}
-    few = prompts[:2]
-    made = {
-        "residual_stream": lambda: plotting.residual_stream(depthutils.residual_stream(deep, few, progress_bar=False)),
-        "contributions": lambda: plotting.contributions(depthutils.contributions(deep, few, progress_bar=False)),
-        "future_effects": lambda: plotting.future_effects(depthutils.future_effects(deep, few, progress_bar=False)),
-        "logit_lens": lambda: plotting.logit_lens(depthutils.logit_lens(deep, few, progress_bar=False)),
-        "residual_erasure": lambda: plotting.residual_erasure(
-            depthutils.residual_erasure(deep, "5 + 7 + 5 + 3 + 1 + 7 = ", "28", progress_bar=False,
-                                        baseline=depthutils.residual_means(deep, few, progress_bar=False))),
-        "integrated_gradients": lambda: plotting.integrated_gradients(
-            depthutils.integrated_gradients(deep, "5 + 7 + 5 + 3 + 1 + 7 = ", "28", steps=4, progress_bar=False)),
-        "depth_score": lambda: plotting.depth_score(depthutils.depth_score(deep, groups={"sums": sums})),
-    }
-    return made
+#: every registered measurement with a figure of the same name in :mod:`depthutils.book.plotting`
+FIGURES = [name for name in MEASUREMENTS if hasattr(plotting, name)]
 
 
-@pytest.mark.parametrize("name", ["residual_stream", "contributions", "future_effects", "logit_lens",
-                                  "residual_erasure", "integrated_gradients", "depth_score"])
-def test_a_figure_fits_the_column_and_can_be_read(figures, name, tmp_path):
-    fig = figures[name]()
+@pytest.mark.parametrize("name", FIGURES)
+def test_a_figure_fits_the_column_and_can_be_read(deep, name, tmp_path):
+    """The measurement's figure, drawn from its registered example on a 30-layer model."""
+    fig = getattr(plotting, name)(MEASUREMENTS[name].example(deep).run())
     seen = plotstyle.legibility(fig)
     png, _ = plotstyle.save(fig, tmp_path, name)
     plt.close(fig)

@@ -8,7 +8,7 @@ import torch
 import depthutils as du
 from depthutils.cost import passes
 from depthutils.cost.accounting import Shape
-from depthutils.measures import cost_of
+from depthutils.measures import contributions, cross_model_mapping, effective_depth, logit_lens, residual_erasure
 from depthutils.perf import overheads as po
 from depthutils.perf.timing import cpu_seconds
 
@@ -32,23 +32,23 @@ def test_forward_terms_count_one_result_per_call():
     """Contributions on three prompts: three traces (each a forward), the statistics of every layer of each,
     and one result; the logit lens computes no statistics."""
     s = Shape.from_config(LLAMA)
-    c = cost_of("contributions")(s, [10, 12, 14], "float32", False)
+    c = contributions.cost(s, [10, 12, 14], "float32", False)
     assert (c.traces, c.forwards, c.stat_layers, c.results) == (3, 3, 3 * s.layers, 1)
     cal = _calibration(stats_layer_seconds=1.0, result_seconds=10.0, forward_seconds=100.0,
                        trace_layer_seconds=1000.0)
     assert cpu_seconds(c, s, "float32", cal) == pytest.approx(3 * 3 + 10 + 3 * 100 + 3 * 3 * 1000)
-    assert cost_of("logit_lens")(s, [10], "float32", False).stat_layers == 0
+    assert logit_lens.cost(s, [10], "float32", False).stat_layers == 0
 
 
 def test_lens_statistics_per_position_and_layer():
     """Effective depth reads every layer's lens inside its trace: the statistics of ``T`` positions per layer,
     priced per position at the calibrated vocabulary and scaled to the model's."""
     s = Shape.from_config(LLAMA)
-    c = cost_of("effective_depth")(s, [10, 12], "float32", False)
+    c = effective_depth.cost(s, [10, 12], "float32", False)
     assert c.lens_rows == s.layers * 22 and c.stat_layers == 2 * s.layers
     cal = _calibration(lens_row_seconds=1.0, vocab=3 * s.vocab)
     assert cpu_seconds(c, s, "float32", cal) == pytest.approx(s.layers * 22 / 3)
-    assert cost_of("logit_lens")(s, [10], "float32", False).lens_rows == 0  # chunked_lens
+    assert logit_lens.cost(s, [10], "float32", False).lens_rows == 0  # chunked_lens
 
 
 def test_decoding_counts_a_forward_per_token():
@@ -63,7 +63,7 @@ def test_mapping_float64_work_closed_form():
     ``XᵀY`` of every fitting text, the fit's buffers, and the held-out predictions, in closed form."""
     s = Shape.from_config(LLAMA)
     L, H1, K, Ts = s.layers, s.hidden + 1, s.layers * s.hidden, [11, 13, 17, 19]
-    c = cost_of("cross_model_mapping")(s, s, Ts, "float32", False, same=True)
+    c = cross_model_mapping.cost(s, s, Ts, "float32", False, same=True)
     O, P = L * H1 * K * 8, [L * (T - 1) * K * 8 for T in Ts[2:]]
     assert c.product_rows == {H1: sum(2 * L * (T - 1) * H1 * (H1 + K) for T in Ts[:2]),
                               **{T - 1: 2 * L * (T - 1) * H1 * K for T in Ts[2:]}}
@@ -80,7 +80,7 @@ def test_products_priced_at_the_rate_of_their_rows():
     assert po.rate_at(rates, 20) == pytest.approx(2.5e9)
     assert po.rate_at(rates, 4) == 1e9 and po.rate_at(rates, 4096) == 8e9
     s = Shape.from_config(LLAMA)
-    c = cost_of("cross_model_mapping")(s, s, [11, 13], "float32", False, same=True)
+    c = cross_model_mapping.cost(s, s, [11, 13], "float32", False, same=True)
     cal = _calibration(product_flops_per_second=rates, linalg_flops_per_second=8e9)
     want = sum(f / po.rate_at(rates, m) for m, f in c.product_rows.items())
     assert cpu_seconds(c, s, "float32", cal) == pytest.approx(want)
@@ -127,6 +127,6 @@ def test_suffix_calls_counted_as_the_erasure_makes_them(monkeypatch):
     monkeypatch.setattr(Stack, "_window_kwargs", spy)
     du.residual_erasure(model, p, baseline=[[0.0] * model.config.hidden_size] * (model.n_layers + 1),
                         progress_bar=False)
-    plan = cost_of("residual_erasure")(model_info("default").shape, T, len(enc.predict_positions), "float32", True, False)
+    plan = residual_erasure.cost(model_info("default").shape, T, len(enc.predict_positions), "float32", True, False)
     check = 2  # Stack.suffix_ok: the first layer and the last, at T // 2
     assert plan.windows == len(calls) - check > 0
