@@ -216,3 +216,31 @@ def _real_model_is_cached(request):
         name = marker.args[0] if marker.args else "smollm2-135m"
         if not (cache_root() / name / "depthutils-manifest.json").exists():
             pytest.skip(f"{name} is not cached (python -m depthutils fetch {name}; the book's build fetches it)")
+
+
+# ------------------------------------------------------------------------------------ the exercises' mutation tables
+
+#: the exercise checker's fallbacks, which say where and by how much an answer differs but name no mistake
+GENERIC = ("values differ; the largest difference", "(off by ", "all zeros")
+
+
+def message(id: str, fn) -> str | None:
+    """The exercise checker's message for ``fn`` as the answer to exercise ``id`` (``None`` when it passes)."""
+    from depthutils.core.errors import DepthError
+    from depthutils.teaching import exercises
+
+    try:
+        exercises.check(id, fn)
+    except (AssertionError, DepthError) as err:
+        return str(err)
+    return None
+
+
+def assert_named(id: str, mistake: str, fn, phrase: str) -> None:
+    """The checker fails ``fn`` (the wrong answer ``mistake``) with a message containing ``phrase``, never
+    only a generic fallback (:data:`GENERIC`): what every mutation table (``tests/teaching/test_*mutations*.py``)
+    asserts of each row."""
+    msg = message(id, fn)
+    assert msg is not None, f"{id} passes the wrong answer '{mistake}'"
+    assert phrase in msg, msg
+    assert not any(generic in msg for generic in GENERIC), msg

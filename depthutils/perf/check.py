@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from depthutils.core.errors import DepthError
 from depthutils.cost.model_info import model_info
 from depthutils.measures import MEASUREMENTS
 from depthutils.models.random_init import WIDTH_8B, random_model
@@ -125,6 +126,10 @@ def repredict(json_path: str, threads: int | None = None, out_path: str | None =
     """The rows of an earlier ``--check --json-path`` with the predictions recomputed by the current cost model
     and calibration (the measured columns are kept); prints the table."""
     rows = json.loads(Path(json_path).read_text())
+    if any("work" not in r for r in rows):
+        raise DepthError(f"{json_path} holds rows without the workload each example ran (saved by an older "
+                         "`plan --check`, which recorded prompt lengths instead): run `python -m depthutils plan "
+                         "--check --json-path ...` again to measure them.")
     threads = threads or rows[0].get("threads") or torch.get_num_threads()
     _header(threads)
     for r in rows:

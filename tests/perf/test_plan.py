@@ -11,6 +11,7 @@ import pytest
 import torch
 from conftest import PLAN_MEMORY_TOL, PLAN_PASSES_TOL, ROOT, build_tiny, make_tokenizer
 
+from depthutils.core.errors import DepthError
 from depthutils.cost.accounting import Shape
 from depthutils.cost.model_info import PAPER_CONFIGS
 from depthutils.measures import MEASUREMENTS, cost_of
@@ -170,3 +171,14 @@ def test_plan_decodes_as_many_tokens_as_the_depth_score(monkeypatch):
     du.depth_score(du.load_model("default"), tasks, n=3, progress_bar=False)
     planned = [(ctx, new) for _, _, ctx, new in _score_prompts(model_info("default"), tasks, 3, 0, 48)]
     assert sorted(asked) == sorted(planned) and len(asked) == 6
+
+
+def test_repredict_names_an_older_check_file_instead_of_failing_on_a_missing_key(tmp_path):
+    """A ``plan --check`` file saved before the rows recorded each example's workload is refused in one sentence."""
+    from depthutils.perf.check import repredict
+
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps([{"model": "default", "dtype": "float32", "measurement": "contributions",
+                                "path": "default", "lengths": {"gsm": 40}}]))
+    with pytest.raises(DepthError, match="workload each example ran"):
+        repredict(str(old))

@@ -3,8 +3,9 @@ answers students write, each as a function, and the sentence the checker must an
 
 Each mutation is the reference solution (:mod:`depthutils.teaching.solutions`) with one thing changed, written the way a
 student would write it (not by calling the checker's own mistake functions), so a test fails when the checker
-passes that wrong answer or stops naming it. ``python tests/teaching/test_exercise_mutations.py`` prints the table
-(exercise, mutation, the checker's message) as Markdown.
+passes that wrong answer or stops naming it. ``PYTHONPATH=tests python tests/teaching/test_exercise_mutations.py``
+prints the table (exercise, mutation, the checker's message) as Markdown (the checks every table shares are in
+``tests/conftest.py``).
 """
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import assert_named, message
 
-from depthutils.core.errors import DepthError
 from depthutils.teaching import exercises, solutions
 
 
@@ -341,19 +342,6 @@ MUTATIONS = [
 ]
 
 
-#: the checker's fallbacks, which say where and by how much an answer differs but name no mistake
-GENERIC = ("values differ; the largest difference", "(off by ", "all zeros")
-
-
-def message(id: str, fn) -> str | None:
-    """The checker's message for ``fn`` (``None`` when it passes)."""
-    try:
-        exercises.check(id, fn)
-    except (AssertionError, DepthError) as err:
-        return str(err)
-    return None
-
-
 def every_mutation() -> list:
     """This table and those of the other mutation files beside it (``test_stretch_mutations_*.py``: the stretch
     exercises'), so that every registered exercise is in one of them."""
@@ -371,15 +359,6 @@ def test_every_exercise_has_mutations():
     assert {m[0] for m in rows} == set(exercises.EXERCISES)
     assert all(sum(m[0] == id for m in MUTATIONS) >= 5 for id in {m[0] for m in MUTATIONS})  # the core exercises
     assert all(sum(m[0] == id for m in rows) >= 4 for id in exercises.EXERCISES)
-
-
-def assert_named(id: str, mistake: str, fn, phrase: str) -> None:
-    """The checker fails ``fn`` (the wrong answer ``mistake``) with a message containing ``phrase``, never
-    only a generic fallback."""
-    msg = message(id, fn)
-    assert msg is not None, f"{id} passes the wrong answer '{mistake}'"
-    assert phrase in msg, msg
-    assert not any(generic in msg for generic in GENERIC), msg
 
 
 @pytest.mark.parametrize("id, mistake, fn, phrase", MUTATIONS, ids=[f"{m[0]}: {m[1]}" for m in MUTATIONS])

@@ -4,15 +4,15 @@ the wrong answers students write, each as a function, and the phrase the checker
 As in ``tests/teaching/test_exercise_mutations.py``, each mutation is the reference solution (:mod:`depthutils.teaching.solutions`)
 with one thing changed, written the way a student would write it (not by calling the checker's own mistake
 functions), so a test fails when the checker passes that wrong answer or stops naming it. Run
-``python tests/teaching/test_stretch_mutations_0to4.py`` to print the table (exercise, mutation, the checker's message).
+``PYTHONPATH=tests python tests/teaching/test_stretch_mutations_0to4.py`` to print the table (exercise, mutation, the checker's message).
 """
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
-from test_exercise_mutations import GENERIC as CORE_GENERIC  # the checker's runner and fallbacks
-from test_exercise_mutations import message
+from conftest import GENERIC as CORE_GENERIC  # the checker's runner and fallbacks
+from conftest import message
 
 from depthutils.teaching import exercises, solutions
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_exercise_mutations import assert_named  # the core table's checks, shared
+from conftest import assert_named  # every mutation table's check
 
 from depthutils.teaching import exercises
 

@@ -3,8 +3,9 @@
 As in ``tests/teaching/test_exercise_mutations.py``: each mutation is the reference solution
 (:mod:`depthutils.teaching.solutions`) with one thing changed, written the way a student would write it (not by calling
 the checker's own mistake functions), and the checker must fail it with a sentence that names the mistake
-(never the generic "values differ" fallback). ``python tests/teaching/test_stretch_mutations_5to9.py`` prints the table
-(exercise, mutation, the checker's message) as Markdown, with the seconds of each exercise's solution check.
+(never the generic "values differ" fallback). ``PYTHONPATH=tests python tests/teaching/test_stretch_mutations_5to9.py``
+prints the table (exercise, mutation, the checker's message) as Markdown, with the seconds of each exercise's solution
+check.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from test_exercise_mutations import assert_named, message  # the core table's checks, shared
+from conftest import assert_named, message  # every mutation table's check
 
 from depthutils.teaching import exercises, solutions
 
