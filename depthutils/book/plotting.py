@@ -1,5 +1,7 @@
-"""One look for every chapter: each figure function takes a result and returns a Figure (the shared look,
-bands, heatmaps and saving are in :mod:`depthutils.book.plotstyle`).
+"""The figures of the chapters whose claims are graded on several results or a sample (chapters 4, 5, 7, 8, 9):
+each figure function takes a result and returns a Figure. A claim with a module of its own draws its figure there
+(:mod:`depthutils.book.claims`); the shared look, bands, heatmaps and saving are in
+:mod:`depthutils.book.plotstyle`.
 
 Drawn with seaborn on long-form data (one row per prompt × layer): lines carry
 95% bootstrap bands over prompts (``errorbar=("ci", 95)``, 1000 resamples, seed
@@ -20,12 +22,9 @@ from matplotlib.lines import Line2D
 
 from depthutils.book.mapping_plots import mapping, mapping_curves, mapping_null  # noqa: F401  chapter 7's figures
 from depthutils.book.plotstyle import (
-    BAND,
     BAND_NOTE,
     CMAPS,
-    COLORS,
     COLUMN_IN,
-    LABELS,
     ROBUST_PERCENTILE,
     heatmap,
     integer_ticks,
@@ -35,81 +34,9 @@ from depthutils.book.plotstyle import (
     model_name,
     robust_max,
     subplots,
-    title,
     yerr,
 )
-from depthutils.core.depth import LENS_AXIS, layer_depth
-from depthutils.measures.residual_stream import ROUNDING
-
-
-def contributions(result):
-    """P1 Fig. 2: relative contribution (a) and cosine with the residual (b) per layer, 95% bands."""
-    fig, (a, b) = subplots(1, 2, height=4.6)
-    palette = {LABELS[p]: COLORS[p] for p in COLORS}
-    lines(a, long_form(result, {f"{p}_ratio": LABELS[p] for p in COLORS}), palette, legend=False)
-    lines(b, long_form(result, {f"{p}_cos": LABELS[p] for p in COLORS}), palette, legend=False)
-    f = result.facts()
-    mid, L = f["mid"], f["L"]
-    a.hlines([f["first"], f["second"]], [1, mid], [mid - 1, L - 1], colors="k", lw=1.5,
-             label="whole layer, each half's mean")
-    a.hlines(0.5 * f["first"], mid, L - 1, colors="k", lw=1, linestyles=":", label="2nd half shown at or below 0.5× the 1st")
-    a.hlines(f["first"], mid, L - 1, colors="k", lw=1, linestyles="--", label="2nd half not shown above 1× the 1st")
-    a.set(xlabel="layer l", ylabel="‖contribution‖ / ‖h_l‖ (log)", title="(a) relative contribution", yscale="log")
-    b.axhline(0, color="k", lw=0.8)
-    b.set(xlabel="layer l", ylabel="cos(contribution, h_l)", title="(b) cosine with the residual")
-    integer_ticks(a, b)
-    handles = [Line2D([], [], color=COLORS[p], marker="o", ms=4, label=LABELS[p]) for p in COLORS]
-    fig.legend(handles=handles + a.get_legend_handles_labels()[0], loc="outside lower center", ncol=2)
-    fig.suptitle(title(result, "How much does each layer write into the residual stream?", BAND_NOTE))
-    return fig
-
-
-def future_effects(result):
-    """P1 Fig. 3: effect of skipping layer s on later layer j (heatmap, max over prompts) and on the
-    output: P1's max over prompts (bars) and the mean over prompts with its 95% interval (points)."""
-    D, O = result.layer_effect, result.output_effect
-    L = len(O)
-    p = result.meta.get("params", {})
-    fig, (a, b) = subplots(2, 1, height=7.0, gridspec_kw={"height_ratios": [1.6, 1]})
-    heatmap(a, D, "max relative change of Δ_j", cmap=CMAPS["future_effect"], vmin=0, robust=True)
-    a.axhline((L + 1) // 2, color="w", lw=1.2, ls="--")  # the verdict compares the rows above and below it
-    a.set(xlabel="later layer j", ylabel="skipped layer s",
-          title="(a) on later layers, max over prompts; dashed: the halves")
-    b.bar(np.arange(L), O, color=COLORS.get(p.get("part", "layer"), "gray"), alpha=0.5, label="max over prompts (P1)")
-    df = long_form(result, {"output_effect": "mean over prompts"})
-    sns.pointplot(df, x="x", y="value", color="k", linestyle="none", markersize=4, native_scale=True, ax=b,
-                  label="mean over prompts (95% CI)", **BAND)
-    b.set(xlabel="skipped layer s", ylabel="max ‖p − p′‖₂", title="(b) effect on the output distribution")
-    integer_ticks(b)
-    if b.get_legend() is not None:  # seaborn's own, drawn over the bars
-        b.get_legend().remove()
-    fig.legend(*b.get_legend_handles_labels(), loc="outside lower center", ncol=2)
-    variant = f"skip {LABELS.get(p.get('part'), p.get('part'))}, {p.get('mode', 'future')} tokens"
-    if p.get("local"):
-        variant += ", direct paths only"
-    fig.suptitle(title(result, f"What breaks downstream when a layer is skipped?\n({variant})"))
-    return fig
-
-
-def logit_lens(result):
-    """P1 Fig. 4: KL(q_l ‖ q_L) and top-k overlap of the logit lens per layer, 95% bands."""
-    fig, (a, b) = subplots(1, 2, height=4.4)
-    lines(a, long_form(result, {"kl": "KL"}), {"KL": "#9467bd"}, legend=False)
-    a.set(xlabel=LENS_AXIS, ylabel="KL(q_l ‖ q_L)  [nats]", title="(a) KL to the output")
-    lines(b, long_form(result, {"overlap": "overlap"}), {"overlap": "#8c564b"}, legend=False)
-    b.set(xlabel=LENS_AXIS, ylabel=f"top-{result.k} overlap", ylim=(-0.03, 1.03),
-          title=f"(b) top-{result.k} overlap")
-    L = len(result.kl)
-    a.axhline(0.5 * result.kl.max(), color="k", lw=1, ls="--", label="threshold (P2): half the maximum KL; overlap 0.3")
-    b.axhline(0.3, color="k", lw=1, ls="--")
-    for ax in (a, b):  # the verdict: a crossing at or after the middle, (l + 1) / L ≥ 0.5, counts for P1
-        ax.axvline(L / 2 - 1, color="gray", lw=1, ls=":",
-                   label=f"middle: layer {L // 2 - 1}, (l + 1) / L = 0.5" if ax is a else None)
-    integer_ticks(a, b)
-    fig.legend(*a.get_legend_handles_labels(), loc="outside lower center", ncol=1)
-    fig.suptitle(title(result, "When does the residual stream already hold the output?", BAND_NOTE))
-    return fig
-
+from depthutils.core.depth import layer_depth
 
 #: the most token labels a layer × token map names along the column's width (10 pt, turned upright)
 MAX_TOKEN_LABELS = 32
@@ -254,43 +181,12 @@ def base_vs_cot(study, base: str, cot: str):
     return fig
 
 
-# ------------------------------------------------------------------ chapter 6 (P1; spec §6)
-def _scores(result) -> pd.DataFrame:
+# ------------------------------------------------------------------ chapters 6 and 8: the depth score
+def score_frame(result) -> pd.DataFrame:
     """Per-prompt normalised depth scores and correctness of a depth-score result, long form."""
     return pd.DataFrame({"level": result.prompt_levels.astype(float), "task": result.prompt_tasks,
                          "score": result.prompt_scores / (result.n_layers - 1),
                          "correct": 100 * result.prompt_correct})
-
-
-def depth_score(result):
-    """Depth score against difficulty per task family: the mean over prompts with its 95% band (each
-    prompt a dot) and P1's max-over-prompts score (dashed); accuracy with its band beside it."""
-    fig, (a, b) = subplots(1, 2, height=4.8)
-    df = _scores(result)
-    tasks = list(dict.fromkeys(r["task"] for r in result.rows))
-    palette = dict(zip(tasks, sns.color_palette("tab10", len(tasks))))
-    sns.lineplot(df, x="level", y="score", hue="task", palette=palette, marker="o", ax=a, legend=False, **BAND)
-    sns.stripplot(df, x="level", y="score", hue="task", palette=palette, native_scale=True, size=3, alpha=0.35,
-                  jitter=0.12, legend=False, ax=a)
-    for task in tasks:
-        rows = [r for r in result.rows if r["task"] == task]
-        a.plot([r["level"] for r in rows], [np.nan if r["norm_score"] is None else r["norm_score"] for r in rows],
-               ls="--", marker="x", color=palette[task], label=f"{task}: P1's max over prompts")
-    if df["correct"].notna().any():
-        sns.lineplot(df.dropna(subset=["correct"]), x="level", y="correct", hue="task", palette=palette, marker="o",
-                     ax=b, legend=False, **BAND)
-    a.set(xlabel="difficulty level", ylabel="depth score / (L − 1)", title="(a) centre of mass of\nthe future effects",
-          ylim=(0, 1))
-    b.set(xlabel="difficulty level", ylabel="greedy accuracy (%)", title="(b) does the model\nsolve them?",
-          ylim=(-5, 105))
-    integer_ticks(a, b)
-    handles = [h for t in tasks for h in (Line2D([], [], color=palette[t], marker="o", ms=4, label=f"{t}: mean (95% CI)"),
-                                          Line2D([], [], color=palette[t], marker="x", ls="--",
-                                                 label=f"{t}: P1's max over prompts"))]
-    fig.legend(handles=handles, loc="outside lower center", ncol=2)
-    fig.suptitle(title(result, "Does a harder problem use more depth?") + "\nlevels: operands, hops or MATH level; "
-                 "dots: single prompts")
-    return fig
 
 
 # ------------------------------------------------------------------ chapter 8 (P1's outlook)
@@ -322,7 +218,7 @@ def depth_use(result):
         kl["value"] /= max(r.kl.max(), 1e-12)
         draw(lens, kl, f"{m}: KL / max", colors[m], "-", True)
         draw(lens, long_form(r, {"overlap": m}, x=x), f"{m}: top-5 overlap", colors[m], "--", True)
-        df = _scores(result.score[m]).rename(columns={"level": "x", "score": "value"})
+        df = score_frame(result.score[m]).rename(columns={"level": "x", "score": "value"})
         for j, task in enumerate(dict.fromkeys(df["task"])):
             draw(score, df[df["task"] == task], f"{m}: {task}", colors[m], ("-", ":", "--")[j % 3], False)
     lens.set(xlabel="(l + 1) / L, lens on hₗ", ylabel="KL / max · overlap", title="logit lens")
@@ -333,32 +229,3 @@ def depth_use(result):
     return fig
 
 
-def residual_stream(result) -> plt.Figure:
-    """Chapter 0: (a) the decomposition error per layer (added parts, raw module outputs; log scale),
-    (b) the attention share on position 0 against even attention, (c) ‖h_l‖ at position 0 and elsewhere."""
-    fig, axes = subplots(3, 1, height=8.4, sharex=True)
-    tiny = 1e-12  # a log axis cannot show an exact 0
-    df = long_form(result, {"error": "h_l + a_l + m_l (what is added)", "raw_error": "h_l + raw module outputs"})
-    df["value"] = df["value"].clip(lower=tiny)
-    sns.lineplot(df, x="x", y="value", hue="what", estimator="max", errorbar=None, marker="o", ax=axes[0])
-    axes[0].axhline(ROUNDING, color="gray", ls="--", lw=1,
-                    label=f"{ROUNDING:.0e}: float32 rounding; the text reports an error below it as this bound")
-    axes[0].set(yscale="log", xlabel="layer l", ylabel="relative error",
-                title=r"(a) $h_{l+1} = h_l + a_l + m_l$? largest relative error over prompts")  # mathtext
-    if np.isfinite(result.sink).any():
-        lines(axes[1], long_form(result, {"sink": "attention on position 0", "uniform": "even attention"}),
-              weighted=False)
-        axes[1].set(xlabel="layer l", ylabel="attention weight", title=f"(b) position 0's share ({BAND_NOTE})")
-    else:
-        axes[1].text(0.5, 0.5, "attention weights not measured\n(remote model)", ha="center", va="center")
-        axes[1].set(title="(b) position 0's share")
-    L1 = len(result.norm0)
-    axes[2].plot(np.arange(L1), result.norm0, "o-", label="position 0 (BOS)")
-    axes[2].plot(np.arange(L1), result.norm_rest, "o-", label="median of positions ≥ 1")
-    axes[2].set(yscale="log", xlabel="l (h_0: embedding; h_L: the last layer's output)", ylabel="‖h_l‖",
-                title="(c) residual norm, first prompt")
-    integer_ticks(*axes)
-    for ax in axes:
-        ax.legend()
-    fig.suptitle(title(result, "The residual stream"))
-    return fig

@@ -13,8 +13,6 @@ from __future__ import annotations
 import base64
 import resource
 import time
-from dataclasses import dataclass
-from typing import Callable
 
 import matplotlib.pyplot as plt
 from IPython.display import HTML, Markdown, display
@@ -22,19 +20,16 @@ from IPython.display import HTML, Markdown, display
 from depthutils import data
 from depthutils.analysis.known_facts import CHAIN_OPERANDS, KINDS, SAMPLE_CANDIDATES, prompts_for
 from depthutils.analysis.study import study
-from depthutils.book import claims, plotting, report
+from depthutils.book import claims, report
 from depthutils.book.claim_table import CLAIMS, OUTCOMES
+from depthutils.book.claims import claim_modules
+from depthutils.book.claims.run import Run
 from depthutils.book.context_claim import MIN_PROMPTS, by_kind, run_sample, sample_figure
 from depthutils.book.plotstyle import save
 from depthutils.core.errors import DepthError
 from depthutils.core.numbers import as_shown
-from depthutils.measures.contributions import contributions
-from depthutils.measures.depth_score import depth_score
-from depthutils.measures.future_effects import future_effects
 from depthutils.measures.integrated_gradients import integrated_gradients
-from depthutils.measures.logit_lens import logit_lens
 from depthutils.measures.residual_erasure import residual_erasure, residual_means
-from depthutils.measures.residual_stream import residual_stream
 from depthutils.models.handle import load_model
 from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root, terms_accepted
 from depthutils.models.real.fetch import ensure
@@ -53,26 +48,6 @@ TITLES = {"smollm2-135m": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M"}
 def slug(name: str) -> str:
     """``smollm2-135m`` -> ``smollm2``: the part of a glue name that names the model."""
     return name.split("-")[0]
-
-
-@dataclass(frozen=True)
-class Run:
-    """One chapter's headline run on a real model: what it measures, at which N, and how it is graded."""
-
-    what: str                                         # the N and data, in words, for the page
-    measure: Callable                                 # lm -> a result, {name: result}, or (results, facts)
-    claim: Callable                                   # (result(s), facts or None) -> Verdict
-    figure: Callable                                  # one result -> Figure
-    caption: str                                      # the figure's caption (what it shows, for any model)
-    #: the dtype it loads the model in: "auto" (bfloat16 where the CPU computes it natively), or "float32" where
-    #: bfloat16 would change the graded statistic (the table of both in depthutils.book.precision)
-    dtype: str = "auto"
-    #: the figure takes the whole ``{name: result}`` (one figure), not one result per figure
-    together: bool = False
-    #: numbers the chapter's prose states for each model: ``results -> {key: value}``, glued as
-    #: ``verdict[_<name>]_<slug>_<key>``; a model not run gets "not run" for each of ``glue_keys``
-    glue: Callable | None = None
-    glue_keys: tuple = ()
 
 
 #: chapters 4 and 5 grade only prompts the model answers, by greedy decoding (the fact check), and a prompt near
@@ -123,27 +98,7 @@ def _ig(lm):
                                "integrated gradients")), facts
 
 
-RUNS: dict[str, Run] = {
-    "00": Run("N = 20 GSM8K test problems", lambda lm: residual_stream(lm, data.load("gsm8k", 20)),
-              lambda r, f: claims.residual_stream(r), plotting.residual_stream,
-              "The residual stream's norm per layer, and the largest error of hₗ₊₁ = hₗ + aₗ + mₗ, on this model.",
-              # the identity holds to the dtype's rounding: bfloat16's (~4e-3 per addition) fails a test set
-              # at float32's, and this run takes seconds in either
-              dtype="float32"),
-    "01": Run("N = 20 GSM8K test problems (P1's N)", lambda lm: contributions(lm, data.load("gsm8k", 20)),
-              lambda r, f: claims.contributions(r), plotting.contributions,
-              "Each layer's write into the residual stream (P1 Fig. 2) on this model: ‖part‖ / ‖residual‖ per layer "
-              "and its cosine with the residual, with 95% bootstrap bands over prompts."),
-    "02": Run("N = 10 GSM8K test problems, 4 positions each (P1's N); the headline variant: whole layers, "
-              "effect on future tokens",
-              lambda lm: future_effects(lm, data.load("gsm8k", 10), part="layer", mode="future"),
-              lambda r, f: claims.future_effects(r), plotting.future_effects,
-              "The effect of skipping each layer (rows) on each later layer (columns) and on the output (P1 Fig. 3), "
-              "on this model."),
-    "03": Run("N = 20 GSM8K test problems (P1's N)", lambda lm: logit_lens(lm, data.load("gsm8k", 20)),
-              lambda r, f: claims.logit_lens(r), plotting.logit_lens,
-              "The logit lens on each layer's input hₗ (P1 Fig. 4) on this model: KL to the output and top-5 "
-              "overlap, with 95% bootstrap bands over prompts."),
+_CONTEXT_RUNS: dict[str, Run] = {
     "04": Run(f"up to {SAMPLE} prompts per kind that the model answers (two-hop: and knows both single hops of), "
               f"from P1's two, {SUMS_TRIED - 1} sums of two one-digit numbers, {SUMS_TRIED} sums of {CHAIN_OPERANDS} (a "
               "kind of their own), the book's well-known two-hop facts and 39 MQuAKE compositions; the baseline from 10 "
@@ -157,7 +112,7 @@ RUNS: dict[str, Run] = {
               "claim's thresholds (dashed: shown at or below; dotted: not shown above), on this model. Position 0 "
               "(the BOS, an attention sink) is never erased here, while P1's notebook erases every position, BOS "
               "included.",
-              dtype=FACT_CHECK_DTYPE),
+              dtype=FACT_CHECK_DTYPE, chapter="04"),
     "05": Run(f"up to {SAMPLE} prompts per kind that the model answers, chosen as in chapter 4; Gauss–Legendre with "
               f"{IG_NODES} nodes per layer (cheap enough for a sample, where the adaptive rule is not), a prompt "
               "whose layer sums miss f(x) − f(b) by more than a tenth not counted", _ig,
@@ -168,14 +123,13 @@ RUNS: dict[str, Run] = {
               "reading, one dot per prompt, Gauss–Legendre; hollow: not counted, its layer sums missing completeness), "
               "the mean over the counted prompts with its 95% bootstrap "
               "interval (line and band), and the claim's thresholds (dashed: shown at or below; dotted: not shown "
-              "above), on this model.", dtype=FACT_CHECK_DTYPE),
-    "06": Run("N = 20 problems per difficulty level (P1's N): few-shot sums of one digit + one digit (level 1) and "
-              "two digits + one (level 2), the two levels of depth_tasks.tasks_for; a level this model solves less than a "
-              "quarter of is not counted (the verdict gives its accuracy)", lambda lm: depth_score(lm, "auto", n=20, seed=123),
-              lambda r, f: claims.depth_score(r), plotting.depth_score,
-              "The depth score per difficulty level on this model, with its 95% bootstrap interval where the model "
-              "solved enough problems."),
+              "above), on this model.", dtype=FACT_CHECK_DTYPE, chapter="05"),
 }
+
+#: every chapter's headline run on the real models, by chapter: each claim module's ``RUN``
+#: (:mod:`depthutils.book.claims`), and chapters 4 and 5's above
+RUNS: dict[str, Run] = dict(sorted({**{m.RUN.chapter: m.RUN for m in claim_modules() if hasattr(m, "RUN")},
+                                    **_CONTEXT_RUNS}.items()))
 
 
 def available(names=None) -> tuple[list[str], dict[str, str]]:

@@ -129,7 +129,7 @@ def test_the_verdict_grades_p1s_level_max_not_the_mean_of_the_prompts_scores():
     f = r.facts()
     assert f["addition_slope"] == pytest.approx(0.0, abs=1e-9) and f["addition_slope_hi"] == pytest.approx(0.0, abs=1e-9)
     assert f["addition_mean_slope_lo"] > 1 / 28  # graded on the mean of the prompts' scores, "not shown"
-    v = claims.depth_score(r)
+    v = claims.depth_score.verdict(r)
     assert v.outcome == "shown", v.numbers
     assert v.value.startswith("addition: +0.000") and "ours and not graded" in v.numbers
     assert "maxed over its prompts and positions" in v.criterion
@@ -138,12 +138,12 @@ def test_the_verdict_grades_p1s_level_max_not_the_mean_of_the_prompts_scores():
     r = _depth_scores({"addition": rising_max})
     f = r.facts()
     assert f["addition_mean_slope"] == pytest.approx(0.0, abs=1e-9) and f["addition_slope_lo"] > 1 / 28
-    assert claims.depth_score(r).outcome == "not shown"
+    assert claims.depth_score.verdict(r).outcome == "not shown"
 
 
 def test_a_group_the_model_never_solves_is_not_counted_for_the_claim():
     flat_unsolved = [(lv, 0.33, 0.0) for lv in (1, 2, 3, 4, 5)]
-    v = claims.depth_score(_depth_scores({"math": flat_unsolved, "mquake": [(1, 0.32, 0.0), (4, 0.32, 0.0)]}))
+    v = claims.depth_score.verdict(_depth_scores({"math": flat_unsolved, "mquake": [(1, 0.32, 0.0), (4, 0.32, 0.0)]}))
     assert v.outcome == "not tested"  # the old rule read these two flat, unsolved groups as "shown"
     assert any("math is not informative" in n for n in v.notes) and any("cannot test" in n for n in v.notes)
 
@@ -152,14 +152,14 @@ def test_a_rise_inside_one_layer_supports_the_claim_and_a_larger_one_counts_agai
     """P1 claims harder problems do not use more depth, so a slope inside one layer over the
     levels supports it even when its interval lies above 0; a rise past one layer outside the noise does not."""
     small = [(lv, 0.26 + 0.012 * i, 1.0) for i, lv in enumerate((2, 3, 4, 5, 6))]  # one layer: 1/(7·4) ≈ 0.036
-    v = claims.depth_score(_depth_scores({"addition": small}))
+    v = claims.depth_score.verdict(_depth_scores({"addition": small}))
     assert v.outcome == "shown", v.numbers  # main graded +0.012 [+0.009, +0.015] "not shown"
     assert "decided first" in v.criterion and "a rise inside one layer supports the claim" in v.criterion
     rising = [(lv, 0.20 + 0.06 * i, 1.0) for i, lv in enumerate((2, 3, 4, 5, 6))]
-    assert claims.depth_score(_depth_scores({"addition": rising})).outcome == "not shown"
+    assert claims.depth_score.verdict(_depth_scores({"addition": rising})).outcome == "not shown"
     flat = [(lv, 0.30, 0.9) for lv in (1, 2, 3)]
-    assert claims.depth_score(_depth_scores({"multihop": flat})).outcome == "shown"
-    both = claims.depth_score(_depth_scores({"addition": rising, "multihop": flat, "math": [(1, .3, 0.), (2, .3, 0.)]}))
+    assert claims.depth_score.verdict(_depth_scores({"multihop": flat})).outcome == "shown"
+    both = claims.depth_score.verdict(_depth_scores({"addition": rising, "multihop": flat, "math": [(1, .3, 0.), (2, .3, 0.)]}))
     assert both.outcome == "mixed" and "math: " in both.numbers and "(not counted)" in both.value and "(not counted; beside it" in both.numbers
 
 
@@ -198,7 +198,7 @@ def test_the_last_layers_structural_zero_is_left_out_of_the_output_halves():
     assert f["out_ratio"] == pytest.approx(1.0 / 1.2, abs=0.02)
     g = _future(out, mode="all").facts()  # every position skipped: the zero would be a measurement
     assert g["structural"] == [] and g["out_second"] == pytest.approx(0.75, rel=0.02)
-    v = claims.future_effects(_future(out))
+    v = claims.future_effects.verdict(_future(out))
     # later layers 0.4 (shown), output 1.0 / 1.2 (between half and 1): the whole claim is mixed
     assert any("0 by construction" in n for n in v.notes) and v.outcome == "mixed"
 
@@ -206,8 +206,8 @@ def test_the_last_layers_structural_zero_is_left_out_of_the_output_halves():
 def test_too_few_layers_for_halves_is_not_tested():
     r = ContributionsResult(prompt_tokens=np.array([5, 5]),
                             **{f"{k}_by_prompt": RNG.random((2, 4)) + 0.1 for k in KEYS}).with_aggregates()
-    assert claims.contributions(r).outcome == "not tested"
-    assert claims.future_effects(_future([1.0, 1.0, 1.0, 0.0], L=4)).outcome == "not tested"
+    assert claims.contributions.verdict(r).outcome == "not tested"
+    assert claims.future_effects.verdict(_future([1.0, 1.0, 1.0, 0.0], L=4)).outcome == "not tested"
 
 
 def test_a_lens_that_never_crosses_is_not_counted():
@@ -215,7 +215,7 @@ def test_a_lens_that_never_crosses_is_not_counted():
     kl = np.tile(np.linspace(4, 0, L), (n, 1))  # halves at the middle
     overlap = np.full((n, L), 0.1)              # never passes 0.3
     r = LogitLensResult(kl_by_prompt=kl, overlap_by_prompt=overlap, prompt_tokens=np.full(n, 9)).with_aggregates()
-    v = claims.logit_lens(r)
+    v = claims.logit_lens.verdict(r)
     assert "at no layer (not counted)" in v.numbers and v.outcome != "not shown"
 
 
@@ -390,7 +390,7 @@ def test_the_paper_vs_run_table_puts_the_same_statistic_side_by_side():
     """The row named by the graded statistic holds the paper's value of it and this run's value with its
     interval; the claim row holds the outcome, not a fragment of the numbers (main showed their first
     fragment: in chapter 2, the second half's mean, which is not the graded ratio)."""
-    v = claims.future_effects(_future([1.2] * 4 + [1.0, 1.0, 1.0, 0.0]))
+    v = claims.future_effects.verdict(_future([1.2] * 4 + [1.0, 1.0, 1.0, 0.0]))
     f = _future([1.2] * 4 + [1.0, 1.0, 1.0, 0.0]).facts()
     table = claims.paper_vs_run(v, [{"model": "ladder-8", "n_layers": 8, "n": 6, "dataset": "gsm8k"}])
     rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}

@@ -5,6 +5,8 @@ The rendered book's own figures are checked again in Chromium (``test_book.py``:
 scale against what :func:`depthutils.book.plotstyle.save` recorded in its PNG)."""
 from __future__ import annotations
 
+import types
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -15,7 +17,7 @@ from conftest import build_tiny  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import depthutils  # noqa: E402
-from depthutils.book import plotstyle, plotting  # noqa: E402
+from depthutils.book import claims, plotstyle, plotting  # noqa: E402
 from depthutils.measures import MEASUREMENTS  # noqa: E402
 
 #: the saved PNG may be a little narrower or wider than the figure where its tight box trims or keeps an edge
@@ -28,14 +30,22 @@ def deep(tiny_root):
     return depthutils.load_model(str(build_tiny("llama", tiny_root, layers=30)), device="cpu", dtype="float32")
 
 
-#: every registered measurement with a figure of the same name in :mod:`depthutils.book.plotting`
-FIGURES = [name for name in MEASUREMENTS if hasattr(plotting, name)]
+
+
+def _figure(name: str):
+    """Measurement ``name``'s figure: its claim module's (``claims.<name>.figure``), else ``plotting.<name>``."""
+    module = getattr(claims, name, None)
+    return module.figure if isinstance(module, types.ModuleType) else getattr(plotting, name, None)
+
+
+#: every registered measurement with a figure of its own
+FIGURES = [name for name in MEASUREMENTS if _figure(name) is not None]
 
 
 @pytest.mark.parametrize("name", FIGURES)
 def test_a_figure_fits_the_column_and_can_be_read(deep, name, tmp_path):
     """The measurement's figure, drawn from its registered example on a 30-layer model."""
-    fig = getattr(plotting, name)(MEASUREMENTS[name].example(deep).run())
+    fig = _figure(name)(MEASUREMENTS[name].example(deep).run())
     seen = plotstyle.legibility(fig)
     png, _ = plotstyle.save(fig, tmp_path, name)
     plt.close(fig)

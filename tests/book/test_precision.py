@@ -40,8 +40,8 @@ def test_bfloat16_agrees_with_float32_on_a_slice_of_smollm2():
     for dtype in precision.DTYPES:
         lm = load_model("smollm2-135m", dtype=dtype)
         assert lm.dtype_name == dtype
-        vs = [claims.contributions(contributions(lm, prompts, progress_bar=False)),
-              claims.logit_lens(logit_lens(lm, prompts, progress_bar=False))]
+        vs = [claims.contributions.verdict(contributions(lm, prompts, progress_bar=False)),
+              claims.logit_lens.verdict(logit_lens(lm, prompts, progress_bar=False))]
         rows[dtype] = [_row(v.outcome, v.value) for v in vs]
         del lm
     for f32, b16 in zip(rows["float32"], rows["bfloat16"]):

@@ -65,7 +65,7 @@ def test_future_effects_is_shown_only_when_both_halves_are(later, out, outcome):
     f = r.facts()
     assert f["later_ratio"] == pytest.approx(later[1] / later[0], abs=0.01)
     assert f["out_ratio"] == pytest.approx(out[1] / out[0], abs=0.03)
-    v = claims.future_effects(r)
+    v = claims.future_effects.verdict(r)
     assert v.outcome == outcome, v.numbers
     assert v.value.startswith(f"later layers {f['later_ratio']:.2f} [") and f"; output {f['out_ratio']:.2f} [" in v.value
     assert "Output: shown if" in v.criterion and "Later layers: shown if" in v.criterion
@@ -74,7 +74,7 @@ def test_future_effects_is_shown_only_when_both_halves_are(later, out, outcome):
 def test_an_output_half_left_empty_by_structural_zeros_is_not_tested_and_says_why():
     r = _future((1.0, 0.3), (1.0, 1.5), local=True)  # direct only: every output effect is 0 by construction
     assert r.facts()["out_ratio"] is None
-    v = claims.future_effects(r)
+    v = claims.future_effects.verdict(r)
     assert v.outcome == "shown"  # the later half alone, the output half not counted
     assert "output half is not tested" in " ".join(v.notes) and "no layer left" in " ".join(v.notes)
     assert v.value.endswith("output undefined (not tested)")
@@ -173,6 +173,6 @@ def test_the_quotations_beside_the_thresholds_are_p2s_words():
     s = Study(["m4", "m8"], list(TASKS), {(m, x): _ed(L, 2) for m, L in (("m4", 4), ("m8", 8)) for x in TASKS},
               n_boot=50)
     texts = [v.criterion for v in claims.effective_depth(s, ["m4", "m8"]).values()]
-    texts.append(claims.future_effects(_future((1.0, 0.3), (1.0, 0.3))).criterion)
+    texts.append(claims.future_effects.verdict(_future((1.0, 0.3), (1.0, 0.3))).criterion)
     found = [q for text in texts for q in re.findall(r"“([^”]+)”", text)]
     assert found and all(q in quotes for q in found), [q for q in found if q not in quotes]

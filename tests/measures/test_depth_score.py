@@ -147,7 +147,7 @@ def test_depth_score_on_a_tiny_model(tiny):
     assert r.prompt_effects.shape == (4, L, L)  # each prompt's D, so a resample recomputes the level's max
     np.testing.assert_allclose(r.prompt_effects[2:], np.stack(Ds), rtol=0, atol=ATOL)
     assert r.slope("sums") == pytest.approx(r.rows[1]["norm_score"] - r.rows[0]["norm_score"], abs=1e-12)
-    assert claims.depth_score(r).outcome in OUTCOMES
+    assert claims.depth_score.verdict(r).outcome in OUTCOMES
 
 
 def test_depth_score_round_trips(tiny, tmp_path):

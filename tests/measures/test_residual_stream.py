@@ -36,7 +36,7 @@ def test_the_verdict_can_fail(tiny, prompts):
     """Graded on the raw outputs of a post-norm family, the decomposition would be not shown."""
     handle, _ = tiny("olmo2")
     r = depthutils.residual_stream(handle, prompts, progress_bar=False)
-    assert claims.residual_stream(r).outcome == "shown"
+    assert claims.residual_stream.verdict(r).outcome == "shown"
     r.error_by_prompt = r.raw_error_by_prompt
     r.with_aggregates()
-    assert claims.residual_stream(r).outcome == "not shown"
+    assert claims.residual_stream.verdict(r).outcome == "not shown"

@@ -178,7 +178,7 @@ def test_repredict_names_an_older_check_file_instead_of_failing_on_a_missing_key
     from depthutils.perf.check import repredict
 
     old = tmp_path / "old.json"
-    old.write_text(json.dumps([{"model": "default", "dtype": "float32", "measurement": "contributions",
+    old.write_text(json.dumps([{"model": "default", "dtype": "float32", "measurement": next(iter(MEASUREMENTS)),
                                 "path": "default", "lengths": {"gsm": 40}}]))
     with pytest.raises(DepthError, match="workload each example ran"):
         repredict(str(old))

@@ -1,8 +1,13 @@
-"""Every :class:`Verdict` the book prints, one function per claim (see :mod:`depthutils.book.claim_table` for the
-claims and their thresholds, :mod:`depthutils.book.grading` for the one grading rule and the "paper vs this run"
-table; both are re-exported here, so ``claims.grade`` and ``claims.CLAIMS`` keep working). Chapters 4 and 5's claim
-lives in :mod:`depthutils.book.context_claim`, re-exported here as ``claims.context``; chapter 7's in
-:mod:`depthutils.book.mapping_claim`, re-exported as ``claims.mapping``.
+"""The book's verdicts: :func:`verdict` (a claim graded on its statistic alone), one module per claim of the papers'
+own measurements (:mod:`~depthutils.book.claims.residual_stream`, ``contributions``, ``future_effects``,
+``logit_lens``, ``depth_score``: each its ``verdict``, its ``figure`` and its real-model ``RUN``), and the verdicts
+of the claims graded on several results (chapter 8's :func:`shared_layers`, chapter 9's :func:`effective_depth`).
+
+The claims and their thresholds are in :mod:`depthutils.book.claim_table`, the one grading rule and the "paper vs
+this run" table in :mod:`depthutils.book.grading`; both are re-exported here, so ``claims.grade`` and
+``claims.CLAIMS`` keep working. Chapters 4 and 5's claim lives in :mod:`depthutils.book.context_claim`, re-exported
+here as ``claims.context``; chapter 7's in :mod:`depthutils.book.mapping_claim`, re-exported as ``claims.mapping``.
+A chapter imports its claim's module: ``from depthutils.book.claims import contributions as claim``.
 """
 from __future__ import annotations
 
@@ -42,12 +47,20 @@ from depthutils.book.grading import (
 )
 from depthutils.book.mapping_claim import mapping
 from depthutils.core.numbers import enclose, listing, numbered, plain
-from depthutils.measures.contributions import ContributionsResult
 from depthutils.measures.curves import peaks_at_embedding
-from depthutils.measures.depth_score_result import DepthScoreResult
-from depthutils.measures.future_effects import FutureEffectsResult
-from depthutils.measures.logit_lens import LogitLensResult
-from depthutils.measures.residual_stream import ResidualStreamResult
+
+#: the verdict and grading names; each claim module (``claims.contributions`` and the others) is reached as an
+#: attribute
+__all__ = [
+    # defined here
+    "verdict", "shared_layers", "effective_depth", "degenerate", "degenerate_note", "degenerate_sentence",
+    "embedding_peak_words", "informative_metric", "claim_modules",
+    # the claim table's and grading's names, and the claims of their own modules
+    "ACCURACY_FLOOR", "CLAIMS", "COMPLETENESS_LIMIT", "GROWS", "LEVEL", "MIN_HALF", "N_PERMUTATIONS", "OUTCOMES",
+    "OUTPUT_AGAINST", "OUTPUT_SHOWN", "SCALE_WORDS", "SHARED_TARGET", "WHOLE_LAYER", "Claim", "Threshold",
+    "COMBINED", "Verdict", "band", "combine", "grade", "interval_text", "judge", "not_tested", "paper_vs_run",
+    "CONTEXT_MEASURES", "context", "mapping",
+]
 
 # ------------------------------------------------------------------------------------ P1's claims
 
@@ -58,133 +71,6 @@ def verdict(key: str, result) -> Verdict:
     outcome, value, lo, hi = judge(c, result, c.fact)
     return _verdict(c, outcome, f"{c.statistic}: {interval_text(value, lo, hi)}.", value=interval_text(value, lo, hi))
 
-
-def residual_stream(result: ResidualStreamResult) -> Verdict:
-    """Chapter 0: the residual stream's decomposition into what each sublayer adds."""
-    c, f = CLAIMS["residual_stream"], result.facts()
-    outcome, value, lo, hi = judge(c, result, c.fact)
-    return _verdict(c, outcome, f"largest relative error {interval_text(value, lo, hi, '.1e')}; with the raw module "
-                                f"outputs instead: {f['max_raw_error']:.1e}.",
-                    criterion=c.criterion(fmt=".0e"), value=interval_text(value, lo, hi, '.1e'))
-
-
-
-def contributions(result: ContributionsResult) -> Verdict:
-    """Chapter 1: the second half's relative contribution against the first half's (layer 0 apart)."""
-    c, f = CLAIMS["contributions"], result.facts()
-    if f["half_size"] < MIN_HALF:
-        return not_tested("contributions", f"{f['L']} layers: layers 1–{f['L'] - 1} cannot form two halves of at "
-                                           f"least {MIN_HALF} layers each.")
-    outcome, value, lo, hi = judge(c, result, c.fact)
-    return _verdict(c, outcome,
-                    f"second half {f['second']:.3f}, first half {f['first']:.3f}, ratio {interval_text(value, lo, hi)}; "
-                    f"without the last layer (ours: how much one layer moves the ratio), the second half is "
-                    f"{f['second_wo_last']:.3f} and the ratio {interval_text(f['ratio_wo_last'])}.",
-                    rows={"last layers": f"ratio {f['ratio']:.2f} with the last layer, {f['ratio_wo_last']:.2f} "
-                                         "without (ours)"},
-                    value=interval_text(value, lo, hi))
-
-
-def future_effects(result: FutureEffectsResult) -> Verdict:
-    """Chapter 2: skipping a second-half layer against a first-half one, on later layers and on the output,
-    each graded against its own thresholds; shown only if both are, mixed if one is. An output ratio that is
-    undefined (a half left empty by structural zeros, or a first half that never moves the output) is
-    *not tested* for that part and not counted."""
-    c, f = CLAIMS["future_effects"], result.facts()
-    if f["half_size"] < MIN_HALF:  # the last layer has no later layers
-        return not_tested("future_effects", f"{f['L']} layers: the {f['L'] - 1} layers with later layers cannot "
-                                            f"form two halves of at least {MIN_HALF} layers each.")
-    outcome, value, lo, hi = judge(c, result, "later_ratio")
-    out, ovalue, olo, ohi = judge(c, result, "out_ratio", shown=OUTPUT_SHOWN.value, against=OUTPUT_AGAINST.value)
-    params = result.meta.get("params", {})
-    notes = []
-    if f["structural"]:
-        local = ", direct only" if params.get("local") else ""
-        notes.append(f"Left out of the output halves: {numbered('layer', f['structural'])}, whose output effect is 0 "
-                     f"by construction in this variant ({params.get('mode')} tokens{local}).")
-    if ovalue is None:
-        notes.append("The output half is not tested: " + (
-            "after the structural zeros are left out, a half has no layer left." if f["out_first"] is None
-            or f["out_second"] is None else "skipping a first-half layer never moves the output, so there is no "
-                                            "ratio to take."))
-    later_text, out_text = interval_text(value, lo, hi), interval_text(ovalue, olo, ohi)
-    criterion = (f"{c.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval over prompts. Later layers: shown if "
-                 f"the interval lies at or below {c.shown.value:.2f} ({c.shown.source}), not shown if wholly above "
-                 f"{c.against.value:.2f} ({c.against.source}), mixed otherwise. Output: shown if it lies at or below "
-                 f"{OUTPUT_SHOWN.value:.2f} ({OUTPUT_SHOWN.source}), not shown if wholly above "
-                 f"{OUTPUT_AGAINST.value:.2f} ({OUTPUT_AGAINST.source}), mixed otherwise. The two parts combined: "
-                 f"{COMBINED}; an output ratio that is undefined is not tested and not counted.")
-    return _verdict(c, combine([outcome, out]),
-                    f"second half {f['later_second']:.3f}, first half {f['later_first']:.3f}, ratio {later_text} "
-                    f"({params.get('part', 'layer')}, {params.get('mode', 'future')} tokens; {outcome}); on the "
-                    f"output: ratio {out_text} ({out}).", notes, criterion=criterion,
-                    value=f"later layers {later_text}; output {out_text}" + (" (not tested)" if ovalue is None else ""))
-
-
-def logit_lens(result: LogitLensResult) -> Verdict:
-    """Chapter 3: where the lens KL halves and where the top-5 overlap passes 0.3, against the middle."""
-    c, f = CLAIMS["logit_lens"], result.facts()
-    outcomes, parts, values = [], [], []
-    for key, what in (("kl_rel", "KL halves"), ("overlap_rel", "overlap passes 0.3")):
-        if f[key] is None:  # never crosses: as late as it gets, which favours the claim only at the very end
-            outcomes.append("not tested")
-            parts.append(f"{what} at no layer (not counted)")
-            values.append(f"{what}: at no layer")
-            continue
-        outcome, value, lo, hi = judge(c, result, key)
-        outcomes.append(outcome)
-        parts.append(f"{what} at relative depth {interval_text(value, lo, hi)} ({outcome})")
-        values.append(f"{what}: {interval_text(value, lo, hi)}")
-    return _verdict(c, combine(outcomes), "; ".join(parts) + ".", value="; ".join(values))
-
-
-def depth_score(result: DepthScoreResult, floor: float = ACCURACY_FLOOR) -> Verdict:
-    """Chapter 6: per family, does P1's level depth score (that of ``D`` maxed over the level's prompts) rise
-    with the level? The slope of the level means of the prompts' scores (ours) is reported beside it, not
-    graded. Families the model does not solve (accuracy below ``floor`` at a level compared) carry no
-    evidence and are not counted."""
-    c, f = CLAIMS["depth_score"], result.facts()
-    L = result.n_layers
-    grades, parts, notes, values = [], [], [], []
-    for t in dict.fromkeys(r["task"] for r in result.rows):
-        rows = [r for r in result.rows if r["task"] == t]
-        acc = [r["accuracy"] for r in rows]
-        key = c.fact.format(task=t)
-        slope, lo, hi = f[key], f[f"{key}_lo"], f[f"{key}_hi"]
-        text = f"{t}: {interval_text(slope, lo, hi, '+.3f')}"
-        values.append(text)
-        mean = f"{t}_mean_slope"
-        ours = (f"beside it, ours and not graded, the slope of the level means of the prompts' scores "
-                f"{interval_text(f[mean], f[f'{mean}_lo'], f[f'{mean}_hi'], '+.3f')}")
-        if any(a is not None and a < floor for a in acc):
-            notes.append(f"{t} is not informative: accuracy " + ", ".join(
-                f"{100 * a:.0f}%" for a in acc if a is not None) + f" by level, below the floor of {100 * floor:.0f}% "
-                "(ours: at a level the model rarely solves, the score measures failed attempts).")
-            parts.append(text + f" (not counted; {ours})")
-            values[-1] += " (not counted)"
-            continue
-        if len(rows) < 2:
-            parts.append(text + f" (one level: not counted; {ours})")
-            values[-1] += " (not counted)"
-            continue
-        delta = 1.0 / ((L - 1) * (len(rows) - 1))
-        g = grade(slope, lo, hi, delta, c.against.value, shown_first=True)
-        grades.append(g)
-        parts.append(text + f" against one layer over the levels, {delta:.3f} ({g}; {ours})")
-    outcome = combine(grades)
-    if outcome == "not tested":
-        notes.append("No task family is informative, so this run cannot test the claim.")
-    return _verdict(c, outcome, "; ".join(parts) + ".", notes, value="; ".join(values),
-                    criterion=f"{c.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval (a resampled max never "
-                              "exceeds the level's observed one, so the interval says how much the slope hangs on a "
-                              "few prompts): a family counts for the "
-                              f"claim if the interval lies at or below one layer over its levels ({c.shown.source}); "
-                              "this is decided first, so a rise inside one layer supports the claim even when its "
-                              "interval lies above 0, because P1's claim is that harder problems do not use more "
-                              f"depth. Otherwise the family counts against the claim if the interval lies wholly "
-                              f"above 0 ({c.against.source}), and is mixed otherwise (an interval that reaches both 0 "
-                              "and past one layer). Families are combined, "
-                              f"and a family below {100 * floor:.0f}% accuracy at any level is not counted.")
 
 
 def shared_layers(result: DepthUse) -> Verdict:
@@ -351,3 +237,16 @@ def effective_depth(study: Study, ladder, base: str | None = None, cot: str | No
         out[name] = _verdict(c, outcome, numbers + ".", notes, value=value, criterion=criterion)
     out["scale"].also = [out["cot"], out["difficulty"]]  # the chapter's one paper-vs-run table shows all three
     return out
+
+
+def claim_modules() -> list:
+    """Every claim module of this package (:mod:`depthutils.book.claims.contributions` and the others), imported."""
+    import importlib
+    import pkgutil
+
+    return [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)
+            if m.name != "run"]
+
+
+# the claim modules, reachable as ``claims.contributions`` and so on once the package is imported
+from depthutils.book.claims import contributions, depth_score, future_effects, logit_lens, residual_stream  # noqa: E402

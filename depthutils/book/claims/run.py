@@ -1,0 +1,30 @@
+"""A chapter's headline run on a real model: the record each claim module's ``RUN`` is, which
+:func:`depthutils.book.realruns.section` runs and shows."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+__all__ = ["Run"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One chapter's headline run on a real model: what it measures, at which N, and how it is graded."""
+
+    what: str                                         # the N and data, in words, for the page
+    measure: Callable                                 # lm -> a result, {name: result}, or (results, facts)
+    claim: Callable                                   # (result(s), facts or None) -> Verdict
+    figure: Callable                                  # one result -> Figure
+    caption: str                                      # the figure's caption (what it shows, for any model)
+    #: the dtype it loads the model in: "auto" (bfloat16 where the CPU computes it natively), or "float32" where
+    #: bfloat16 would change the graded statistic (the table of both in depthutils.book.precision)
+    dtype: str = "auto"
+    #: the figure takes the whole ``{name: result}`` (one figure), not one result per figure
+    together: bool = False
+    #: numbers the chapter's prose states for each model: ``results -> {key: value}``, glued as
+    #: ``verdict[_<name>]_<slug>_<key>``; a model not run gets "not run" for each of ``glue_keys``
+    glue: Callable | None = None
+    glue_keys: tuple = ()
+    #: the chapter whose headline this is ("01"), its key in :data:`depthutils.book.realruns.RUNS`
+    chapter: str = ""
