@@ -9,7 +9,7 @@ book's text column (636–660 px of its 676–688 px at 1280 px and wider), with
 what the rendered page needs to check that (:func:`legibility`: the smallest font, the resolution, and how
 many tick labels overlap), and the book's browser test reads it back from every figure of the page.
 
-The figures of each chapter are in :mod:`depthutils.book.plotting`.
+Each claim draws its figures in its own module (:mod:`depthutils.book.claims`, :mod:`depthutils.book.reviews`).
 """
 from __future__ import annotations
 

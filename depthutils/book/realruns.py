@@ -23,8 +23,8 @@ from depthutils.analysis.study import study
 from depthutils.book import claims, report
 from depthutils.book.claim_table import CLAIMS, OUTCOMES
 from depthutils.book.claims import claim_modules
+from depthutils.book.claims.context import MIN_PROMPTS, by_kind, run_sample, sample_figure
 from depthutils.book.claims.run import Run
-from depthutils.book.context_claim import MIN_PROMPTS, by_kind, run_sample, sample_figure
 from depthutils.book.plotstyle import save
 from depthutils.core.errors import DepthError
 from depthutils.core.numbers import as_shown
@@ -58,7 +58,7 @@ FACT_CHECK_DTYPE = "float32"
 
 
 #: chapters 4 and 5 on a real model grade a sample: every prompt of a kind the model answers, the first ``SAMPLE``
-#: of it (the fewest the verdict grades, ``context_claim.MIN_PROMPTS``: each prompt costs seconds per chapter), from
+#: of it (the fewest the verdict grades, ``claims.context.MIN_PROMPTS``: each prompt costs seconds per chapter), from
 #: P1's own, 59 sums of two one-digit numbers (the sums small models solve), 60 sums of three (their own kind, beside
 #: the sums of two: SmolLM2 answered 9 of 39 distinct ones, 12 of 59), the book's well-known two-hop facts and 39
 #: MQuAKE compositions (:func:`depthutils.analysis.known_facts.prompts_for`)
@@ -104,7 +104,7 @@ _CONTEXT_RUNS: dict[str, Run] = {
               "kind of their own), the book's well-known two-hop facts and 39 MQuAKE compositions; the baseline from 10 "
               "GSM8K problems",
               _erasure,
-              lambda rs, f: claims.context(rs, "erasing the residual", facts=f),
+              lambda rs, f: claims.context.verdict(rs, "erasing the residual", facts=f),
               lambda s: sample_figure(s, "erasing a context position still moves the answer"),
               "Per prompt (rows), the relative depth of the deepest residual at which erasing a context position "
               "still moves the answer by more than 10% of the largest effect (P1 Fig. 6b's reading, one dot per "
@@ -116,7 +116,7 @@ _CONTEXT_RUNS: dict[str, Run] = {
     "05": Run(f"up to {SAMPLE} prompts per kind that the model answers, chosen as in chapter 4; Gauss–Legendre with "
               f"{IG_NODES} nodes per layer (cheap enough for a sample, where the adaptive rule is not), a prompt "
               "whose layer sums miss f(x) − f(b) by more than a tenth not counted", _ig,
-              lambda rs, f: claims.context(rs, "the |attribution|", facts=f),
+              lambda rs, f: claims.context.verdict(rs, "the |attribution|", facts=f),
               lambda s: sample_figure(s, "a context position carries a tenth of the |attribution|"),
               "Per prompt (rows), the relative depth of the deepest layer whose output at a context position still "
               "carries more than 10% of the largest |integrated-gradients attribution| of the answer (P1 Fig. 6a's "

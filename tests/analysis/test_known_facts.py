@@ -121,7 +121,7 @@ def test_selection_drops_unanswered_prompts_and_needs_both_hops(tiny, monkeypatc
     # the verdict: an arithmetic part the model answers none of is not tested, with its accuracy
     r = du.residual_erasure(lm, fp.prompts["multihop"], progress_bar=False,
                             baseline=du.residual_means(lm, [CONTEXTS[0]], progress_bar=False))
-    v = claims.context({"multihop": r}, "erasing the residual", facts=fp)
+    v = claims.context.verdict({"multihop": r}, "erasing the residual", facts=fp)
     assert "arithmetic: not tested" in v.value and any("answers 0 of 1" in n for n in v.notes)
     assert "answers 2 of 3 prompts tried (P1's and MQuAKE's) and knows both single hops of 1 of those" in \
         v.rows["prompts the model answers"]
@@ -131,7 +131,7 @@ def test_selection_drops_unanswered_prompts_and_needs_both_hops(tiny, monkeypatc
     monkeypatch.setattr(kf, "candidates", lambda **kw: made[:3])
     none = kf.prompts_for(lm, batch_size=3, progress_bar=False)
     assert none.prompts == {} and set(none.untested) == {"arithmetic", "multihop"}
-    v = claims.context({}, "erasing the residual", facts=none)
+    v = claims.context.verdict({}, "erasing the residual", facts=none)
     assert v.outcome == "not tested" and "answers 1 of 2" in v.notes[-1]
 
 

@@ -78,15 +78,15 @@ def test_reference_facts_are_the_band_of_p2s_table():
 
 def test_uncontrolled_points_are_drawn_apart_and_never_joined(tiny_root, tmp_path):
     """Chapter 9's real models: hollow diamonds, one per defined cell, beside the ladder's lines; none without them."""
-    from depthutils.book import plotting
+    from depthutils.book import claims
 
     a, b = (str(build_tiny(f, tiny_root)) for f in ("llama", "qwen2"))
     tasks = ["arithmetic", "addition"]
     ladder = study([a], tasks, n=3, cache_dir=tmp_path, progress_bar=False)
     other = study([b], tasks, n=3, cache_dir=tmp_path, progress_bar=False)
-    plain = plotting.ratio_vs_depth(ladder, [a])
+    plain = claims.effective_depth.ratio_figure(ladder, [a])
     assert not any(l.get_marker() == "D" for ax in plain.axes for l in ax.lines)
-    fig = plotting.ratio_vs_depth(ladder, [a], uncontrolled=other)
+    fig = claims.effective_depth.ratio_figure(ladder, [a], uncontrolled=other)
     for ax, metric in zip(fig.axes, METRICS):
         diamonds = [l for l in ax.lines if l.get_marker() == "D"]
         defined = [t for t in tasks if other.cell(b, t, metric)[1] is not None]

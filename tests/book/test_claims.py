@@ -14,7 +14,7 @@ import pytest
 from depthutils.analysis.study import Study, reference_spread
 from depthutils.book import claims
 from depthutils.book.claims import CLAIMS, OUTCOMES, combine, grade
-from depthutils.book.mapping_claim import against_null
+from depthutils.book.claims.mapping import against_null
 from depthutils.measures.contributions import KEYS, ContributionsResult
 from depthutils.measures.cross_model_mapping import MappingResult, spearman
 from depthutils.measures.curves import peaks_at_embedding
@@ -243,19 +243,19 @@ def _untrained(best_of_row, **kw) -> MappingResult:
 
 
 def test_a_diagonal_map_is_shown_against_permuted_targets_and_an_untrained_target():
-    v = claims.mapping([_mapping(DIAG)], [_untrained([15] * 8)])
+    v = claims.mapping.verdict([_mapping(DIAG)], [_untrained([15] * 8)])
     assert v.outcome == "shown" and "rank correlation" in v.numbers and "onto b-untrained" in v.numbers
     assert "(shown); against chance" in v.numbers
 
 
 def test_without_an_untrained_target_a_diagonal_is_at_best_mixed():
-    v = claims.mapping([_mapping(DIAG)])
+    v = claims.mapping.verdict([_mapping(DIAG)])
     assert v.outcome == "mixed" and any("no untrained target" in n for n in v.notes)
 
 
 def test_a_map_no_nearer_the_diagonal_than_its_untrained_target_is_not_shown():
     """The null decides where chance alone would show the claim: the untrained target is as diagonal."""
-    v = claims.mapping([_mapping(DIAG)], [_untrained(DIAG)])
+    v = claims.mapping.verdict([_mapping(DIAG)], [_untrained(DIAG)])
     assert v.outcome == "not shown" and "(not shown); against chance" in v.numbers
 
 
@@ -270,7 +270,7 @@ def test_the_positive_control_is_reported_and_not_counted():
     """A second seed that is perfectly diagonal does not lift a trained pair that shows nothing."""
     control = _mapping(list(range(8)), Lt=8)
     control.meta = {"params": {"source": "a", "target": "a-seed2"}}
-    v = claims.mapping([_mapping(DIAG)], [_untrained(DIAG)], control)
+    v = claims.mapping.verdict([_mapping(DIAG)], [_untrained(DIAG)], control)
     assert v.outcome == "not shown"
     assert any(n.startswith("Positive control (not counted): a → a-seed2") and "shown against the untrained" in n
                for n in v.notes)
@@ -283,7 +283,7 @@ def test_a_random_map_is_not_shown_where_a_fixed_threshold_could_not_fail():
     r = _mapping(best)
     null = r.null_distances()
     assert r.diagonal_distance() > np.percentile(null, 5)
-    assert claims.mapping([r]).outcome == "not shown"
+    assert claims.mapping.verdict([r]).outcome == "not shown"
 
 
 def test_flat_rows_that_share_one_target_are_flagged_and_at_best_mixed():
@@ -291,7 +291,7 @@ def test_flat_rows_that_share_one_target_are_flagged_and_at_best_mixed():
     r = _mapping(best, depth=0.02, flat=0.02)  # shallow wells: the rows are flat within the noise
     bands = r.best_band(n_boot=200)
     assert max(len(b) for b in bands[:6]) >= 3  # the band of target layers within the noise is wide
-    v = claims.mapping([r])
+    v = claims.mapping.verdict([r])
     assert any("share one best target" in n for n in v.notes) and v.outcome != "shown"
     assert r.facts()["shared_frac"] >= 0.5
 
@@ -305,7 +305,7 @@ def test_spearman_with_ties_and_without_variation():
 def test_one_model_alone_is_not_tested():
     r = _mapping(list(range(8)), Lt=8)
     r.meta["params"]["target"] = "a"
-    v = claims.mapping([r])
+    v = claims.mapping.verdict([r])
     assert v.outcome == "not tested" and "one model" in v.numbers
 
 
@@ -328,7 +328,7 @@ def test_a_degenerate_metric_is_named_and_not_counted():
     models, tasks = ["m4", "m8"], ["gsm8k", "hellaswag", "aime24"]
     results = {("m4", t): _ed(4, 2) for t in tasks} | {("m8", t): _ed(8, 5) for t in tasks}
     s = Study(models, tasks, results, n_boot=200)
-    v = claims.effective_depth(s, models)
+    v = claims.effective_depth.verdicts(s, models)
     assert any("cos is degenerate" in n and "undefined" in n for n in v["scale"].notes)
     assert "cos:" not in v["scale"].numbers and "kl:" in v["scale"].numbers
     # the ratio is 0.75 at both depths: the spread 0 is within P2's own
@@ -345,7 +345,7 @@ def test_a_kl_curve_that_peaks_at_the_embedding_is_degenerate():
     s = Study(models, tasks, results, n_boot=200)
     assert {s.cell(m, t, "kl")[0] for m in models for t in tasks} == {1}
     assert peaks_at_embedding(results[("m8", "gsm8k")].kl) and not peaks_at_embedding(_ed(8, 5).kl)
-    v = claims.effective_depth(s, models)
+    v = claims.effective_depth.verdicts(s, models)
     note = next(n for n in v["scale"].notes if n.startswith("kl is degenerate"))
     assert "6 of 6 cells with the KL maximum at h_0" in note and "DS-R1-Qwen-1.5B on gsm8k, KL ED 1" in note
     assert "kl:" not in v["scale"].numbers and "overlap:" in v["scale"].numbers
@@ -372,9 +372,9 @@ class _Use:
 
 
 def test_the_shared_layer_verdict_leaves_out_a_degenerate_kl_ratio():
-    counted = claims.shared_layers(_Use("none"))
+    counted = claims.shared_layers.verdict(_Use("none"))
     assert counted.outcome == "mixed"  # a KL difference of exactly 0 is not above 0
-    left_out = claims.shared_layers(_Use("stacked, shared"))
+    left_out = claims.shared_layers.verdict(_Use("stacked, shared"))
     assert left_out.outcome == "shown" and "kl_ratio: 0.25 vs 0.25, degenerate (not tested)" in left_out.numbers
     assert any("degenerate on stacked, shared" in n and "h_0" in n for n in left_out.notes)
 
@@ -443,10 +443,10 @@ def test_an_integrated_gradients_prompt_whose_sums_miss_completeness_is_not_coun
     coarse = depthutils.integrated_gradients(handle, "5 + 7 + 5 = ", "17", steps=1, progress_bar=False)
     fine = depthutils.integrated_gradients(handle, "5 + 7 + 5 = ", "17", rule="adaptive", progress_bar=False)
     assert coarse.facts()["completeness"] > COMPLETENESS_LIMIT >= fine.facts()["completeness"]
-    v = claims.context({"arithmetic": coarse}, "the |attribution|")
+    v = claims.context.verdict({"arithmetic": coarse}, "the |attribution|")
     assert v.outcome == "not tested"
     assert any(f"{coarse.facts()['completeness']:.2f}" in n and "not informative" in n for n in v.notes), v.notes
-    assert claims.context({"arithmetic": fine}, "the |attribution|").outcome != "not tested"
+    assert claims.context.verdict({"arithmetic": fine}, "the |attribution|").outcome != "not tested"
 
 
 SHARED_REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "effective_depth_table1.csv"
@@ -475,7 +475,7 @@ def test_chapter_9s_table_sets_each_of_its_three_verdicts_beside_p2s_value():
     cross = {"m4": {"gsm8k": 1, "hellaswag": 1, "aime24": 2}, "m8": {"gsm8k": 3, "hellaswag": 3, "aime24": 5},
              "m8cot": {t: 6 for t in tasks}}  # ED_KL = ED_overlap = the crossing layer (≤ L − 2); cos is undefined
     s = Study(list(L), tasks, {(m, t): _ed(L[m], cross[m][t]) for m in L for t in tasks}, n_boot=200)
-    v = claims.effective_depth(s, ["m4", "m8"], base="m8", cot="m8cot")
+    v = claims.effective_depth.verdicts(s, ["m4", "m8"], base="m8", cot="m8cot")
     table = claims.paper_vs_run(v["scale"], [{"model": m, "n_layers": L[m]} for m in L])
     rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in table.splitlines()}
     ratio = lambda m, ts: np.mean([(cross[m][t] + 1) / L[m] for t in ts])  # P2's (ED + 1) / L
@@ -504,7 +504,7 @@ def test_chapter_9s_table_sets_each_of_its_three_verdicts_beside_p2s_value():
 def test_a_companion_verdict_that_is_not_tested_says_why_in_the_table():
     models, tasks = ["m4", "m8"], ["gsm8k", "hellaswag", "aime24"]
     s = Study(models, tasks, {(m, t): _ed(L, 2) for m, L in (("m4", 4), ("m8", 8)) for t in tasks}, n_boot=50)
-    v = claims.effective_depth(s, models)
+    v = claims.effective_depth.verdicts(s, models)
     row = next(line for line in claims.paper_vs_run(v["scale"], []).splitlines()
                if line.startswith(f"| {CLAIMS['cot'].short} |"))
     assert row.endswith("| — (not tested: this run needs a base and a chain-of-thought model.) |"), row

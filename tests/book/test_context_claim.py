@@ -1,4 +1,4 @@
-"""Chapters 4 and 5's claim on a sample of prompts (depthutils.book.context_claim): the mean over a kind's prompts
+"""Chapters 4 and 5's claim on a sample of prompts (depthutils.book.claims.context): the mean over a kind's prompts
 and its bootstrap interval against an independent numpy computation, every outcome the verdict can take, and the
 book's well-known two-hop facts (data/prompts/two_hop_facts.json) well-formed."""
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 from depthutils.analysis import known_facts as kf
 from depthutils.book import claims
-from depthutils.book import context_claim as cc
 from depthutils.book.claim_table import CLAIMS, COMPLETENESS_LIMIT
+from depthutils.book.claims import context as cc
 
 
 class _Prompt:
@@ -63,7 +63,7 @@ def test_the_mean_and_its_interval_match_an_independent_bootstrap():
 def test_the_verdict_rests_on_each_kinds_mean_and_interval():
     arith = [0.3, 0.35, 0.4, 0.45, 0.5, 0.3, 0.4, 0.35, 0.45, 0.5, 0.4, 0.3]
     hop = [0.4, 0.5, 0.45, 0.55, 0.5, 0.4, 0.45, 0.5, 0.55, 0.5]
-    v = claims.context({**_sample("arithmetic", arith), **_sample("multihop", hop)}, "erasing the residual", facts=REAL)
+    v = claims.context.verdict({**_sample("arithmetic", arith), **_sample("multihop", hop)}, "erasing the residual", facts=REAL)
     assert v.outcome == "shown", v.numbers
     for label, values in (("arithmetic", arith), ("two-hop", hop)):
         lo, hi = _numpy_interval(values)
@@ -72,31 +72,31 @@ def test_the_verdict_rests_on_each_kinds_mean_and_interval():
     straddle = [0.45, 0.55, 0.65, 0.75, 0.5, 0.6, 0.7, 0.55, 0.65, 0.6]
     lo, hi = _numpy_interval(straddle)
     assert lo < CLAIMS["context"].shown.value < hi <= CLAIMS["context"].against.value
-    v = claims.context({**_sample("arithmetic", arith), **_sample("multihop", straddle)}, "the |attribution|",
+    v = claims.context.verdict({**_sample("arithmetic", arith), **_sample("multihop", straddle)}, "the |attribution|",
                        facts=REAL)
     assert v.outcome == "mixed" and "two-hop" in v.value and "(mixed)" in v.numbers
     # one kind wholly past the against threshold: not shown, whatever the other kind says
     late = [0.85, 0.9, 0.95, 0.9, 0.85, 0.9, 1.0, 0.95, 0.9, 0.85]
-    v = claims.context({**_sample("arithmetic", late), **_sample("multihop", hop)}, "erasing the residual", facts=REAL)
+    v = claims.context.verdict({**_sample("arithmetic", late), **_sample("multihop", hop)}, "erasing the residual", facts=REAL)
     assert v.outcome == "not shown"
     # the same numbers on too few prompts of a real model: that kind is not tested, with the count
-    v = claims.context({**_sample("arithmetic", late[:4]), **_sample("multihop", hop)}, "erasing the residual",
+    v = claims.context.verdict({**_sample("arithmetic", late[:4]), **_sample("multihop", hop)}, "erasing the residual",
                        facts=REAL)
     assert v.outcome == "shown" and "arithmetic: not tested (4 prompts counted)" in v.value
     assert any(f"fewer than the {cc.MIN_PROMPTS}" in n for n in v.notes)
-    v = claims.context({**_sample("arithmetic", late[:4]), **_sample("multihop", hop[:9])}, "erasing the residual",
+    v = claims.context.verdict({**_sample("arithmetic", late[:4]), **_sample("multihop", hop[:9])}, "erasing the residual",
                        facts=REAL)
     assert v.outcome == "not tested"
 
 
 def test_one_prompt_per_kind_is_graded_on_its_point_only_without_a_check():
     # results alone (no fact check) are graded however many they are, one prompt on its point
-    v = claims.context({"arithmetic": _Prompt(0.5), "multihop": _Prompt(0.7)}, "erasing the residual")
+    v = claims.context.verdict({"arithmetic": _Prompt(0.5), "multihop": _Prompt(0.7)}, "erasing the residual")
     assert v.outcome == "mixed"
     assert "arithmetic: 0.50 (one prompt: no interval)" in v.value and "two-hop: 0.70 (one prompt" in v.value
-    assert claims.context({"arithmetic": _Prompt(0.5)}, "erasing the residual").outcome == "shown"
+    assert claims.context.verdict({"arithmetic": _Prompt(0.5)}, "erasing the residual").outcome == "shown"
     # with the check that chose them (any model's, the embedded one's too), one prompt per kind is not tested
-    v = claims.context({"arithmetic": _Prompt(0.5), "multihop": _Prompt(0.7)}, "erasing the residual", facts=REAL)
+    v = claims.context.verdict({"arithmetic": _Prompt(0.5), "multihop": _Prompt(0.7)}, "erasing the residual", facts=REAL)
     assert v.outcome == "not tested" and "arithmetic: not tested (1 prompts counted)" in v.value
 
 
@@ -111,7 +111,7 @@ def test_sums_of_three_numbers_are_a_kind_of_their_own_beside_the_sums_of_two():
     facts = kf.FactPrompts({}, cands)
     assert facts.kinds() == ["arithmetic", "chains", "multihop"]
     n = cc.MIN_PROMPTS
-    v = claims.context({**_sample("arithmetic", [0.4] * n), **_sample("chains", [0.5] * (n - 1))},
+    v = claims.context.verdict({**_sample("arithmetic", [0.4] * n), **_sample("chains", [0.5] * (n - 1))},
                        "erasing the residual", facts=facts)
     assert "arithmetic: mean 0.40" in v.value and "sums of three or more numbers: not tested (9 prompts counted)" in v.value
     assert "two-hop: not tested (0 prompts counted)" in v.value and v.outcome == "shown"
@@ -132,7 +132,7 @@ def test_prompts_that_cannot_inform_are_not_counted():
                "arithmetic_12": _broken(0.9, 2 * COMPLETENESS_LIMIT)}
     sample = cc.KindSample("arithmetic", results)
     assert sample.stats()["n"] == 10 and set(sample.stats()["dropped"]) == {"arithmetic_11", "arithmetic_12"}
-    v = claims.context(results, "the |attribution|", facts=REAL)
+    v = claims.context.verdict(results, "the |attribution|", facts=REAL)
     assert "over 10 prompts" in v.value
     assert any("2 prompts not informative" in n and f"arithmetic_12, completeness gap {2 * COMPLETENESS_LIMIT:.2f}"
                in n for n in v.notes), v.notes
@@ -183,7 +183,7 @@ def test_a_sample_stops_a_kind_that_can_no_longer_be_graded():
                                                                    "arithmetic_4"]
     assert sum(k.startswith("multihop") for k in measured) == n
     facts = kf.FactPrompts(dict.fromkeys(rels), [])
-    v = claims.context(measured, "erasing the residual", facts=facts)
+    v = claims.context.verdict(measured, "erasing the residual", facts=facts)
     assert "arithmetic: not tested (0 prompts counted)" in v.value and "two-hop: mean 0.50" in v.value
     assert any(f"{n - 1} of its {n + 3} prompts were not measured" in x for x in v.notes), v.notes
     few = {f"multihop_{i + 1}" if i else "multihop": f"p{i}" for i in range(n - 1)}

@@ -17,7 +17,7 @@ from conftest import build_tiny  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import depthutils  # noqa: E402
-from depthutils.book import claims, plotstyle, plotting  # noqa: E402
+from depthutils.book import claims, plotstyle  # noqa: E402
 from depthutils.measures import MEASUREMENTS  # noqa: E402
 
 #: the saved PNG may be a little narrower or wider than the figure where its tight box trims or keeps an edge
@@ -33,9 +33,12 @@ def deep(tiny_root):
 
 
 def _figure(name: str):
-    """Measurement ``name``'s figure: its claim module's (``claims.<name>.figure``), else ``plotting.<name>``."""
-    module = getattr(claims, name, None)
-    return module.figure if isinstance(module, types.ModuleType) else getattr(plotting, name, None)
+    """Measurement ``name``'s figure, in the module of the claim it is graded for (``claims.<claim>``): that module's
+    ``FIGURES[name]``, or its ``figure`` where the module is the measurement's own (``claims.contributions``)."""
+    module = getattr(claims, MEASUREMENTS[name].claim, None)
+    if not isinstance(module, types.ModuleType):
+        return None
+    return getattr(module, "FIGURES", {}).get(name) or (module.figure if module.__name__.endswith("." + name) else None)
 
 
 #: every registered measurement with a figure of its own

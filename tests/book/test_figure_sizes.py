@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 from depthutils.analysis import known_facts  # noqa: E402
 from depthutils.analysis.objectives import objectives  # noqa: E402
 from depthutils.analysis.solved_split import SolvedSplit  # noqa: E402
-from depthutils.book import context_claim, mapping_plots, objectives_claim, objectives_plots  # noqa: E402
+from depthutils.book import claims, objectives_claim, objectives_plots  # noqa: E402
 from depthutils.book.plotstyle import COLUMN_IN, MIN_FONT_PT, legibility  # noqa: E402
 from depthutils.book.reviews import early_exit, norm_growth, only_deeper  # noqa: E402
 from depthutils.measures import ig_rules  # noqa: E402
@@ -103,7 +103,7 @@ def mapping_result(Ls: int, Lt: int, target: str, slope: float = 1.0) -> Mapping
 
 
 class Measured:
-    """One prompt's measurement as :func:`~depthutils.book.context_claim.sample_figure` reads it."""
+    """One prompt's measurement as :func:`~depthutils.book.claims.context.sample_figure` reads it."""
 
     def __init__(self, rel: float | None, prompt: str, model: str):
         self.rel, self.meta = rel, {"model": model, "params": {"prompt": prompt}}
@@ -112,7 +112,7 @@ class Measured:
         return {"deepest_rel": self.rel}
 
 
-def kind_sample(L: int) -> context_claim.KindSample:
+def kind_sample(L: int) -> claims.context.KindSample:
     """The book's first twelve curated two-hop facts (long prompts, many alike in their first words and their
     last), one not counted."""
     with open(known_facts.CURATED, encoding="utf-8") as f:
@@ -121,7 +121,7 @@ def kind_sample(L: int) -> context_claim.KindSample:
     results = {("multihop" if i == 0 else f"multihop_{i + 1}"): Measured(
         None if i == 3 else float(v), prompts[i], "smollm2-135m" if L > 20 else "ladder-8")
         for i, v in enumerate(values)}
-    return context_claim.KindSample("multihop", results)
+    return claims.context.KindSample("multihop", results)
 
 
 def ig_rules_inputs(L: int) -> tuple[dict, IGResult]:
@@ -168,12 +168,12 @@ def figures(L: int) -> dict:
                {k: r for k, r in exit_results(L).items() if k != early_exit.LENS_KEY}),
            "lens_figure": lambda: early_exit.lens_figure(lens()),
            "only_deeper": lambda: only_deeper.figure(split_result(L)),
-           "mapping": lambda: mapping_plots.mapping(maps()[0]),
-           "mapping_curves": lambda: mapping_plots.mapping_curves(maps()),
-           "mapping_null": lambda: mapping_plots.mapping_null(maps()[0], untrained(), mapping_result(
+           "mapping": lambda: claims.mapping.figure(maps()[0]),
+           "mapping_curves": lambda: claims.mapping.curves_figure(maps()),
+           "mapping_null": lambda: claims.mapping.null_figure(maps()[0], untrained(), mapping_result(
                L // 2, L // 2, f"ladder-{L // 2}-seed2")),
-           "mapping_null_without_control": lambda: mapping_plots.mapping_null(maps()[0], untrained()),
-           "sample_figure": lambda: context_claim.sample_figure(
+           "mapping_null_without_control": lambda: claims.mapping.null_figure(maps()[0], untrained()),
+           "sample_figure": lambda: claims.context.sample_figure(
                kind_sample(L), "erasing a context position still moves the answer"),
            "rule_figure": lambda: ig_rules.rule_figure(*ig_rules_inputs(L)),
            "plot_profile": lambda: ig_rules.plot_profile(profile()),

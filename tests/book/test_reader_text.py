@@ -66,8 +66,8 @@ class _Prompt:
 
 
 def test_chapters_4_and_5_state_their_own_measure_in_the_criterion():
-    erasure = claims.context({"arithmetic": _Prompt(0.5)}, "erasing the residual").criterion
-    ig = claims.context({"arithmetic": _Prompt(0.5)}, "the |attribution|").criterion
+    erasure = claims.context.verdict({"arithmetic": _Prompt(0.5)}, "erasing the residual").criterion
+    ig = claims.context.verdict({"arithmetic": _Prompt(0.5)}, "the |attribution|").criterion
     assert "erasing the residual" in erasure and "attribution" not in erasure
     assert "integrated-gradients attribution" in ig and "erasing" not in ig and "intervening" not in ig
 

@@ -102,7 +102,7 @@ def test_a_ratio_that_stays_in_the_band_while_ed_does_not_grow_is_not_shown():
     f = s.facts(list(L), metric="kl")
     assert f["scale_ed"] == [12.0, 12.0] and f["scale_ed_slope"] == 0.0
     assert f["scale_spread"] == pytest.approx(13 / 16 - 13 / 17, abs=0.01)
-    v = claims.effective_depth(s, list(L))["scale"]
+    v = claims.effective_depth.verdicts(s, list(L))["scale"]
     assert "ratio stable: shown" in v.numbers and "ED grows: not shown" in v.numbers
     assert v.outcome != "shown" and v.outcome == "mixed"
 
@@ -120,7 +120,7 @@ def test_the_ed_slope_is_the_least_squares_slope_of_ed_against_l():
         assert f["scale_ed"] == pytest.approx(eds, abs=0.006)
         assert f["scale_ed_slope"] == pytest.approx(want, abs=0.006)
         assert f["scale_ed_slope_lo"] <= f["scale_ed_slope"] <= f["scale_ed_slope_hi"]
-    v = claims.effective_depth(s, list(L))["scale"]
+    v = claims.effective_depth.verdicts(s, list(L))["scale"]
     assert v.value.startswith("ED slope: kl ") and "; ratio spread: kl " in v.value
 
 
@@ -155,7 +155,7 @@ def test_each_metrics_scale_tolerance_is_p2s_spread_of_that_metric_beside_p2s_wo
     inst = [t[f"Qwen2.5-{n}-Instruct"] for n in ("1.5B", "7B", "14B", "32B")]
     s = Study(["m4", "m8"], list(TASKS), {(m, x): _ed(L, 2) for m, L in (("m4", 4), ("m8", 8)) for x in TASKS},
               n_boot=50)
-    v = claims.effective_depth(s, ["m4", "m8"])["scale"]
+    v = claims.effective_depth.verdicts(s, ["m4", "m8"])["scale"]
     for metric in ("cos", "kl", "overlap"):
         means = [_mean_ratio(r, metric) for r in inst]
         spread = max(means) - min(means)
@@ -172,7 +172,7 @@ def test_the_quotations_beside_the_thresholds_are_p2s_words():
     quotes = QUOTES.read_text()
     s = Study(["m4", "m8"], list(TASKS), {(m, x): _ed(L, 2) for m, L in (("m4", 4), ("m8", 8)) for x in TASKS},
               n_boot=50)
-    texts = [v.criterion for v in claims.effective_depth(s, ["m4", "m8"]).values()]
+    texts = [v.criterion for v in claims.effective_depth.verdicts(s, ["m4", "m8"]).values()]
     texts.append(claims.future_effects.verdict(_future((1.0, 0.3), (1.0, 0.3))).criterion)
     found = [q for text in texts for q in re.findall(r"“([^”]+)”", text)]
     assert found and all(q in quotes for q in found), [q for q in found if q not in quotes]

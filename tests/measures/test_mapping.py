@@ -8,7 +8,7 @@ import torch
 from conftest import ATOL, TEXT, build_tiny
 
 import depthutils
-from depthutils.book.claims import mapping as verdict
+from depthutils.book.claims.mapping import verdict
 from depthutils.core.prompts import Prompt
 from depthutils.measures.cross_model_mapping import fit_maps, with_bias
 

@@ -3,6 +3,7 @@ models."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
@@ -15,11 +16,10 @@ from depthutils.book.plotstyle import (
     subplots,
     title,
 )
-from depthutils.book.plotting import score_frame
 from depthutils.measures.depth_score import DepthScoreResult
 from depthutils.measures.depth_score import depth_score as measure
 
-__all__ = ["RUN", "figure", "verdict"]
+__all__ = ["RUN", "figure", "score_frame", "verdict"]
 
 
 def verdict(result: DepthScoreResult, floor: float = ACCURACY_FLOOR) -> Verdict:
@@ -69,6 +69,13 @@ def verdict(result: DepthScoreResult, floor: float = ACCURACY_FLOOR) -> Verdict:
                               f"above 0 ({c.against.source}), and is mixed otherwise (an interval that reaches both 0 "
                               "and past one layer). Families are combined, "
                               f"and a family below {100 * floor:.0f}% accuracy at any level is not counted.")
+
+
+def score_frame(result) -> pd.DataFrame:
+    """Per-prompt normalised depth scores and correctness of a depth-score result, long form."""
+    return pd.DataFrame({"level": result.prompt_levels.astype(float), "task": result.prompt_tasks,
+                         "score": result.prompt_scores / (result.n_layers - 1),
+                         "correct": 100 * result.prompt_correct})
 
 
 def figure(result):

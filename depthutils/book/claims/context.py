@@ -4,8 +4,8 @@ graded per kind of prompt (arithmetic, sums of three or more numbers, two-hop) o
 P1's Fig. 6 shows one prompt per kind; the book grades a sample of prompts the model answers
 (:func:`depthutils.analysis.known_facts.prompts_for`: on an embedded model, the chapter's prompt and the ladder's
 held-out chains and compositions; on a real model, real facts and sums), so that the verdict says how the model
-typically computes, not how it computed one answer. :func:`context` is re-exported by :mod:`depthutils.book.claims`
-(``claims.context``); :class:`KindSample` and :func:`sample_figure` are how a real-model section shows one kind.
+typically computes, not how it computed one answer. :class:`KindSample` and :func:`sample_figure` are how a real-model section shows one kind; the
+worked prompt's layer × token maps are :func:`erasure_figure` (chapter 4) and :func:`attribution_figure` (chapter 5).
 
 **Why the mean.** The claim's thresholds are relative depths (0.6, 0.8), so the mean of the per-prompt relative
 depths is graded on the scale the thresholds are stated on, with no new number; the share of prompts at or below
@@ -24,13 +24,14 @@ from depthutils.analysis.known_facts import KINDS, FactPrompts
 from depthutils.book.claim_table import CLAIMS, COMPLETENESS_LIMIT, LEVEL, OUTCOMES
 from depthutils.book.grading import Verdict, _verdict, grade, interval_text
 from depthutils.book.legends import below
-from depthutils.book.plotstyle import subplots
+from depthutils.book.plotstyle import CMAPS, ROBUST_PERCENTILE, heatmap, model_name, robust_max, subplots
 from depthutils.core.progress import progress
 from depthutils.core.results import bootstrap
 from depthutils.measures.integrated_gradients import IGResult
 
-__all__ = ["CONTEXT_MEASURES", "MIN_PROMPTS", "KindSample", "by_kind", "context", "kind_of", "per_prompt",
-           "prompt_labels", "run_sample", "sample_facts", "sample_figure", "sample_mean", "worked"]
+__all__ = ["CONTEXT_MEASURES", "MIN_PROMPTS", "KindSample", "by_kind", "verdict", "kind_of", "per_prompt",
+           "prompt_labels", "run_sample", "sample_facts", "sample_figure", "sample_mean", "worked", "erasure_figure",
+           "attribution_figure", "FIGURES"]
 
 #: what chapters 4 and 5 measure at a context position, by the ``what`` they pass to :func:`context`
 CONTEXT_MEASURES = {"erasing the residual": "the effect on the answer of erasing the residual (replacing it by "
@@ -143,7 +144,7 @@ def _flatten(results: dict) -> dict:
     return out
 
 
-def context(results: dict, what: str, facts: FactPrompts | None = None) -> Verdict:
+def verdict(results: dict, what: str, facts: FactPrompts | None = None) -> Verdict:
     """Chapters 4 and 5: per kind of prompt, the mean over its prompts of the relative depth of the deepest layer
     at which a context position still matters, graded with its bootstrap interval; the kinds are combined (shown
     if every kind is, not shown if one is, mixed otherwise).
@@ -279,3 +280,62 @@ def sample_figure(sample: KindSample, what: str = "a context position matters"):
             else "no prompt counted")
     fig.suptitle(f"{KINDS.get(sample.kind, sample.kind)} prompts on {model}\n{mean}{dropped}")
     return fig
+
+
+# ------------------------------------------------------------------------------------ the worked prompt's maps
+
+#: the most token labels a layer × token map names along the column's width (10 pt, turned upright)
+MAX_TOKEN_LABELS = 32
+
+
+def _token_map(result, matrix, *, cmap, label, ylabel, what, vmin, vmax, center=None, rel_row=None):
+    """A layer × token heatmap with the prompt's tokens on the x axis (one prompt: no interval), layer 0 at
+    the bottom as in P1; ``rel_row(r)`` is the last row at relative depth ``r``, where the verdict's
+    thresholds (0.6 shown, 0.8 not shown) are drawn."""
+    fig, ax = subplots(height=4.8)
+    tokens = [t.replace("Ġ", "·").replace("Ċ", "\\n") for t in result.tokens]
+    heatmap(ax, matrix, label, cmap=cmap, vmin=vmin, vmax=vmax, center=center, xticklabels=tokens,
+            yticklabels="auto")
+    ax.invert_yaxis()
+    if rel_row is not None:
+        for r, ls in ((0.6, "--"), (0.8, ":")):
+            ax.axhline(rel_row(r) + 1, color="w", lw=1.2, ls=ls)
+        ax.set_title("white lines: relative depth 0.6 (- -) and 0.8 (···)", loc="right", fontsize=10)
+    ax.tick_params(axis="x", labelrotation=90)
+    step = -(-len(tokens) // MAX_TOKEN_LABELS)  # a long prompt: every step-th token named, so labels never collide
+    for i, label in enumerate(ax.get_xticklabels()):
+        label.set_visible(i % step == 0)
+    ax.set(ylabel=ylabel, xlabel="position" if step == 1 else f"position (every {step}th token named)")
+    m = result.meta.get("params", {})
+    prompt = f"{m.get('prompt', '')!r} → {m.get('answer', '')!r}"
+    if len(prompt) > 60:
+        prompt = prompt[:59] + "…"
+    fig.suptitle(f"{what}\n{prompt}\n{model_name(result.meta.get('model'))} · one prompt (no interval over prompts)")
+    return fig
+
+
+def erasure_figure(result):
+    """P1 Fig. 6b: effect of erasing h_l[t] on the answer distribution, layer × token."""
+    return _token_map(result, result.effect, cmap=CMAPS["erasure"], label="max ‖p − p′‖₂ over answer positions",
+                      ylabel="residual hₗ, relative depth l / L", what="Where is the answer computed? Erasing one residual vector",
+                      vmin=0, vmax=None, rel_row=lambda r: int(np.floor(r * (result.effect.shape[0] - 1))))
+
+
+def attribution_figure(result):
+    """P1 Fig. 6a: attribution per layer × token; diverging colours, BOS excluded from the scale."""
+    A = result.attribution
+    lim = robust_max(np.abs(A[:, 1:])) or 1.0  # a symmetric scale that one large cell cannot stretch
+    label = "attribution to the answer probability"
+    if np.abs(A[:, 1:]).max() > lim:
+        label += f"\n(scale capped at the {ROBUST_PERCENTILE}th percentile of |attribution|)"
+    p = result.meta.get("params", {})
+    rule = (f"adaptive rule, {result.evaluations / A.shape[0]:.0f} evaluations per layer" if p.get("rule") == "adaptive"
+            else f"{p.get('steps')} steps" + (" (Gauss–Legendre)" if p.get("rule") == "gauss" else ""))
+    return _token_map(result, A, cmap=CMAPS["attribution"], label=label,
+                      ylabel="layer l's output, (l + 1) / L", vmin=-lim, vmax=lim, center=0.0,
+                      rel_row=lambda r: int(np.floor(r * A.shape[0])) - 1,
+                      what=f"Integrated gradients, {rule}\n(BOS column outside the colour scale)")
+
+
+#: each measurement's figure of one prompt, by the measurement's name
+FIGURES = {"residual_erasure": erasure_figure, "integrated_gradients": attribution_figure}
