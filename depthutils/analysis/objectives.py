@@ -17,7 +17,7 @@ answer-predicting position (:mod:`depthutils.analysis.at_answer`) into tables
 * :meth:`ObjectivesResult.matched_steps`: per run, the first snapshot whose accuracy on a step count reaches a
   level, for comparisons at matched accuracy.
 
-The grading (floors, which step counts count, the verdict) is the book's: :mod:`depthutils.book.objectives_claim`.
+The grading (floors, which step counts count, the verdict) is the book's: :mod:`depthutils.book.claims.objectives`.
 """
 from __future__ import annotations
 

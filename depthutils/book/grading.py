@@ -13,7 +13,6 @@
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +38,9 @@ class Verdict:
     #: the chapter's other verdicts, whose claim and statistic rows its "paper vs this run" table shows after
     #: this one's (chapter 9: the chain-of-thought and difficulty verdicts beside the size verdict)
     also: list = field(default_factory=list)
+    #: the outcomes of the graded parts it combines (every part of every level, where parts are combined twice);
+    #: empty for a verdict on one statistic, whose only part is its outcome
+    parts: tuple = ()
 
     def __post_init__(self):
         if self.outcome not in OUTCOMES:
@@ -47,11 +49,10 @@ class Verdict:
     def mixed_kind(self) -> str:
         """Which kind of *mixed* this verdict is: "both ways" when one graded part is shown and another not shown,
         "inconclusive" otherwise (an interval between the thresholds or across one, nothing decided against the
-        claim); "" for any other outcome. The parts are read from ``numbers``, where each graded part ends with
-        its outcome in brackets."""
+        claim); "" for any other outcome. The parts are :attr:`parts`."""
         if self.outcome != "mixed":
             return ""
-        parts = set(_PART.findall(self.numbers))
+        parts = set(self.parts or (self.outcome,))
         return "both ways" if {"shown", "not shown"} <= parts else "inconclusive"
 
     def markdown(self, title: str = "") -> str:
@@ -117,27 +118,37 @@ COMBINED = ("shown if every part is, not shown if none is and one at least is no
             "ways, or inconclusive)")
 
 
-#: a graded part's outcome as ``numbers`` prints it: "(shown)", "(…; not shown)", "(4/5 seeds, mixed)", "(mixed; ours)"
-_PART = re.compile(r"(?:\(|[;,]\s)(not shown|shown|mixed)(?=[);])")
 #: what each kind of *mixed* means (:meth:`Verdict.mixed_kind`)
 MIXED_KINDS = {"both ways": "one part of the claim is shown and another is not",
                "inconclusive": "this run's interval does not decide, and nothing is against the claim"}
 
 
-def combine(outcomes) -> str:
+class Outcome(str):
+    """An outcome combined from graded parts (:func:`combine`): the outcome's word, carrying the parts' outcomes
+    (``parts``), from which :meth:`Verdict.mixed_kind` tells a *mixed* both ways from an inconclusive one."""
+
+    parts: tuple = ()
+
+
+def combine(outcomes) -> Outcome:
     """Several graded parts of one claim, by the book's words: the parts that are *not tested* are left out;
     *shown* if all the rest are shown; *not shown* if none is shown and one at least is not shown (nothing
     supports the claim and something contradicts it); *mixed* otherwise, either both ways (a part shown and a
     part not shown) or inconclusive (no part decided against, not every part shown); *not tested* if nothing is
-    left."""
+    left. The result carries the parts (a part that was itself combined, by its own parts)."""
+    outcomes = list(outcomes)
     tested = [o for o in outcomes if o != "not tested"]
     if not tested:
-        return "not tested"
-    if all(o == "shown" for o in tested):
-        return "shown"
-    if "not shown" in tested and "shown" not in tested:
-        return "not shown"
-    return "mixed"
+        word = "not tested"
+    elif all(o == "shown" for o in tested):
+        word = "shown"
+    elif "not shown" in tested and "shown" not in tested:
+        word = "not shown"
+    else:
+        word = "mixed"
+    out = Outcome(word)
+    out.parts = tuple(p for o in outcomes for p in (getattr(o, "parts", ()) or (str(o),)))
+    return out
 
 
 def interval_text(value, lo=None, hi=None, fmt: str = ".2f") -> str:
@@ -151,10 +162,14 @@ def _claim_text(c: Claim) -> str:
 
 
 def _verdict(c: Claim, outcome: str, numbers: str, notes=(), criterion: str | None = None, rows=None,
-             value: str = "") -> Verdict:
-    """A verdict on claim ``c``; ``value``: this run's value of the claim's statistic, with its interval."""
+             value: str = "", parts=None) -> Verdict:
+    """A verdict on claim ``c``; ``value``: this run's value of the claim's statistic, with its interval;
+    ``parts``: the outcomes of the graded parts ``outcome`` combines (:attr:`Verdict.parts`; by default those
+    :func:`combine` recorded on it)."""
     notes = list(notes) + ([WHOLE_LAYER] if c.whole_layer else [])
-    return Verdict(_claim_text(c), criterion or c.criterion(), outcome, numbers, notes, c.key, rows or {}, value)
+    parts = getattr(outcome, "parts", ()) if parts is None else parts
+    return Verdict(_claim_text(c), criterion or c.criterion(), str(outcome), numbers, notes, c.key, rows or {}, value,
+                   parts=tuple(parts))
 
 
 def not_tested(key: str, why: str) -> Verdict:

@@ -1,4 +1,4 @@
-"""Chapter 10's comparisons (``depthutils.analysis.objectives``) and grading (``depthutils.book.objectives_claim``):
+"""Chapter 10's comparisons (``depthutils.analysis.objectives``) and grading (``depthutils.book.claims.objectives``):
 on made-up tables whose answer is known, against independent formulas, every outcome; and the shipped runs'
 live measurement against their stored rows."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from depthutils.analysis.at_answer import ARRAYS
 from depthutils.analysis.objectives import LIVE_RTOL, ObjectivesResult, live_gap, objectives
 from depthutils.analysis.objectives_tables import TABLES_DIR, read_tables, write_tables
-from depthutils.book import objectives_claim as oc
+from depthutils.book.claims import objectives as oc
 from depthutils.ladder.objectives import EVAL_STEPS, NULL, TRAIN_STEPS
 
 SEEDS = (1, 2, 3, 4, 5)

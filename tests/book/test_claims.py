@@ -15,6 +15,7 @@ from depthutils.analysis.study import Study, reference_spread
 from depthutils.book import claims
 from depthutils.book.claims import CLAIMS, OUTCOMES, combine, grade
 from depthutils.book.claims.mapping import against_null
+from depthutils.book.grading import _verdict
 from depthutils.measures.contributions import KEYS, ContributionsResult
 from depthutils.measures.cross_model_mapping import MappingResult, spearman
 from depthutils.measures.curves import peaks_at_embedding
@@ -62,17 +63,22 @@ def test_not_tested_parts_are_never_counted():
 
 
 def test_a_mixed_verdict_says_which_kind():
+    """A mixed verdict is both ways when a graded part is shown and another not shown, inconclusive otherwise; the
+    parts are those :func:`combine` recorded (flattened where parts were combined twice), never read from text."""
     from depthutils.book.grading import Verdict
-    v = lambda outcome, numbers: Verdict("a claim", "a criterion", outcome, numbers)
-    both = v("mixed", "ratio 0.40 [0.30, 0.45] (layer, future tokens; shown); on the output: ratio 1.20 (not shown).")
+    v = lambda outcome, *parts: Verdict("a claim", "a criterion", outcome, "numbers", parts=parts)  # noqa: E731
+    both = v("mixed", "shown", "not shown")
     assert both.mixed_kind() == "both ways" and "**Verdict: mixed** (both ways:" in both.markdown()
-    undecided = v("mixed", "KL halves at relative depth 0.50 [0.38, 0.62] (mixed); overlap at no layer (not counted).")
+    undecided = v("mixed", "mixed", "not tested")
     assert undecided.mixed_kind() == "inconclusive" and "(inconclusive:" in undecided.markdown()
-    assert v("mixed", "slope 0.01 (mixed; ours); kl: 0.2 (shown)").mixed_kind() == "inconclusive"
-    assert v("mixed", "A − Q+A: mixed (ED_KL −0.20 (0/5 seeds, not shown); depth score +0.05 (5/5 seeds, shown))"
-             ).mixed_kind() == "both ways"  # chapter 10: the measures of a pair
-    assert v("not shown", "x (shown); y (not shown)").mixed_kind() == "" and "**Verdict: not shown.**" in \
-        v("not shown", "y (not shown)").markdown()
+    assert v("mixed").mixed_kind() == "inconclusive"  # one statistic, between the thresholds
+    assert v("not shown", "shown", "not shown").mixed_kind() == "" and "**Verdict: not shown.**" in \
+        v("not shown", "not shown").markdown()
+    nested = combine([combine(["shown", "shown"]), combine(["not shown", "mixed"])])  # chapter 9's size verdict
+    assert nested == "mixed" and nested.parts == ("shown", "shown", "not shown", "mixed")
+    c = next(iter(CLAIMS.values()))
+    assert _verdict(c, nested, "numbers").mixed_kind() == "both ways"
+    assert _verdict(c, combine(["shown", "mixed"]), "numbers").mixed_kind() == "inconclusive"
 
 
 # ------------------------------------------------------------------------------ chapter 6: unsolved groups

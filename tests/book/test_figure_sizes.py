@@ -19,7 +19,8 @@ import pytest  # noqa: E402
 from depthutils.analysis import known_facts  # noqa: E402
 from depthutils.analysis.objectives import objectives  # noqa: E402
 from depthutils.analysis.solved_split import SolvedSplit  # noqa: E402
-from depthutils.book import claims, objectives_claim, objectives_plots  # noqa: E402
+from depthutils.book import claims  # noqa: E402
+from depthutils.book.claims.objectives import figures as objectives_figures  # noqa: E402
 from depthutils.book.plotstyle import COLUMN_IN, MIN_FONT_PT, legibility  # noqa: E402
 from depthutils.book.reviews import early_exit, norm_growth, only_deeper  # noqa: E402
 from depthutils.measures import ig_rules  # noqa: E402
@@ -149,7 +150,7 @@ def profile() -> ig_rules.Profile:
 @functools.lru_cache(maxsize=1)
 def grading():
     """Chapter 10's grading of the shipped runs' tables (no model is run)."""
-    return objectives_claim.grading(objectives(live=[], n_boot=30, progress_bar=False))
+    return claims.objectives.grading(objectives(live=[], n_boot=30, progress_bar=False))
 
 
 #: the figures with a tick per layer (or a few layers), drawn on the deep model too
@@ -177,9 +178,9 @@ def figures(L: int) -> dict:
                kind_sample(L), "erasing a context position still moves the answer"),
            "rule_figure": lambda: ig_rules.rule_figure(*ig_rules_inputs(L)),
            "plot_profile": lambda: ig_rules.plot_profile(profile()),
-           "objectives_measures": lambda: objectives_plots.measures(grading()),
-           "objectives_dynamics": lambda: objectives_plots.dynamics(grading()),
-           "objectives_accuracy": lambda: objectives_plots.accuracy(grading())}
+           "objectives_measures": lambda: objectives_figures.measures(grading()),
+           "objectives_dynamics": lambda: objectives_figures.dynamics(grading()),
+           "objectives_accuracy": lambda: objectives_figures.accuracy(grading())}
     return out if L == DEPTHS[0] else {k: f for k, f in out.items() if k in PER_LAYER}
 
 

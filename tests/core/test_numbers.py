@@ -58,8 +58,8 @@ def test_a_glued_fact_reads_as_prose():
 def test_the_books_formatters_use_them(monkeypatch):
     from depthutils.book import report
     from depthutils.book.claim_table import CLAIMS
+    from depthutils.book.claims.objectives import cell
     from depthutils.book.grading import grade, interval_text
-    from depthutils.book.objectives_claim import cell
 
     glued = {}
     monkeypatch.setattr(report, "_glue", lambda name, value, display: glued.update({name: value}))

@@ -3,7 +3,7 @@ models run it, its ``RUN`` (:class:`~depthutils.book.claims.run.Run`, which :dat
 collects). The papers' claims: :mod:`~depthutils.book.claims.residual_stream` (chapter 0), ``contributions`` (1),
 ``future_effects`` (2), ``logit_lens`` (3), ``context`` (4 and 5, on a sample of prompts), ``depth_score`` (6),
 ``mapping`` (7), ``shared_layers`` (8) and ``effective_depth`` (9, P2's three claims). The reviewers' questions are
-graded in :mod:`depthutils.book.reviews`, chapter 10's hypothesis in :mod:`depthutils.book.objectives_claim`.
+graded in :mod:`depthutils.book.reviews`, chapter 10's hypothesis in :mod:`depthutils.book.claims.objectives`.
 
 Here: :func:`verdict` (a claim graded on its statistic alone: ``claims.verdict("<key>", result)``), the degenerate
 effective-depth metrics chapters 8 and 9 leave out, and the claim table's and grading's names, re-exported so
@@ -137,6 +137,7 @@ from depthutils.book.claims import (  # noqa: E402
     future_effects,
     logit_lens,
     mapping,
+    objectives,
     residual_stream,
     shared_layers,
 )

@@ -150,6 +150,10 @@ class Condition:
     def pair(self, pair) -> str:
         return pair_outcome([grade(self.comparisons[(pair, m)]) for m in GRADED]) if not self.why else "not tested"
 
+    def parts(self) -> list[str]:
+        """Every graded measure's outcome, over every pair: the parts the verdict combines."""
+        return [] if self.why else [grade(self.comparisons[(pair, m)]) for pair in PAIRS for m in GRADED]
+
     def null_apart(self) -> int | None:
         """How many graded measures tell A from A′ apart (the null control; None: not run)."""
         return sum(apart(c) for c in self.null.values()) if self.null else None
@@ -323,4 +327,5 @@ def verdict(g: Grading, task: str) -> Verdict:
                     f"{MAJORITY} or more: the control fails." if m.null_fails() else
                     f"fewer than {MAJORITY}, so the control passes."))]
     return _verdict(c, m.outcome(), numbers, notes, criterion=criterion(task),
-                    value=f"{TASKS[task].name.upper()}: A − Q+A {m.pair(PAIRS[0])}, Q+A − LM {m.pair(PAIRS[1])}")
+                    value=f"{TASKS[task].name.upper()}: A − Q+A {m.pair(PAIRS[0])}, Q+A − LM {m.pair(PAIRS[1])}",
+                    parts=m.parts())

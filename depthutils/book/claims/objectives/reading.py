@@ -1,9 +1,9 @@
 """Chapter 10's grading in words and tables: every measure per objective, the null control, the reading guide
-(the rules and the verdict are :mod:`depthutils.book.objectives_claim`'s)."""
+(the rules and the verdict are :mod:`depthutils.book.claims.objectives`'s)."""
 from __future__ import annotations
 
 from depthutils.analysis.at_answer import LABELS
-from depthutils.book.objectives_claim import (
+from depthutils.book.claims.objectives import (
     CONDITIONS,
     GRADED,
     NOT_RUN,

@@ -10,8 +10,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
+from depthutils.book.claims.objectives import CONDITIONS, GRADED, PAIRS, SHORT, SHORT_LABELS, Grading, floor
 from depthutils.book.legends import below
-from depthutils.book.objectives_claim import CONDITIONS, GRADED, PAIRS, SHORT, SHORT_LABELS, Grading, floor
 from depthutils.book.plotstyle import COLUMN_IN, subplots
 from depthutils.ladder.objectives import EVAL_STEPS, NULL, OBJECTIVES, TRAIN_STEPS
 from depthutils.ladder.word_problems import TASKS
