@@ -8,16 +8,7 @@ from depthutils import data
 from depthutils.book.claim_table import CLAIMS, MIN_HALF
 from depthutils.book.claims.run import Run
 from depthutils.book.grading import Verdict, _verdict, interval_text, judge, not_tested
-from depthutils.book.plotstyle import (
-    BAND_NOTE,
-    COLORS,
-    LABELS,
-    integer_ticks,
-    lines,
-    long_form,
-    subplots,
-    title,
-)
+from depthutils.book.plotstyle import BAND_NOTE, COLORS, LABELS, integer_ticks, lines, long_form, subplots, title
 from depthutils.measures.contributions import ContributionsResult
 from depthutils.measures.contributions import contributions as measure
 

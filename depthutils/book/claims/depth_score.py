@@ -10,12 +10,7 @@ from matplotlib.lines import Line2D
 from depthutils.book.claim_table import ACCURACY_FLOOR, CLAIMS, LEVEL
 from depthutils.book.claims.run import Run
 from depthutils.book.grading import Verdict, _verdict, combine, grade, interval_text
-from depthutils.book.plotstyle import (
-    BAND,
-    integer_ticks,
-    subplots,
-    title,
-)
+from depthutils.book.plotstyle import BAND, integer_ticks, subplots, title
 from depthutils.measures.depth_score import DepthScoreResult
 from depthutils.measures.depth_score import depth_score as measure
 

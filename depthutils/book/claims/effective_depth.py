@@ -10,13 +10,7 @@ from depthutils.analysis.study import METRICS, Study, reference_spread
 from depthutils.book.claim_table import CLAIMS, GROWS, LEVEL, SCALE_WORDS, Claim
 from depthutils.book.claims import degenerate, degenerate_sentence
 from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, grade, interval_text, not_tested
-from depthutils.book.plotstyle import (
-    integer_ticks,
-    lines,
-    long_form,
-    subplots,
-    yerr,
-)
+from depthutils.book.plotstyle import integer_ticks, lines, long_form, subplots, yerr
 from depthutils.core.depth import layer_depth
 from depthutils.core.numbers import enclose, listing, plain
 

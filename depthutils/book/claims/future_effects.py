@@ -9,17 +9,7 @@ from depthutils import data
 from depthutils.book.claim_table import CLAIMS, LEVEL, MIN_HALF, OUTPUT_AGAINST, OUTPUT_SHOWN
 from depthutils.book.claims.run import Run
 from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, interval_text, judge, not_tested
-from depthutils.book.plotstyle import (
-    BAND,
-    CMAPS,
-    COLORS,
-    LABELS,
-    heatmap,
-    integer_ticks,
-    long_form,
-    subplots,
-    title,
-)
+from depthutils.book.plotstyle import BAND, CMAPS, COLORS, LABELS, heatmap, integer_ticks, long_form, subplots, title
 from depthutils.core.numbers import numbered
 from depthutils.measures.future_effects import FutureEffectsResult
 from depthutils.measures.future_effects import future_effects as measure

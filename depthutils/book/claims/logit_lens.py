@@ -6,14 +6,7 @@ from depthutils import data
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.claims.run import Run
 from depthutils.book.grading import Verdict, _verdict, combine, interval_text, judge
-from depthutils.book.plotstyle import (
-    BAND_NOTE,
-    integer_ticks,
-    lines,
-    long_form,
-    subplots,
-    title,
-)
+from depthutils.book.plotstyle import BAND_NOTE, integer_ticks, lines, long_form, subplots, title
 from depthutils.core.depth import LENS_AXIS
 from depthutils.measures.logit_lens import LogitLensResult
 from depthutils.measures.logit_lens import logit_lens as measure

@@ -9,14 +9,7 @@ from depthutils import data
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.claims.run import Run
 from depthutils.book.grading import Verdict, _verdict, interval_text, judge
-from depthutils.book.plotstyle import (
-    BAND_NOTE,
-    integer_ticks,
-    lines,
-    long_form,
-    subplots,
-    title,
-)
+from depthutils.book.plotstyle import BAND_NOTE, integer_ticks, lines, long_form, subplots, title
 from depthutils.measures.residual_stream import ROUNDING, ResidualStreamResult
 from depthutils.measures.residual_stream import residual_stream as measure
 

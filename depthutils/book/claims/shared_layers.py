@@ -12,15 +12,7 @@ from depthutils.book.claim_table import CLAIMS
 from depthutils.book.claims import embedding_peak_words
 from depthutils.book.claims.depth_score import score_frame
 from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, grade, interval_text, not_tested
-from depthutils.book.plotstyle import (
-    BAND_NOTE,
-    CMAPS,
-    COLUMN_IN,
-    heatmap,
-    integer_ticks,
-    lineplot,
-    long_form,
-)
+from depthutils.book.plotstyle import BAND_NOTE, CMAPS, COLUMN_IN, heatmap, integer_ticks, lineplot, long_form
 from depthutils.core.depth import layer_depth
 
 __all__ = ["figure", "verdict"]
