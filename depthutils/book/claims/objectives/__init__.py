@@ -47,6 +47,10 @@ from depthutils.ladder.registry import OBJECTIVE_TASKS
 from depthutils.ladder.word_problems import TASKS
 from depthutils.measures.curves import OVERLAP_THRESHOLD
 
+__all__ = ["GRADED", "PREDICTIONS", "PAIRS", "CONDITIONS", "SHORT", "SHORT_LABELS", "ALPHA", "Z_ALPHA", "MAJORITY",
+           "MIN_COMPOSED", "NOT_RUN", "OBJECTIVE_TASKS", "floor", "grade", "apart", "pair_outcome", "claim_outcome",
+           "Condition", "condition", "Grading", "null_words", "cell", "grading", "criterion", "verdict"]
+
 #: the graded measures, each predicted larger for A than Q+A and for Q+A than LM
 GRADED = ("later", "output", "ed_kl", "ed_overlap", "depth")
 #: why the hypothesis predicts that direction for each graded measure (ours)
