@@ -140,6 +140,7 @@ def cmd_objectives(args) -> int:
 
 
 def cmd_plan(args) -> int:
+    from depthutils.book.claims import workload
     from depthutils.book.runner import find_chapter, parameters, parse_value
     from depthutils.perf.plan import chapter_parameters, format_plan, make_plan
 
@@ -154,7 +155,7 @@ def cmd_plan(args) -> int:
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
     path = find_chapter(args.chapter)
     num, p = chapter_parameters(path, parameters(path), args.model, models, params)
-    plan = make_plan(num, p, device=args.device, memory=args.memory)
+    plan = make_plan(num, p, workload(num), device=args.device, memory=args.memory)
     print(plan.json() if args.json else format_plan(plan))
     return 0
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown, display
 
+from depthutils.book.claims import workload
 from depthutils.book.report import glue_facts
 from depthutils.book.runner import find_chapter, parameters
 from depthutils.perf.plan import Plan, chapter_parameters, duration, gigabytes, make_plan
@@ -27,7 +28,8 @@ def plans(model: str, chapters=PAGE_CHAPTERS) -> list[tuple[str, Plan, Plan]]:
     for num in chapters:
         path = find_chapter(num)
         _, p = chapter_parameters(path, parameters(path), model, None, {})
-        out.append((path.stem, make_plan(num, p, device="cuda"), make_plan(num, {**p, "remote": True}, device="cuda")))
+        out.append((path.stem, make_plan(num, p, workload(num), device="cuda"),
+                    make_plan(num, {**p, "remote": True}, workload(num), device="cuda")))
     return out
 
 

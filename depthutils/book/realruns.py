@@ -28,6 +28,7 @@ from depthutils.book.claims.run import Run
 from depthutils.book.plotstyle import save
 from depthutils.core.errors import DepthError
 from depthutils.core.numbers import as_shown
+from depthutils.measures import uncounted
 from depthutils.measures.integrated_gradients import integrated_gradients
 from depthutils.measures.residual_erasure import residual_erasure, residual_means
 from depthutils.models.handle import load_model
@@ -220,7 +221,8 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures") -> dict:
         raise DepthError(f"real_models names {', '.join(unknown)}; the named real models are {', '.join(REAL_MODELS)}.")
     done = {}
     for name in real_models:
-        done[name] = _one(run, name)
+        with uncounted():  # not the chapter's own calls, which its plan counts
+            done[name] = _one(run, name)
     # the model that can test the claim first
     order = sorted(done, key=lambda n: (done[n][2].outcome == "not tested", OUTCOMES.index(done[n][2].outcome)))
     for name in order:
@@ -272,7 +274,8 @@ def uncontrolled(real_models, **study_args):
     if not real_models:
         return None
     t0 = time.perf_counter()
-    result = study(list(real_models), **study_args)
+    with uncounted():
+        result = study(list(real_models), **study_args)
     report.count_real(time.perf_counter() - t0)
     display(Markdown("**The real models, uncontrolled** (not counted by the verdicts): effective depth from the "
                      "KL, `ED (ratio) [95% interval of the ratio]`.\n\n" + result.markdown(metrics=["kl"])))

@@ -19,6 +19,7 @@ from jupyter_core.paths import jupyter_runtime_dir
 from traitlets.config import Config
 
 from depthutils.book import overview
+from depthutils.book.claims import workload
 from depthutils.book.realruns import available
 from depthutils.core.errors import DepthError
 from depthutils.data import check_n
@@ -144,7 +145,8 @@ def run_chapter(chapter: str, *, model: str | None = None, models: list[str] | N
                          f"valid parameters are: {', '.join(valid)}.")
     for name in COUNTS & set(params):  # caught here, where the chapter's own parameter name is known
         check_n(params[name], name)
-    plan = preflight(*chapter_parameters(src, valid, None, None, params))  # stops here, before any weights load
+    num, p = chapter_parameters(src, valid, None, None, params)
+    plan = preflight(num, p, workload(num))  # stops here, before any weights load
     if plan is not None and not quiet and plan.batch_size:
         print(f"{src.stem}: plan: peak {plan.peak_memory_bytes / 1e9:.1f} GB of {plan.memory_budget_bytes / 1e9:.1f} GB "
               f"free, batch {plan.batch_size}")

@@ -3,7 +3,10 @@
 (:mod:`~depthutils.measures.quadrature`) and P2's thresholds (:mod:`~depthutils.measures.curves`) apart."""
 from __future__ import annotations
 
+import functools
 import importlib
+from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -65,9 +68,38 @@ MEASUREMENTS = {
 }
 
 
+#: the measurements called since :func:`depthutils.book.report.start` cleared it, by name: outermost calls only
+#: (a measurement another one calls is part of that one's cost), none inside :func:`uncounted`
+CALLS: Counter = Counter()
+_DEPTH = [0]
+
+
+def counted(function: Callable) -> Callable:
+    """A measurement's function, counting its outermost calls in :data:`CALLS` (a chapter's run is checked against
+    the calls its plan counts)."""
+    @functools.wraps(function)
+    def measured(*args, **kwargs):
+        if _DEPTH[0] == 0:
+            CALLS[function.__name__] += 1
+        with uncounted():
+            return function(*args, **kwargs)
+    return measured
+
+
+@contextmanager
+def uncounted():
+    """Measurement calls inside are not counted in :data:`CALLS` (a chapter's sections on the real models, which
+    its plan for its own models does not cover)."""
+    _DEPTH[0] += 1
+    try:
+        yield
+    finally:
+        _DEPTH[0] -= 1
+
+
 def cost_of(name: str) -> Callable:
     """The cost function of measurement ``name`` (a key of :data:`MEASUREMENTS`)."""
     return MEASUREMENTS[name].cost_function()
 
 
-__all__ = ["Measurement", "MEASUREMENTS", "cost_of"]
+__all__ = ["Measurement", "MEASUREMENTS", "CALLS", "counted", "uncounted", "cost_of"]

@@ -14,6 +14,7 @@ from depthutils.core.norms import cosine, rel_norm
 from depthutils.core.results import Result, describe, half_sizes, halves, make_meta
 from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
+from depthutils.measures import counted
 from depthutils.measures.example import Example, on_gsm
 from depthutils.models.architectures import check_residual
 from depthutils.models.each import each
@@ -108,6 +109,7 @@ def prompt_stats(model, enc) -> torch.Tensor:
     return torch.stack(list(stats))
 
 
+@counted
 def contributions(model, prompts, *, max_tokens: int | None = None, progress_bar: bool = True) -> ContributionsResult:
     """Relative contribution and cosine of each layer's attention, MLP and whole layer.
 

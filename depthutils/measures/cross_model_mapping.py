@@ -30,6 +30,7 @@ from depthutils.core.results import Result, bootstrap, make_meta
 from depthutils.core.ridge import fit_maps, with_bias  # noqa: F401  (with_bias, fit_maps: chapter 7's exercise reads them here)
 from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, total, with_requests
 from depthutils.cost.passes import trace_pass
+from depthutils.measures import counted
 from depthutils.measures.example import TOKENS, Example, held_out_texts
 from depthutils.models.architectures import check_residual
 from depthutils.models.each import each
@@ -203,6 +204,7 @@ def _residual_bytes(model, enc) -> int:
     return model.n_layers * enc.n_tokens * model.text_config.hidden_size * model.dtype.itemsize
 
 
+@counted
 def cross_model_mapping(source, target, texts, *, held_out: float = 0.5, ridge: float = 1e-4, seed: int = 0,
                         max_tokens: int | None = None, progress_bar: bool = True) -> MappingResult:
     """Fit affine maps from every layer of ``source`` to every layer of ``target`` and score them.

@@ -30,6 +30,7 @@ from depthutils.cost.accounting import Cost, Shape, total, with_requests
 from depthutils.cost.budget import DECODE_BATCH
 from depthutils.cost.passes import generate
 from depthutils.data import depth_tasks
+from depthutils.measures import counted
 from depthutils.measures import future_effects as fe
 from depthutils.measures.depth_score_result import DepthScoreResult, score
 from depthutils.measures.example import Example, addition
@@ -193,6 +194,7 @@ def draw(wanted: dict, n: int, seed: int, n_by_family: dict | None = None) -> di
     return {t: {lv: TASKS[t][1](lv, per.get(t, n), seed) for lv in lvs} for t, lvs in wanted.items()}
 
 
+@counted
 def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int = 0, n_by_family: dict | None = None,
                 groups: dict | None = None, accuracy: bool = True, max_new_tokens: int = 48, max_tokens: int | None = None, max_memory=None,
                 progress_bar: bool = True) -> DepthScoreResult:

@@ -31,6 +31,7 @@ from depthutils.core.errors import DepthError
 from depthutils.core.results import Result, describe, make_meta
 from depthutils.cost.accounting import Acc, Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
+from depthutils.measures import counted
 from depthutils.measures.example import Example, addition
 from depthutils.measures.tuned_lens import Readouts, fit_time
 from depthutils.models.architectures import check_residual, get_path
@@ -152,6 +153,7 @@ def prompt_exits(model, item) -> torch.Tensor:
     return torch.stack(rows).cpu().to(torch.float64)
 
 
+@counted
 def early_exit(model, prompts, *, readouts: Readouts | None = None, max_tokens: int | None = None,
                progress_bar: bool = True) -> EarlyExitResult:
     """Gold accuracy and top-1 agreement with the full model of every early exit, and of the model with its

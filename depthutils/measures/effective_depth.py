@@ -17,6 +17,7 @@ from depthutils.core.errors import DepthError
 from depthutils.core.results import Result
 from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
+from depthutils.measures import counted
 from depthutils.measures.contributions import contributions_of, read_stats
 from depthutils.measures.curves import ed_cos, ed_kl, ed_overlap, ratio
 from depthutils.measures.example import Example, addition
@@ -105,6 +106,7 @@ def curves_and_lens(model, item) -> tuple:
     return torch.stack(list(stats)), torch.stack(list(lens))
 
 
+@counted
 def effective_depth(model, prompts, *, k: int = 5, max_tokens: int | None = None, n: int | None = None,
                     progress_bar: bool = True) -> EffectiveDepthResult:
     """P2's three effective depths of ``model`` on ``prompts`` (contributions + logit lens).

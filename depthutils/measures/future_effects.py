@@ -34,7 +34,7 @@ from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, total, with_requ
 from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of, work_bytes
 from depthutils.cost.chunks import GROUP_BYTES
 from depthutils.cost.passes import stack_bytes, stack_pass, trace_pass
-from depthutils.measures import shared_prefix
+from depthutils.measures import counted, shared_prefix
 from depthutils.measures.example import Example, on_gsm
 from depthutils.measures.future_effects_result import FutureEffectsResult
 from depthutils.measures.shared_prefix import sample_positions
@@ -279,6 +279,7 @@ def _fast(model, method: str, local: bool) -> bool:
     return method == "stack" or (method == "auto" and stack.usable(model) and not local)
 
 
+@counted
 def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
                    positions: Sequence[int] | None = None, seed: int = 123, local: bool = False,
                    n_positions: int = 4, batch_size: int | None = None, method: str = "auto",

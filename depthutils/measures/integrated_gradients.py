@@ -36,6 +36,7 @@ from depthutils.core.results import Result, context_depth, describe, make_meta
 from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, with_requests
 from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of
 from depthutils.cost.passes import stack_pass, trace_pass
+from depthutils.measures import counted
 from depthutils.measures import quadrature as quad
 from depthutils.measures.example import STEPS, Example, arithmetic
 from depthutils.models import stack
@@ -121,6 +122,7 @@ def _fast(model, method: str, part: str) -> bool:
     return method == "stack" or (method == "auto" and stack.usable(model) and part == "layer")
 
 
+@counted
 def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 256, part: str = "layer", *,
                          rule: str = "riemann", tol: float = quad.TOL, budget: int = quad.BUDGET,
                          max_rounds: int = quad.MAX_ROUNDS,

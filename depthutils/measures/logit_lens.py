@@ -15,6 +15,7 @@ from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.budget import dtype_of, shape_of, work_bytes
 from depthutils.cost.chunks import LENS_CHUNK_BYTES
 from depthutils.cost.passes import lens_bytes, one_trace_per_prompt
+from depthutils.measures import counted
 from depthutils.measures.curves import ed_kl, ed_overlap, ratio
 from depthutils.measures.example import Example, on_gsm
 from depthutils.models.architectures import check_residual, get_path
@@ -154,6 +155,7 @@ def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_byt
     return torch.stack([kl.float(), overlap], 1)  # [L, 2, T]
 
 
+@counted
 def logit_lens(model, prompts, k: int = 5, *, max_tokens: int | None = None, max_memory=None,
                progress_bar: bool = True) -> LogitLensResult:
     """KL divergence and top-``k`` overlap of the logit lens on every layer's input ``h_l`` (``l = 0 … L−1``)

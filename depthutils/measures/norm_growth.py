@@ -30,6 +30,7 @@ from depthutils.core.errors import DepthError, check_finite
 from depthutils.core.results import Result, describe, half_sizes, halves, make_meta
 from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
+from depthutils.measures import counted
 from depthutils.measures.curves import ed_overlap
 from depthutils.measures.example import Example, on_gsm
 from depthutils.measures.logit_lens import read_lens
@@ -157,6 +158,7 @@ def prompt_norms(model, enc) -> torch.Tensor:
     return torch.cat([torch.stack(list(rows)).float().cpu(), lens], 1)
 
 
+@counted
 def norm_growth(model, prompts, *, max_tokens: int | None = None, progress_bar: bool = True) -> NormGrowthResult:
     """``‖h_l‖``, ``‖Δ_l‖``, ``‖Δ_l‖ / ‖h_l‖``, the largest and median component and the logit lens's agreement with
     the output per layer at every token but the first (which is kept apart), one forward per prompt; a prompt longer than ``max_tokens`` (default: the model's context) is cut."""

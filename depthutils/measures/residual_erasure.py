@@ -39,6 +39,7 @@ from depthutils.core.results import Result, context_depth, describe, make_meta
 from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, with_requests
 from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of
 from depthutils.cost.passes import one_trace_per_prompt, stack_pass, trace_pass
+from depthutils.measures import counted
 from depthutils.measures.example import Example, arithmetic, on_gsm
 from depthutils.models import stack
 from depthutils.models.architectures import check_residual
@@ -81,6 +82,7 @@ def _prompt_sums(model, enc) -> torch.Tensor:
     return torch.stack(list(sums))
 
 
+@counted
 def residual_means(model, prompts, *, max_tokens: int | None = None, progress_bar: bool = True) -> np.ndarray:
     """``ĥ_l``: the mean of ``h_l`` over every token of ``prompts``, for ``l = 0 … L`` → ``[L+1, H]``.
 
@@ -156,6 +158,7 @@ def _fast(model, method: str) -> bool:
     return method in ("stack", "stack-whole") or (method == "auto" and stack.usable(model))
 
 
+@counted
 def residual_erasure(model, prompt, answer: str | None = None, baseline=None, *, batch_size: int | None = None,
                      method: str = "auto", max_tokens: int | None = None, max_memory=None,
                      progress_bar: bool = True) -> ErasureResult:

@@ -31,6 +31,7 @@ from depthutils.core.numbers import significant
 from depthutils.core.results import Result, describe, make_meta
 from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.passes import one_trace_per_prompt
+from depthutils.measures import counted
 from depthutils.measures.example import Example, on_gsm
 from depthutils.models.architectures import check_residual, unwrap
 from depthutils.models.each import each
@@ -133,6 +134,7 @@ def _prompt(model, item) -> tuple:
     return torch.stack(list(rows)), uniform, torch.stack(list(norms))
 
 
+@counted
 def residual_stream(model, prompts, *, max_tokens: int | None = None, progress_bar: bool = True) -> ResidualStreamResult:
     """Check ``h_{l+1} = h_l + a_l + m_l`` at every layer and token, with the family's reading of what a
     sublayer adds and with the raw module outputs, and measure position 0's share of attention (local

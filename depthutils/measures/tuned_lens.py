@@ -45,6 +45,7 @@ from depthutils.core.ridge import NormalEquations, with_bias
 from depthutils.cost.accounting import Acc, Cost, Shape, total, with_requests
 from depthutils.cost.chunks import LENS_CHUNK_BYTES
 from depthutils.cost.passes import lens_bytes, trace_pass
+from depthutils.measures import counted
 from depthutils.measures.curves import ed_kl, ed_overlap, ratio
 from depthutils.measures.example import TOKENS, Example, gsm, held_out_texts
 from depthutils.measures.logit_lens import chunked_lens
@@ -182,6 +183,7 @@ def evaluated(n_tokens: int, positions: int | None) -> list[int]:
     return sorted({every[round(i * (len(every) - 1) / max(positions - 1, 1))] for i in range(positions)})
 
 
+@counted
 def tuned_lens(model, prompts, k: int = 5, *, fit_texts=None, readouts: Readouts | None = None,
                ridge: float = RIDGE, positions: int | None = None, max_tokens: int | None = None,
                progress_bar: bool = True) -> TunedLensResult:

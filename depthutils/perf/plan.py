@@ -1,7 +1,7 @@
 """``python -m depthutils plan CHAPTER --model M``: what a chapter will cost before it runs.
 
-A chapter's run is a list of measurement calls (:func:`chapter_costs`: the chapter's calls with its
-parameters); each call's :class:`~depthutils.cost.accounting.Cost` comes from the model's config alone, from
+A chapter's run is a list of measurement calls (:func:`chapter_costs`: the chapter's own calls, its
+:data:`Workload`, which its claim's module states and the chapter's run is checked against); each call's :class:`~depthutils.cost.accounting.Cost` comes from the model's config alone, from
 the measurement's own ``cost`` (:func:`depthutils.measures.cost_of`). The plan adds the weights and the process's own
 memory, picks the largest batch that fits the memory budget where the measurement's path takes a batch
 size (the batched path of future effects and erasure, the layers per pass of integrated gradients), and
@@ -12,29 +12,40 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Callable
 
 import torch
 
 from depthutils import data
 from depthutils.analysis.objectives import shipped_runs
-from depthutils.analysis.objectives_tables import prompts as objective_prompts
-from depthutils.analysis.study import OWN_TASKS
 from depthutils.core.errors import DepthError
 from depthutils.cost.accounting import Cost, total
 from depthutils.cost.budget import parse_bytes
 from depthutils.cost.model_info import ModelInfo, model_info
-from depthutils.ladder import registry
 from depthutils.ladder.registry import is_embedded
-from depthutils.measures import MEASUREMENTS, cost_of
+from depthutils.measures import MEASUREMENTS
 from depthutils.measures.depth_score import TASKS, levels_of, new_tokens
 from depthutils.models.devices import auto_dtype, available_memory
 from depthutils.perf.timing import DEVICES, base_rss, calibration, cpu_seconds, gpu_seconds, wall_estimate
 
-MULTI = {"07": "models", "08": "models", "09": "models"}
+
+@dataclass(frozen=True)
+class Knobs:
+    """What the plan decides for a chapter's calls: the dtype and path the run takes, whether it is remote, and
+    the batch (or layers per pass) it is trying."""
+    dtype: str
+    fast: bool
+    remote: bool
+    batch: int | None = None
+    layers_per_pass: int | None = None
 
 
-def _prompts(info: ModelInfo, name: str, n: int, **kw) -> list[tuple[int, int]]:
+#: a chapter's own calls, stated by its claim's module (``WORKLOADS`` there): ``(models, parameters, knobs) ->
+#: [(model, measurement name, work)]``, ``work`` as the measurement's ``cost`` takes it
+Workload = Callable[[list[ModelInfo], dict, Knobs], list[tuple[ModelInfo, str, dict]]]
+
+
+def prompt_tokens(info: ModelInfo, name: str, n: int | None, **kw) -> list[tuple[int, int]]:
     """``(tokens, answer tokens)`` of the first ``n`` prompts of data set ``name``, counted for ``info``."""
     out = []
     for p in data.load(name, n, **kw):
@@ -43,12 +54,19 @@ def _prompts(info: ModelInfo, name: str, n: int, **kw) -> list[tuple[int, int]]:
     return out
 
 
-def _cap(Ts, max_tokens, shape):
+def capped(Ts, max_tokens, shape) -> list[int]:
+    """``Ts`` cut at the chapter's ``max_tokens`` (or the model's context)."""
     limit = max_tokens or shape.context or 10 ** 9
     return [min(T, limit) for T in Ts]
 
 
-def _score_prompts(info, tasks, n, seed, max_new_tokens, n_by_family=None):
+def dataset_tokens(info: ModelInfo, p: dict, key: str = "n_examples", ds: str = "dataset") -> list[int]:
+    """The token counts of the chapter's ``p[key]`` prompts of its data set ``p[ds]`` (GSM8K by default), cut at its
+    ``max_tokens``."""
+    return capped([T for T, _ in prompt_tokens(info, p.get(ds, "gsm8k"), p[key])], p.get("max_tokens"), info.shape)
+
+
+def score_prompts(info, tasks, n, seed, max_new_tokens, n_by_family=None):
     """``(T, answer positions, context, decoded tokens)`` of every depth-score prompt; ``tasks``, ``n`` and
     ``n_by_family`` as :func:`depthutils.measures.depth_score.depth_score` takes them (``"auto"``, family names, or
     ``{family: levels}``)."""
@@ -65,88 +83,19 @@ def _score_prompts(info, tasks, n, seed, max_new_tokens, n_by_family=None):
     return out
 
 
-def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, dtype: str, fast: bool, remote: bool,
-                  batch: int | None = None, layers_per_pass: int | None = None) -> list[tuple[ModelInfo, Cost]]:
-    """Every measurement call of ``chapter`` (a number "00"–"10") with parameters ``p``: the chapter's own calls where
-    its branch states them, and every other measurement registered for it (:data:`depthutils.measures.MEASUREMENTS`)
-    on the chapter's ``n_examples`` prompts of its ``dataset``."""
-    out = []
+def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, knobs: Knobs,
+                  workload: Workload | None) -> list[tuple[ModelInfo, Cost]]:
+    """Every measurement call of ``chapter`` (a number "00"–"10") with parameters ``p``: the chapter's own calls
+    (``workload``, from its claim's module), then every other measurement registered for the chapter
+    (:data:`depthutils.measures.MEASUREMENTS`) on the chapter's ``n_examples`` prompts of its ``dataset``, so a
+    measurement a chapter gains is counted before its workload says more."""
+    calls = workload(models, p, knobs) if workload else []
+    out = [(info, MEASUREMENTS[name].predict(info.shape, work, knobs.dtype, knobs.remote)) for info, name, work in calls]
+    named = {name for _, name, _ in calls}
     for info in models:
-        s = info.shape
-        mt = p.get("max_tokens")
-        gsm = lambda key="n_examples", ds="dataset": _cap(  # noqa: E731
-            [T for T, _ in _prompts(info, p.get(ds, "gsm8k"), p[key])], mt, s)
-        if chapter == "02":
-            Ts = gsm()
-            for part in p["parts"]:
-                for mode in p["modes"]:
-                    out.append((info, cost_of("future_effects")(s, Ts, dtype, fast, remote, part=part, mode=mode, batch=batch)))
-        elif chapter == "03":  # the logit lens: on the chapter's prompts (below)
-            if not remote:  # the tuned readout runs locally only (its early-exit section: the same fit)
-                fit = _cap([info.count(t.text) for t in data.heldout_text(p.get("fit_texts", 100))], mt, s)
-                out.append((info, cost_of("tuned_lens")(s, gsm(), dtype, remote, fit_Ts=fit)))
-            # the early exit's sets: an embedded model's own tasks; another model's GSM8K answers (and the facts it
-            # knows, which its fact check chooses when it runs: not counted here)
-            sets = ("addition", "multihop") if registry.is_embedded(info.name) else ("gsm8k",)
-            rows = [r for name in sets for r in _prompts(info, name, p["n_examples"], **(
-                {"seed": p.get("seed", 123)} if name != "gsm8k" else {}))]
-            out.append((info, cost_of("early_exit")(s, _cap([T for T, _ in rows], mt, s), [a for _, a in rows],
-                                                    dtype, remote, readouts=not remote)))
-        elif chapter in ("04", "05"):
-            pairs = [(p["arithmetic_prompt"], p["arithmetic_answer"]), (p["multihop_prompt"], p["multihop_answer"])]
-            if chapter == "04":
-                out.append((info, cost_of("residual_means")(s, gsm("baseline_n", "baseline_dataset"), dtype, remote)))
-            for i, (ctx, ans) in enumerate(pairs):
-                T, n_pred = info.count(ctx + ans), max(1, info.count(ctx + ans) - info.count(ctx))
-                if chapter == "04":
-                    out.append((info, cost_of("residual_erasure")(s, T - 1, n_pred, dtype, fast, remote, batch=batch)))
-                    continue
-                ig = lambda steps, rule: cost_of("integrated_gradients")(  # noqa: E731
-                    s, T, n_pred, dtype, fast, remote, steps=steps, batch=p["batch_size"], rule=rule,
-                    layers_per_pass=layers_per_pass)
-                out.append((info, ig(p["steps"], "riemann")))
-                if i == 0:
-                    out += [(info, ig(p["reference_steps"], "gauss")), (info, ig(p["gauss_steps"], "gauss"))]
-        elif chapter == "06":
-            held = {"multihop_heldout": p["n_heldout"]} if "n_heldout" in p else None
-            out.append((info, cost_of("depth_score")(s, _score_prompts(info, p["tasks"], p["n_per_level"], p["seed"],
-                                                               p["max_new_tokens"], held), dtype, fast, remote,
-                                        batch=batch)))
-        elif chapter == "07":
-            if info is models[-1] and len(models) > 1:  # the target; one model alone is mapped onto itself
-                break
-            texts = data.heldout_text(p["n_texts"]) + data.load("addition", p["n_task_prompts"]) + \
-                data.load("multihop", p["n_task_prompts"])
-            Ts = _cap([info.count(t.text) for t in texts], mt, s)
-            out.append((info, cost_of("cross_model_mapping")(s, models[-1].shape, Ts, dtype, remote, p["held_out"],
-                                                         same=len(models) == 1)))
-        elif chapter == "08":
-            Ts = gsm()
-            out += [(info, cost_of("future_effects")(s, Ts, dtype, fast, remote, batch=batch)),
-                    (info, cost_of("logit_lens")(s, Ts, dtype, remote)),
-                    (info, cost_of("effective_depth")(s, Ts, dtype, remote)),
-                    (info, cost_of("depth_score")(s, _score_prompts(info, p["tasks"], 10 if "n_per_level" not in p else
-                                                            p["n_per_level"], p["seed"], 48), dtype, fast, remote,
-                                        batch=batch))]
-        elif chapter == "10":  # each shipped run re-measured at the answer position: curves and lens, future effects
-            task = registry.SPECS.get(Path(info.name).name, {}).get("task", registry.OBJECTIVE_TASKS[0])
-            Ts = [info.count(q.context) for q in objective_prompts(task)]
-            out += [(info, cost_of("effective_depth")(s, Ts, dtype, remote)),
-                    (info, cost_of("future_effects")(s, Ts, dtype, fast, remote, n_t=1, batch=batch))]
-        elif chapter == "09":
-            for task in p["tasks"]:
-                n = p["aime_n"] if task == "aime24" else p["n_per_task"]
-                kw = {"heldout": True} if task in OWN_TASKS else {}
-                rows = _prompts(info, task, None, **kw)
-                if task == "aime24":
-                    rows = [r for r in rows if r[0] <= p["aime_max_tokens"]]
-                Ts = _cap([T for T, _ in rows[:n]], mt, s)
-                out.append((info, cost_of("effective_depth")(s, Ts, dtype, remote)))
-        # every other measurement registered for the chapter, on the chapter's prompts: a measurement a chapter
-        # gains is counted (with its cost's ``Ts``) before its chapter's branch above says more
-        counted = {c.what for i, c in out if i is info}
-        out += [(info, m.predict(s, {"Ts": gsm()}, dtype, remote)) for name, m in MEASUREMENTS.items()
-                if m.chapter == chapter and name not in counted and (m.runs_remotely or not remote)]
+        out += [(info, m.predict(info.shape, {"Ts": dataset_tokens(info, p)}, knobs.dtype, knobs.remote))
+                for name, m in MEASUREMENTS.items()
+                if m.chapter == chapter and name not in named and (m.runs_remotely or not knobs.remote)]
     return out
 
 
@@ -200,10 +149,11 @@ def chapter_parameters(path, defaults: dict, model: str | None, models: list[str
     return num, p
 
 
-def make_plan(num: str, p: dict, device: str = "cpu", memory: str | float | None = None,
+def make_plan(num: str, p: dict, workload: Workload | None, device: str = "cpu", memory: str | float | None = None,
               threads: int | None = None, timing: bool = True) -> Plan:
-    """The plan of chapter ``num`` ("00"–"10") with parameters ``p`` (:func:`chapter_parameters`); without
-    ``timing`` no calibration is run and ``seconds`` is 0 (what :func:`preflight` needs is the memory)."""
+    """The plan of chapter ``num`` ("00"–"10") with parameters ``p`` (:func:`chapter_parameters`) and its own calls
+    ``workload`` (:func:`depthutils.book.claims.workload`); without ``timing`` no calibration is run and ``seconds``
+    is 0 (what :func:`preflight` needs is the memory)."""
     if device not in ("cpu", "cuda"):
         raise DepthError(f"--device must be 'cpu' or 'cuda', got {device!r}.")
     threads = threads or torch.get_num_threads()
@@ -231,7 +181,7 @@ def make_plan(num: str, p: dict, device: str = "cpu", memory: str | float | None
                                 for i in infos)
 
     def evaluate(batch, lpp):
-        calls = chapter_costs(num, infos, p, dtype, fast, remote, batch, lpp)
+        calls = chapter_costs(num, infos, p, Knobs(dtype, fast, remote, batch, lpp), workload)
         peak = max([loading] + [base + (held if together else weights[infos.index(info)]) + c.peak
                                 for info, c in calls])
         return calls, peak
@@ -270,7 +220,7 @@ def make_plan(num: str, p: dict, device: str = "cpu", memory: str | float | None
                 requests=t.requests, download_bytes=t.download, rows=rows)
 
 
-def preflight(num: str, p: dict) -> Plan | None:
+def preflight(num: str, p: dict, workload: Workload | None) -> Plan | None:
     """Before a chapter runs: stop with one sentence when even its smallest batch cannot fit the memory the
     device has free (the weights are never loaded); ``None`` when the plan cannot be made for this run."""
     remote = bool(p.get("remote"))
@@ -283,7 +233,7 @@ def preflight(num: str, p: dict) -> Plan | None:
             return None
         memory, device = torch.cuda.mem_get_info()[0], "cuda"
     try:
-        plan = make_plan(num, p, device=device, memory=memory, timing=False)
+        plan = make_plan(num, p, workload, device=device, memory=memory, timing=False)
     except DepthError:
         raise
     except Exception as e:  # a parameter the plan does not model: the run itself will tell

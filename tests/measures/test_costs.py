@@ -11,18 +11,19 @@ from pathlib import Path
 import pytest
 
 import depthutils as du
+from depthutils.book.claims import workload
 from depthutils.cost.budget import shape_of
 from depthutils.cost.model_info import model_info
 from depthutils.measures import MEASUREMENTS, cost_of
 from depthutils.measures import future_effects as fe
-from depthutils.perf.plan import chapter_costs
+from depthutils.perf.plan import Knobs, chapter_costs
 
 #: chapter 2's call, as the plan reads it: one part, one mode, two GSM8K prompts
 CH02 = {"parts": ["layer"], "modes": ["future"], "n_examples": 2, "dataset": "gsm8k"}
 
 
 def _plan_passes(**kw) -> float:
-    return sum(c.layer_passes for _, c in chapter_costs("02", [model_info("default")], CH02, "float32", **kw))
+    return sum(c.layer_passes for _, c in chapter_costs("02", [model_info("default")], CH02, Knobs("float32", **kw), workload("02")))
 
 
 def test_changing_a_measurement_s_passes_changes_the_plan_and_its_own_batches(monkeypatch, tmp_path):

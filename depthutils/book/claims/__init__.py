@@ -49,14 +49,12 @@ from depthutils.measures.curves import peaks_at_embedding
 __all__ = [
     # defined here
     "verdict", "degenerate", "degenerate_note", "degenerate_sentence",
-    "embedding_peak_words", "informative_metric", "claim_modules",
+    "embedding_peak_words", "informative_metric", "claim_modules", "workload",
     # the claim table's and grading's names, and the claims of their own modules
     "ACCURACY_FLOOR", "CLAIMS", "COMPLETENESS_LIMIT", "GROWS", "LEVEL", "MIN_HALF", "N_PERMUTATIONS", "OUTCOMES",
     "OUTPUT_AGAINST", "OUTPUT_SHOWN", "SCALE_WORDS", "SHARED_TARGET", "WHOLE_LAYER", "Claim", "Threshold",
     "COMBINED", "Verdict", "band", "combine", "grade", "interval_text", "judge", "not_tested", "paper_vs_run",
 ]
-
-# ------------------------------------------------------------------------------------ P1's claims
 
 def verdict(key: str, result) -> Verdict:
     """The verdict of claim ``key`` of :data:`~depthutils.book.claim_table.CLAIMS` graded on its statistic alone
@@ -64,7 +62,6 @@ def verdict(key: str, result) -> Verdict:
     c = CLAIMS[key]
     outcome, value, lo, hi = judge(c, result, c.fact)
     return _verdict(c, outcome, f"{c.statistic}: {interval_text(value, lo, hi)}.", value=interval_text(value, lo, hi))
-
 
 
 # ------------------------------------------------------------------------------------ P2's claims
@@ -128,16 +125,12 @@ def claim_modules() -> list:
             if m.name != "run"]
 
 
+def workload(num: str):
+    """Chapter ``num``'s own measurement calls (a :data:`~depthutils.perf.plan.Workload`), from the ``WORKLOADS`` of
+    the claim module that states them; None for a chapter whose calls are its registered measurements alone
+    (chapters 0 and 1), which the plan counts from :data:`~depthutils.measures.MEASUREMENTS`."""
+    return next((m.WORKLOADS[num] for m in claim_modules() if num in getattr(m, "WORKLOADS", {})), None)
+
+
 # the claim modules, reachable as ``claims.contributions`` and so on once the package is imported
-from depthutils.book.claims import (  # noqa: E402
-    context,
-    contributions,
-    depth_score,
-    effective_depth,
-    future_effects,
-    logit_lens,
-    mapping,
-    objectives,
-    residual_stream,
-    shared_layers,
-)
+claim_modules()
