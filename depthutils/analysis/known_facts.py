@@ -17,11 +17,12 @@ model does not compute it, so on a real model the prompts are checked first:
 
 "Answers" is decided in two steps. (1) Greedy continuation: the prompt's context is decoded greedily
 (:meth:`ModelHandle.greedy_batch`, batched) for ``max_new`` tokens, and the continuation must begin with the
-answer or one of its MQuAKE aliases (case aside, an optional leading article, ending at a word boundary). The
+answer or one of its MQuAKE aliases, by the book's one rule (:func:`depthutils.core.answers.given`). The
 matched text, as the model wrote it, becomes the answer. (2) Teacher-forced: the prompt is then tokenised
 as the measurement tokenises it (context and answer together, with the model's start token), and every
-answer token must be the model's top-1 prediction at the position before it. Both must hold; answers may
-be several tokens.
+answer token must be the model's top-1 prediction at the position before it: the measurements read the answer
+there, so the check is that the encoding they read is the model's own. Both must hold; answers may be several
+tokens.
 
 An embedded (ladder) model knows its own invented world only: it is tried on the chapter's two prompts first,
 then on addition chains of 3–6 operands and two-hop compositions held out of its training, each checked the same
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +51,7 @@ from depthutils.analysis.fact_candidates import (  # noqa: F401 (callers read th
     ladder_candidates,
     mquake_pairs,
 )
+from depthutils.core.answers import given
 from depthutils.core.cache import code_version
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError
@@ -132,17 +133,6 @@ class FactPrompts:
 
 # ------------------------------------------------------------------------------------ the checks
 
-def match(continuation: str, forms) -> str | None:
-    """The start of ``continuation`` that gives one of ``forms`` (case aside, an optional leading article,
-    ending at a word boundary), as written; None if none does."""
-    for form in forms:
-        m = re.match(r"\s*(?:(?:the|an?)\s+)?" + re.escape(form.strip()) + r"(?!\w)", continuation,
-                     flags=re.IGNORECASE)
-        if m:
-            return continuation[:m.end()]
-    return None
-
-
 def _greedy(lm, contexts: list, max_new: int, batch_size: int | None, max_memory, progress_bar: bool) -> dict:
     """Step 1: the greedy continuation (text) of each distinct context, batched by length (``batch_size``
     contexts, or the most the plan fits in ``max_memory``: :func:`depthutils.cost.budget.decode_batch`)."""
@@ -185,7 +175,7 @@ def _decode(lm, group, max_new: int, batch_size: int | None, max_memory, progres
     continuations = _greedy(lm, [c.context for c in group], max_new, batch_size, max_memory, progress_bar)
     for c in group:
         c.checked, c.continuation = True, continuations[c.context]
-        c.answer = match(c.continuation, c.forms)
+        c.answer = given(c.continuation, c.forms)
         c.greedy = c.answer is not None
 
 

@@ -15,7 +15,7 @@ Modules, one concern each:
   multi-hop questions) and the held-out rules.
 * :mod:`.corpus`    -- public-domain English text and the training-batch mixer.
 * :mod:`.train`     -- AdamW + cosine trainer with checkpoint-and-resume.
-* :mod:`.evaluate`  -- greedy exact-match evaluation, model cards, book prompts.
+* :mod:`.evaluate`  -- greedy evaluation (the book's answer rule), model cards, book prompts.
 * :mod:`.word_problems` -- chapter 10's two tasks: the S5 word problem (needs depth) and the Z10 chains
   (a control with a constant-depth shortcut), with the group theory that tells them apart.
 * :mod:`.objectives` -- chapter 10's three training objectives (answer only, question and answer, with

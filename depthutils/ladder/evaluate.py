@@ -1,27 +1,27 @@
-"""Evaluation of the ladder models: greedy exact match, text loss, model cards.
+"""Evaluation of the ladder models: greedy accuracy, text loss, model cards.
 
 * :func:`write_eval_sets` writes the generated evaluation sets to
   ``data/prompts/eval_*.jsonl`` (held-out instances, plus seen ones where the
   card reports both).
-* :func:`evaluate_model` measures greedy exact-match accuracy per task group
+* :func:`evaluate_model` measures greedy accuracy per task group
   and the held-out English text loss against a unigram baseline.
 * :func:`write_card` writes ``card.json`` and ``README.md`` into the model folder.
 * :func:`choose_book_prompts` writes ``data/prompts/book_prompts.json``: a held-out
   addition chain and a held-out 2-hop question the default model answers.
 
-Answer extraction: for ``direct`` models the continuation is cut at the first
-``"\\n"`` and, for multi-hop, at the first ``"."``; addition takes the leading
-digits.  For ``cot`` models the text after ``"The answer is"`` is compared.
-Word problems use ``"The final answer is N"`` for both styles.
+A row is answered when the greedy continuation gives its answer by the book's
+one rule (:func:`depthutils.core.answers.given`): at its start for ``direct``
+models, after ``"The answer is"`` for ``cot`` ones, and after ``"The final
+answer is"`` for word problems in both styles.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from pathlib import Path
 
+from depthutils.core.answers import answers
 from depthutils.core.prompts import P1_ARITHMETIC
 from depthutils.ladder import registry, tasks
 from depthutils.ladder.registry import EVAL_FILES
@@ -102,21 +102,9 @@ def greedy_continuations(model, tok, prompts: list[str], max_new_tokens: int,
     return out
 
 
-def extract(task: str, style: str, continuation: str) -> str | None:
-    """The answer string a continuation gives, in the format of ``row["answer"]``."""
-    if task == "word_problem":
-        m = tasks.FINAL_ANSWER_RE.search(continuation)
-        return m.group(1) if m else None
-    if style == "cot":
-        m = tasks.COT_ANSWER_RE.search(continuation)
-        if not m:
-            return None
-        return m.group(1).strip() if task == "addition" else " " + m.group(1).strip()
-    first = continuation.split("\n")[0]
-    if task == "addition":
-        m = re.match(r"\d+", first)
-        return m.group(0) if m else None
-    return first.split(".")[0]
+def marker(task: str, style: str) -> str | None:
+    """What the answer of ``task`` stands after in a continuation of a ``style`` model (None: at its start)."""
+    return tasks.FINAL_MARKER if task == "word_problem" else tasks.COT_MARKER if style == "cot" else None
 
 
 MAX_NEW = {("addition", "direct"): 4, ("addition", "cot"): 90, ("multihop", "direct"): 10,
@@ -124,10 +112,12 @@ MAX_NEW = {("addition", "direct"): 4, ("addition", "cot"): 90, ("multihop", "dir
 
 
 def score(model, tok, style: str, rows: list[dict]) -> list[bool]:
-    """Greedy exact match for each row (rows of a single task)."""
+    """Whether the model answers each row (rows of a single task): its greedy continuation gives the row's answer
+    by the book's one rule (:func:`depthutils.core.answers.given`), at its start or after the task's
+    :func:`marker`."""
     task = rows[0]["task"]
     conts = greedy_continuations(model, tok, [r["prompt"] for r in rows], MAX_NEW[(task, style)])
-    return [extract(task, style, c) == r["answer"] for c, r in zip(conts, rows)]
+    return [answers(c, r["answer"], marker=marker(task, style)) for c, r in zip(conts, rows)]
 
 
 # ---------------------------------------------------------------- text loss

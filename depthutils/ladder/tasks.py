@@ -181,8 +181,9 @@ def sample_word_problem(rng: random.Random, heldout: bool = False,
                         heldout=word_problem_is_heldout(question)))
 
 
-FINAL_ANSWER_RE = re.compile(r"The final answer is (-?\d+)")
-COT_ANSWER_RE = re.compile(r"The answer is ([^.\n]+)")
+#: what stands before the answer a word problem's rationale (either style) and a chain of thought end with
+FINAL_MARKER = "The final answer is"
+COT_MARKER = "The answer is"
 
 
 def sample_task(rng: random.Random, kind: str, style: str = "direct") -> Example:

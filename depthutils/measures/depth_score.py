@@ -16,11 +16,10 @@ every prompt's ``D``, so a resample recomputes each level's max
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from depthutils import data
+from depthutils.core.answers import answers, new_tokens
 from depthutils.core.encoding import encode_all, resolve_max_tokens
 from depthutils.core.errors import DepthError, NothingFits
 from depthutils.core.prompts import Encoded, Fit, Prompt
@@ -57,11 +56,6 @@ TASKS = {
     "mquake_qa": ((1, 4), depth_tasks.mquake_qa, "first"),
 }
 
-#: tokens decoded past the answer's own length: room for a tokenization other than the teacher-forced one,
-#: and for the character after the answer, which must not continue it ("1" is not solved by "15")
-ANSWER_MARGIN = 2
-
-
 def positions(enc: Encoded, rule: str, k: int = 4, stride: int = 4) -> list[int]:
     """The intervention positions ``t`` of one prompt: its first answer token (``"first"``) or up to
     ``k`` answer tokens at ``stride`` (``"stride"``, P1's MATH rule)."""
@@ -71,23 +65,13 @@ def positions(enc: Encoded, rule: str, k: int = 4, stride: int = 4) -> list[int]
 
 
 def greedy_correct(model, prompt: Prompt, enc: Encoded, max_new_tokens: int = 48) -> bool:
-    """Whether greedy decoding from the prompt's context produces its answer (teacher-free).
-
-    A prompt with a ``final`` answer (MATH's boxed one) counts as solved when the generation (up to
-    ``max_new_tokens`` tokens) starts with it or boxes it; otherwise the generation (the answer's own
-    number of tokens plus :data:`ANSWER_MARGIN`) must start with the answer and not continue it
-    (:func:`starts_with_answer`).
-    Decodes through nnsight, so on NDIF too when the model is remote.
-    """
+    """Whether greedy decoding from the prompt's context gives its answer (teacher-free), by the book's one rule
+    (:func:`depthutils.core.answers.given`): a prompt with a ``final`` answer (MATH's boxed one) decodes up to
+    ``max_new_tokens`` tokens, any other its answer's own tokens plus
+    :data:`~depthutils.core.answers.ANSWER_MARGIN`. Decodes through nnsight, so on NDIF too when the model is
+    remote."""
     context, n_new = _decoding(prompt, enc, max_new_tokens)
     return _solved(model, prompt, context, model.greedy(context, n_new))
-
-
-def new_tokens(n_answer: int, final: bool, max_new_tokens: int) -> int:
-    """How many tokens :func:`greedy_correct` generates for an answer of ``n_answer`` tokens: up to
-    ``max_new_tokens`` for a ``final`` (boxed) answer, else the answer's tokens plus :data:`ANSWER_MARGIN`
-    (the cost model counts the same)."""
-    return max_new_tokens if final else n_answer + ANSWER_MARGIN
 
 
 def _decoding(prompt: Prompt, enc: Encoded, max_new_tokens: int) -> tuple:
@@ -97,23 +81,9 @@ def _decoding(prompt: Prompt, enc: Encoded, max_new_tokens: int) -> tuple:
 
 
 def _solved(model, prompt: Prompt, context, out) -> bool:
-    """Whether the generated ids ``out`` (context and continuation) solve ``prompt``."""
-    final = prompt.meta.get("final")
+    """Whether the generated ids ``out`` (context and continuation) give ``prompt``'s answer."""
     text = model.tokenizer.decode(out[0, context.shape[1]:], skip_special_tokens=True)
-    if final:
-        alone = re.match(rf"\s*\$?{re.escape(final)}\$?(\s|[.,]|$)", text)  # "4." yes, "4x + 1" no
-        return bool(alone) or f"\\boxed{{{final}}}" in text
-    return starts_with_answer(text, prompt.answer)
-
-
-def starts_with_answer(text: str, answer: str) -> bool:
-    """Whether a generated ``text`` gives ``answer`` (surrounding whitespace aside) and then stops it:
-    the next character, if any, must not continue a word or number (``" 15"`` does not give ``"1"``)."""
-    text, answer = text.lstrip(), answer.strip()
-    if not answer or not text.startswith(answer):
-        return False
-    rest = text[len(answer):]
-    return not (rest and answer[-1].isalnum() and rest[0].isalnum())
+    return answers(text, prompt.answer, final=prompt.meta.get("final"))
 
 
 def _measure(model, item):

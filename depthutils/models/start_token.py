@@ -13,11 +13,15 @@ is used. The table is recorded in the model cache beside the model (``<name>.sta
 from __future__ import annotations
 
 import datetime
+import hashlib
+import importlib
 import json
+from pathlib import Path
 
 import torch
 
 from depthutils import data
+from depthutils.core.answers import answers, may_give, new_tokens
 from depthutils.core.errors import DepthError
 from depthutils.core.progress import progress
 from depthutils.core.prompts import Prompt, bos_token_id, encode
@@ -32,8 +36,8 @@ TASKS = {
     "facts": lambda: data.mquake(None, hops=1)[-40:],                      # the chapters take MQuAKE from the front
     "gsm8k": lambda: [_solution(p) for p in data.gsm8k(None)[-8:]],         # likewise GSM8K
 }
-#: a task's accuracy: the answer's every token is the argmax (addition, facts), or the mean over the
-#: solution's tokens (GSM8K: a text task, where whole answers are rare at this size)
+#: a task's accuracy: the share of prompts answered (addition, facts: :func:`_accuracy`), or the mean over the
+#: solution's tokens of the teacher-forced top-1 hits (GSM8K: a text task, where whole answers are rare at this size)
 PER_TOKEN = {"gsm8k"}
 
 
@@ -66,18 +70,40 @@ def candidates(tokenizer, separator: str | None = None) -> dict[str, bool | str]
 
 
 def _accuracy(module, tokenizer, prompts: list[Prompt], start, per_token: bool) -> float:
+    """The share of ``prompts`` the model answers with ``start`` at position 0: its greedy continuation gives the
+    answer by the book's one rule (:func:`depthutils.core.answers.given`); with ``per_token``, the mean over
+    the answer's tokens of the teacher-forced top-1 hits (a solution's every token: a likelihood, not an answer)."""
     hits = []
     with torch.inference_mode():
         for p in prompts:
             enc = encode(tokenizer, p, need_answer=True, prepend_bos=start)
-            keep = torch.tensor(enc.predict_positions)
-            logits = module(input_ids=enc.input_ids, logits_to_keep=keep).logits  # only where an answer token is predicted
-            if logits.shape[:2] != (1, len(keep)):
-                raise DepthError(f"The model returned logits of shape {tuple(logits.shape)} for {len(keep)} kept positions.")
-            pred = logits[0].argmax(-1).tolist()
-            ok = [a == b for a, b in zip(pred, enc.answer_ids)]
-            hits += ok if per_token else [all(ok)]
+            if per_token:
+                keep = torch.tensor(enc.predict_positions)
+                logits = module(input_ids=enc.input_ids, logits_to_keep=keep).logits  # only where an answer token is predicted
+                if logits.shape[:2] != (1, len(keep)):
+                    raise DepthError(f"The model returned logits of shape {tuple(logits.shape)} for {len(keep)} kept positions.")
+                hits += [a == b for a, b in zip(logits[0].argmax(-1).tolist(), enc.answer_ids)]
+                continue
+            context = enc.input_ids[:, :enc.answer_positions[0]]
+            out = _greedy(module, context, new_tokens(len(enc.answer_ids), False, 0),
+                          lambda ids: may_give(tokenizer.decode(ids, skip_special_tokens=True), p.answer))
+            hits.append(answers(tokenizer.decode(out, skip_special_tokens=True), p.answer))
     return sum(hits) / len(hits)
+
+
+def _greedy(module, context: torch.Tensor, n: int, viable=None) -> list[int]:
+    """``n`` greedily decoded token ids after ``context`` (one row), with the model's key-value cache; fewer
+    when ``viable(ids so far)`` turns False (the answer can no longer be given: the rest cannot change that)."""
+    out, ids, past = [], context, None
+    for _ in range(n):
+        if out and viable is not None and not viable(out):
+            break
+        step = module(input_ids=ids, past_key_values=past, use_cache=True, logits_to_keep=1)
+        if step.logits.shape[:2] != (1, 1):
+            raise DepthError(f"The model returned logits of shape {tuple(step.logits.shape)} for one kept position.")
+        past, ids = step.past_key_values, step.logits[:, -1].argmax(-1, keepdim=True)
+        out.append(int(ids))
+    return out
 
 
 def measure(module, tokenizer, separator: str | None = None) -> dict:
@@ -103,12 +129,23 @@ def _record_path(name: str, cache=None):
     return cache_root(cache) / f"{name}.start.json"
 
 
+def rule_version() -> str:
+    """A hash of the code the measurement's choice rests on (this module, the answer rule and the encoding): a
+    record measured under another version is measured again."""
+    h = hashlib.sha256()
+    for module in (__name__, "depthutils.core.answers", "depthutils.core.prompts"):
+        h.update(Path(importlib.import_module(module).__file__).read_bytes())
+    return h.hexdigest()[:16]
+
+
 def recorded(name: str, cache=None) -> dict | None:
-    """The measured start of a named real model, or ``None`` before it is measured."""
+    """The measured start of a named real model, or ``None`` before it is measured under this
+    :func:`rule_version`."""
     try:
-        return json.loads(_record_path(name, cache).read_text())
+        doc = json.loads(_record_path(name, cache).read_text())
     except (OSError, ValueError):
         return None
+    return doc if doc.get("rule") == rule_version() else None
 
 
 def choose(name: str, module, tokenizer, cache=None) -> dict:
@@ -117,6 +154,7 @@ def choose(name: str, module, tokenizer, cache=None) -> dict:
     if doc is None:
         doc = measure(module, tokenizer, REAL_MODELS[name].separator)
         doc["measured_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        doc["rule"] = rule_version()
         path = _record_path(name, cache)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(doc, indent=1) + "\n")

@@ -18,13 +18,14 @@ import torch
 
 from depthutils import data
 from depthutils.analysis.objectives import shipped_runs
+from depthutils.core.answers import new_tokens
 from depthutils.core.errors import DepthError
 from depthutils.cost.accounting import Cost, total
 from depthutils.cost.budget import parse_bytes
 from depthutils.cost.model_info import ModelInfo, model_info
 from depthutils.ladder.registry import is_embedded
 from depthutils.measures import MEASUREMENTS
-from depthutils.measures.depth_score import TASKS, levels_of, new_tokens
+from depthutils.measures.depth_score import TASKS, levels_of
 from depthutils.models.devices import auto_dtype, available_memory
 from depthutils.perf.timing import DEVICES, base_rss, calibration, cpu_seconds, gpu_seconds, wall_estimate
 

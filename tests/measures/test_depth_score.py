@@ -12,16 +12,15 @@ from conftest import ATOL
 import depthutils
 from depthutils.book import claims
 from depthutils.book.claims import OUTCOMES
+from depthutils.core.answers import ANSWER_MARGIN
 from depthutils.core.encoding import encode_all
 from depthutils.core.prompts import Encoded, Prompt, encode
 from depthutils.measures.depth_score import (
-    ANSWER_MARGIN,
     TASKS,
     _decoding,
     _decoding_batches,
     _solved,
     positions,
-    starts_with_answer,
 )
 from depthutils.measures.depth_score_result import DepthScoreResult, score
 from depthutils.measures.future_effects import fold, run, work
@@ -247,12 +246,6 @@ def test_multi_token_answers_are_judged_on_what_follows_them(context, answer):
     wrong = answer.strip()[:-1] if len(answer.strip()) > 1 else answer.strip() + "0"
     assert not solved(" " + wrong + "\n")                     # a shorter number / an extended one
     assert not solved(" " + answer.strip() + "5\n")            # the answer continued: "13" is not "135"
-
-
-def test_starts_with_answer_rules():
-    assert starts_with_answer(" 28\n", "28") and starts_with_answer("28", " 28") and starts_with_answer(" Paris.", " Paris")
-    assert not starts_with_answer(" 2", "28") and not starts_with_answer(" 281", "28")
-    assert not starts_with_answer(" Parisian", " Paris") and not starts_with_answer("x", "")
 
 
 @pytest.mark.parametrize("family", ["llama", "gemma3_text", "gpt2"])

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import depthutils
+from depthutils.core.answers import ANSWER_MARGIN, answers
 from depthutils.core.errors import DepthError
 from depthutils.core.prompts import bos_mode, encode
 from depthutils.models import start_token
@@ -84,6 +85,30 @@ def test_the_choice_is_recorded_and_read_back_without_measuring_again(tiny, tmp_
     assert start_token.resolve("auto", "smollm2-135m", hf, handle.tokenizer, cache=tmp_path)[0] == "<|eos|>"
     assert len(calls) == 1
     assert start_token.resolve(False, "smollm2-135m", hf, handle.tokenizer, cache=tmp_path) == (False, "as given")
+    path = tmp_path / "smollm2-135m.start.json"  # measured under another rule (the answer rule changed): again
+    path.write_text(json.dumps({**json.loads(path.read_text()), "rule": "an older rule"}))
+    start_token.resolve("auto", "smollm2-135m", hf, handle.tokenizer, cache=tmp_path)
+    assert len(calls) == 2 and json.loads(path.read_text())["rule"] == start_token.rule_version()
+
+
+def test_the_greedy_answer_is_transformers_own_greedy_decoding(tiny):
+    """The measurement's decoding (its key-value cache loop) against ``generate(do_sample=False)``, and its
+    accuracy against the answer rule applied to ``generate``'s text."""
+    handle, hf = tiny("llama")
+    prompts = depthutils.data.arithmetic(6, seed=3)
+    hits = []
+    for p in prompts:
+        enc = encode(handle.tokenizer, p, need_answer=True, prepend_bos=True)
+        ctx = enc.input_ids[:, :enc.answer_positions[0]]
+        ref = hf.generate(ctx, attention_mask=torch.ones_like(ctx), do_sample=False, max_new_tokens=4,
+                          min_new_tokens=4, pad_token_id=0)[0, ctx.shape[1]:].tolist()
+        assert start_token._greedy(hf, ctx, 4) == ref
+        n = len(enc.answer_ids) + ANSWER_MARGIN
+        text = handle.tokenizer.decode(hf.generate(ctx, attention_mask=torch.ones_like(ctx), do_sample=False,
+                                                   max_new_tokens=n, min_new_tokens=n, pad_token_id=0)[0, ctx.shape[1]:],
+                                       skip_special_tokens=True)
+        hits.append(answers(text, p.answer))
+    assert start_token._accuracy(hf, handle.tokenizer, prompts, True, False) == sum(hits) / len(hits)
 
 
 @pytest.mark.real("smollm2-135m")
