@@ -99,12 +99,13 @@ def cmd_bench(args) -> int:
                        threads=args.threads, device=args.device, dtype=args.dtype,
                        ig_models=args.ig_models.split(","), only=args.only, real=real)
     if args.only in ("all", "real", "dtype") and real:
-        from depthutils.book.precision import dtype_rows, dtype_table
+        from depthutils.book.realruns import measure_run
+        from depthutils.perf.precision import dtype_rows, dtype_table
         from depthutils.perf.real_table import unavailable
 
         print("\nfloat32 against bfloat16, each chapter's headline run on the real models "
               "(seconds without the load; each run in a fresh process):", flush=True)
-        report["dtypes"] = dtype_rows(real, threads=args.threads, skip=unavailable)
+        report["dtypes"] = dtype_rows(measure_run, real, threads=args.threads, skip=unavailable)
         print(dtype_table(report["dtypes"]))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))

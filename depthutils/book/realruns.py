@@ -15,22 +15,18 @@ import resource
 import time
 
 import matplotlib.pyplot as plt
+import torch
 from IPython.display import HTML, Markdown, display
 
-from depthutils import data
-from depthutils.analysis.known_facts import CHAIN_OPERANDS, KINDS, SAMPLE_CANDIDATES, prompts_for
 from depthutils.analysis.study import study
-from depthutils.book import claims, report
+from depthutils.book import report
 from depthutils.book.claim_table import CLAIMS, OUTCOMES
 from depthutils.book.claims import claim_modules
-from depthutils.book.claims.context import MIN_PROMPTS, by_kind, run_sample, sample_figure
 from depthutils.book.claims.run import Run
 from depthutils.book.plotstyle import save
 from depthutils.core.errors import DepthError
 from depthutils.core.numbers import as_shown
 from depthutils.measures import uncounted
-from depthutils.measures.integrated_gradients import integrated_gradients
-from depthutils.measures.residual_erasure import residual_erasure, residual_means
 from depthutils.models.handle import load_model
 from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root, terms_accepted
 from depthutils.models.real.fetch import ensure
@@ -40,7 +36,7 @@ try:
 except ImportError:
     _glue = None
 
-__all__ = ["RUNS", "section", "uncontrolled", "available", "why_not_run", "slug", "TITLES", "facts_for", "one_line"]
+__all__ = ["RUNS", "section", "uncontrolled", "available", "why_not_run", "slug", "TITLES", "one_line", "measure_run"]
 
 #: how the pages name the real models
 TITLES = {"smollm2-135m": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M"}
@@ -51,86 +47,10 @@ def slug(name: str) -> str:
     return name.split("-")[0]
 
 
-#: chapters 4 and 5 grade only prompts the model answers, by greedy decoding (the fact check), and a prompt near
-#: that decision can flip with the dtype's rounding: in bfloat16 SmolLM2 "answers" a two-hop prompt it does not
-#: answer in float32 (``bench --only dtype``), so these sections run in float32, the faithful computation of
-#: the dequantized weights
-FACT_CHECK_DTYPE = "float32"
-
-
-#: chapters 4 and 5 on a real model grade a sample: every prompt of a kind the model answers, the first ``SAMPLE``
-#: of it (the fewest the verdict grades, ``claims.context.MIN_PROMPTS``: each prompt costs seconds per chapter), from
-#: P1's own, 59 sums of two one-digit numbers (the sums small models solve), 60 sums of three (their own kind, beside
-#: the sums of two: SmolLM2 answered 9 of 39 distinct ones, 12 of 59), the book's well-known two-hop facts and 39
-#: MQuAKE compositions (:func:`depthutils.analysis.known_facts.prompts_for`)
-SAMPLE = MIN_PROMPTS
-SUMS_TRIED = 60
-FACTS = dict(n=SAMPLE, n_arithmetic=SAMPLE, seed=123, **{**SAMPLE_CANDIDATES, "tried_arithmetic": SUMS_TRIED},
-             chain_operands=CHAIN_OPERANDS)
-#: chapter 5's sample: Gauss–Legendre with this many nodes per layer (9 evaluations with f(b)). A converged rule
-#: costs what a sample cannot: the adaptive rule took ~37 s per prompt on SmolLM2 (and still missed completeness
-#: by 0.14–1.04) and ~80 s on Gemma 3 270M (missing by 0.02), so a prompt whose layer sums miss f(x) − f(b) by more
-#: than COMPLETENESS_LIMIT is not counted, and the verdict says how many were
-IG_NODES = 8
-
-
-def _by_kind(results: dict) -> dict:
-    """``{kind's label: KindSample}``: a section shows one figure and one summary per kind of prompt."""
-    return {KINDS[k]: sample for k, sample in by_kind(results).items()}
-
-
-def facts_for(lm):
-    """The sample's prompts on ``lm``; the check is stored beside the model cache (``$XDG_CACHE_HOME/depthutils/facts``),
-    so chapter 5 reads chapter 4's (:func:`depthutils.analysis.known_facts.cached_check`)."""
-    return prompts_for(lm, **FACTS, cache_dir=cache_root().parent / "facts")
-
-
-def _erasure(lm):
-    facts = facts_for(lm)
-    base = residual_means(lm, data.load("gsm8k", 10))
-    return _by_kind(run_sample(facts.prompts, lambda p: residual_erasure(lm, p, baseline=base, progress_bar=False),
-                               "erasure")), facts
-
-
-def _ig(lm):
-    facts = facts_for(lm)
-    return _by_kind(run_sample(facts.prompts, lambda p: integrated_gradients(lm, p, rule="gauss", steps=IG_NODES,
-                                                                             progress_bar=False),
-                               "integrated gradients")), facts
-
-
-_CONTEXT_RUNS: dict[str, Run] = {
-    "04": Run(f"up to {SAMPLE} prompts per kind that the model answers (two-hop: and knows both single hops of), "
-              f"from P1's two, {SUMS_TRIED - 1} sums of two one-digit numbers, {SUMS_TRIED} sums of {CHAIN_OPERANDS} (a "
-              "kind of their own), the book's well-known two-hop facts and 39 MQuAKE compositions; the baseline from 10 "
-              "GSM8K problems",
-              _erasure,
-              lambda rs, f: claims.context.verdict(rs, "erasing the residual", facts=f),
-              lambda s: sample_figure(s, "erasing a context position still moves the answer"),
-              "Per prompt (rows), the relative depth of the deepest residual at which erasing a context position "
-              "still moves the answer by more than 10% of the largest effect (P1 Fig. 6b's reading, one dot per "
-              "prompt), the mean over the kind's prompts with its 95% bootstrap interval (line and band), and the "
-              "claim's thresholds (dashed: shown at or below; dotted: not shown above), on this model. Position 0 "
-              "(the BOS, an attention sink) is never erased here, while P1's notebook erases every position, BOS "
-              "included.",
-              dtype=FACT_CHECK_DTYPE, chapter="04"),
-    "05": Run(f"up to {SAMPLE} prompts per kind that the model answers, chosen as in chapter 4; Gauss–Legendre with "
-              f"{IG_NODES} nodes per layer (cheap enough for a sample, where the adaptive rule is not), a prompt "
-              "whose layer sums miss f(x) − f(b) by more than a tenth not counted", _ig,
-              lambda rs, f: claims.context.verdict(rs, "the |attribution|", facts=f),
-              lambda s: sample_figure(s, "a context position carries a tenth of the |attribution|"),
-              "Per prompt (rows), the relative depth of the deepest layer whose output at a context position still "
-              "carries more than 10% of the largest |integrated-gradients attribution| of the answer (P1 Fig. 6a's "
-              "reading, one dot per prompt, Gauss–Legendre; hollow: not counted, its layer sums missing completeness), "
-              "the mean over the counted prompts with its 95% bootstrap "
-              "interval (line and band), and the claim's thresholds (dashed: shown at or below; dotted: not shown "
-              "above), on this model.", dtype=FACT_CHECK_DTYPE, chapter="05"),
-}
-
-#: every chapter's headline run on the real models, by chapter: each claim module's ``RUN``
-#: (:mod:`depthutils.book.claims`), and chapters 4 and 5's above
-RUNS: dict[str, Run] = dict(sorted({**{m.RUN.chapter: m.RUN for m in claim_modules() if hasattr(m, "RUN")},
-                                    **_CONTEXT_RUNS}.items()))
+#: every chapter's headline run on the real models, by chapter: each claim module's ``RUN`` (or ``RUNS``, chapters 4
+#: and 5's in :mod:`depthutils.book.claims.context.runs`)
+RUNS: dict[str, Run] = dict(sorted({k: run for m in claim_modules()
+                                    for k, run in ({m.RUN.chapter: m.RUN} if hasattr(m, "RUN") else getattr(m, "RUNS", {})).items()}.items()))
 
 
 def available(names=None) -> tuple[list[str], dict[str, str]]:
@@ -280,3 +200,26 @@ def uncontrolled(real_models, **study_args):
     display(Markdown("**The real models, uncontrolled** (not counted by the verdicts): effective depth from the "
                      "KL, `ED (ratio) [95% interval of the ratio]`.\n\n" + result.markdown(metrics=["kl"])))
     return result
+
+
+def measure_run(model: str, chapter: str, dtype: str, threads: int | None = None) -> dict:
+    """Chapter ``chapter``'s headline run (:data:`RUNS`) on real model ``model`` in ``dtype``, in this process: seconds
+    (load apart), peak resident memory, the verdict's outcome and graded value(s), and the prompts it used (the row
+    of :func:`depthutils.perf.precision.dtype_rows`)."""
+
+    if threads:
+        torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    lm = load_model(model, dtype=dtype)
+    t1 = time.perf_counter()
+    cpu0 = time.process_time()
+    run = RUNS[chapter]
+    out = run.measure(lm)
+    results, facts = out if isinstance(out, tuple) else (out, None)
+    seconds, cpu = time.perf_counter() - t1, time.process_time() - cpu0
+    v = run.claim(results, facts)
+    prompts = sorted(f"{k}: {p.text}" for k, p in facts.prompts.items()) if facts is not None else []
+    return {"model": model, "chapter": chapter, "dtype": lm.dtype_name, "load_seconds": round(t1 - t0, 1),
+            "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1),
+            "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+            "outcome": v.outcome, "value": v.value, "prompts": prompts}

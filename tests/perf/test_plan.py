@@ -156,7 +156,7 @@ def test_plan_decodes_as_many_tokens_as_the_depth_score(monkeypatch):
     import depthutils as du
     from depthutils.cost.model_info import model_info
     from depthutils.models.handle import ModelHandle
-    from depthutils.perf.plan import _score_prompts
+    from depthutils.perf.plan import score_prompts
 
     asked = []
     real = ModelHandle.greedy_batch
@@ -169,7 +169,7 @@ def test_plan_decodes_as_many_tokens_as_the_depth_score(monkeypatch):
     monkeypatch.setattr(ModelHandle, "greedy_batch", spy)
     tasks = {"addition": (2, 4)}
     du.depth_score(du.load_model("default"), tasks, n=3, progress_bar=False)
-    planned = [(ctx, new) for _, _, ctx, new in _score_prompts(model_info("default"), tasks, 3, 0, 48)]
+    planned = [(ctx, new) for _, _, ctx, new in score_prompts(model_info("default"), tasks, 3, 0, 48)]
     assert sorted(asked) == sorted(planned) and len(asked) == 6
 
 

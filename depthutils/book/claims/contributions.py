@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from matplotlib.lines import Line2D
 
-from depthutils import data
 from depthutils.book.claim_table import CLAIMS, MIN_HALF
 from depthutils.book.claims.run import Run
 from depthutils.book.grading import Verdict, _verdict, interval_text, judge, not_tested
@@ -54,7 +53,7 @@ def figure(result):
 
 
 #: the chapter's headline run on each real model (:func:`depthutils.book.realruns.section`)
-RUN = Run("N = 20 GSM8K test problems (P1's N)", lambda lm: measure(lm, data.load("gsm8k", 20)),
-          lambda r, f: verdict(r), figure,
-          "Each layer's write into the residual stream (P1 Fig. 2) on this model: ‖part‖ / ‖residual‖ per layer "
-          "and its cosine with the residual, with 95% bootstrap bands over prompts.", chapter="01")
+RUN = Run.on_gsm8k(
+    20, measure, verdict, figure,
+    "Each layer's write into the residual stream (P1 Fig. 2) on this model: ‖part‖ / ‖residual‖ per layer "
+    "and its cosine with the residual, with 95% bootstrap bands over prompts.", note=" (P1's N)", chapter="01")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import seaborn as sns
 
-from depthutils import data
 from depthutils.book.claim_table import CLAIMS, LEVEL, MIN_HALF, OUTPUT_AGAINST, OUTPUT_SHOWN
 from depthutils.book.claims.run import Run
 from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, interval_text, judge, not_tested
@@ -82,12 +81,11 @@ def figure(result):
 
 
 #: the chapter's headline run on each real model (:func:`depthutils.book.realruns.section`)
-RUN = Run("N = 10 GSM8K test problems, 4 positions each (P1's N); the headline variant: whole layers, "
-          "effect on future tokens",
-          lambda lm: measure(lm, data.load("gsm8k", 10), part="layer", mode="future"),
-          lambda r, f: verdict(r), figure,
-          "The effect of skipping each layer (rows) on each later layer (columns) and on the output (P1 Fig. 3), "
-          "on this model.", chapter="02")
+RUN = Run.on_gsm8k(
+    10, measure, verdict, figure,
+    "The effect of skipping each layer (rows) on each later layer (columns) and on the output (P1 Fig. 3), "
+    "on this model.", note=", 4 positions each (P1's N); the headline variant: whole layers, effect on future tokens",
+    options=dict(part="layer", mode="future"), chapter="02")
 
 
 def workload(models, p, k):

@@ -54,10 +54,10 @@ def figure(result):
 
 
 #: the chapter's headline run on each real model (:func:`depthutils.book.realruns.section`)
-RUN = Run("N = 20 GSM8K test problems (P1's N)", lambda lm: measure(lm, data.load("gsm8k", 20)),
-          lambda r, f: verdict(r), figure,
-          "The logit lens on each layer's input hₗ (P1 Fig. 4) on this model: KL to the output and top-5 "
-          "overlap, with 95% bootstrap bands over prompts.", chapter="03")
+RUN = Run.on_gsm8k(
+    20, measure, verdict, figure,
+    "The logit lens on each layer's input hₗ (P1 Fig. 4) on this model: KL to the output and top-5 "
+    "overlap, with 95% bootstrap bands over prompts.", note=" (P1's N)", chapter="03")
 
 
 def workload(models, p, k):

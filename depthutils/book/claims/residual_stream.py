@@ -5,7 +5,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-from depthutils import data
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.claims.run import Run
 from depthutils.book.grading import Verdict, _verdict, interval_text, judge
@@ -57,9 +56,9 @@ def figure(result) -> plt.Figure:
 
 
 #: the chapter's headline run on each real model (:func:`depthutils.book.realruns.section`)
-RUN = Run("N = 20 GSM8K test problems", lambda lm: measure(lm, data.load("gsm8k", 20)),
-          lambda r, f: verdict(r), figure,
-          "The residual stream's norm per layer, and the largest error of hₗ₊₁ = hₗ + aₗ + mₗ, on this model.",
-          # the identity holds to the dtype's rounding: bfloat16's (~4e-3 per addition) fails a test set
-          # at float32's, and this run takes seconds in either
-          dtype="float32", chapter="00")
+RUN = Run.on_gsm8k(
+    20, measure, verdict, figure,
+    "The residual stream's norm per layer, and the largest error of hₗ₊₁ = hₗ + aₗ + mₗ, on this model.",
+    # the identity holds to the dtype's rounding: bfloat16's (~4e-3 per addition) fails a test set
+    # at float32's, and this run takes seconds in either
+    dtype="float32", chapter="00")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from depthutils import data
+
 __all__ = ["Run"]
 
 
@@ -18,7 +20,7 @@ class Run:
     figure: Callable                                  # one result -> Figure
     caption: str                                      # the figure's caption (what it shows, for any model)
     #: the dtype it loads the model in: "auto" (bfloat16 where the CPU computes it natively), or "float32" where
-    #: bfloat16 would change the graded statistic (the table of both in depthutils.book.precision)
+    #: bfloat16 would change the graded statistic (the table of both in depthutils.perf.precision)
     dtype: str = "auto"
     #: the figure takes the whole ``{name: result}`` (one figure), not one result per figure
     together: bool = False
@@ -28,3 +30,11 @@ class Run:
     glue_keys: tuple = ()
     #: the chapter whose headline this is ("01"), its key in :data:`depthutils.book.realruns.RUNS`
     chapter: str = ""
+
+    @classmethod
+    def on_gsm8k(cls, n: int, measure: Callable, verdict: Callable, figure: Callable, caption: str, *,
+                 note: str = "", options: dict | None = None, **fields) -> "Run":
+        """The run of a measurement on the first ``n`` GSM8K test problems (``measure(lm, prompts, **options)``),
+        graded by its claim's ``verdict(result)`` alone; ``note`` follows the N in the page's words."""
+        return cls(f"N = {n} GSM8K test problems{note}", lambda lm: measure(lm, data.load("gsm8k", n), **(options or {})),
+                   lambda r, f: verdict(r), figure, caption, **fields)

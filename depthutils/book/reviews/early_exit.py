@@ -9,10 +9,10 @@ import numpy as np
 from depthutils import data
 from depthutils.analysis.known_facts import SAMPLE_CANDIDATES, FactPrompts, prompts_for
 from depthutils.book.claim_table import CLAIMS
+from depthutils.book.claims.context.runs import FACT_CHECK_DTYPE, facts_for
 from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, interval_text, judge
 from depthutils.book.legends import band_key, below
 from depthutils.book.plotstyle import COLUMN_IN, lines, long_form, subplots, title
-from depthutils.book.realruns import FACT_CHECK_DTYPE, facts_for
 from depthutils.core.depth import RESIDUAL_AXIS, residual_depth
 from depthutils.core.errors import DepthError, NothingFits
 from depthutils.ladder.registry import is_embedded

@@ -1,9 +1,10 @@
-"""float32 against bfloat16 on the real models: each chapter's headline run (:data:`~depthutils.book.realruns.RUNS`)
-in both dtypes, side by side, with its CPU time, peak memory, graded statistic and verdict.
+"""float32 against bfloat16 on the real models: each chapter's headline run in both dtypes, side by side, with
+its CPU time, peak memory, graded statistic and verdict.
 
-``python -m depthutils bench --only real`` prints this table (:func:`dtype_table`). Each (model, chapter, dtype)
-runs in a fresh process (:func:`depthutils.perf.harness.isolated`), so that its peak resident memory is its own,
-and the two dtypes of a chapter run one after the other, so that both see the same load on the machine.
+``python -m depthutils bench --only real`` prints this table (:func:`dtype_table`), with the book's headline runs
+(:func:`depthutils.book.realruns.measure_run`) as the ``measure`` of :func:`dtype_rows`. Each (model, chapter,
+dtype) runs in a fresh process (:func:`depthutils.perf.harness.isolated`), so that its peak resident memory is
+its own, and the two dtypes of a chapter run one after the other, so that both see the same load on the machine.
 
 A chapter's bfloat16 run *agrees* (:func:`agrees`) when its verdict is the same and every graded value lies
 inside the float32 value's 95% bootstrap interval; the prompts a chapter chose (chapters 4 and 5 pick prompts
@@ -12,44 +13,16 @@ the model answers) are compared too, since a different choice makes the values i
 from __future__ import annotations
 
 import re
-import resource
-import time
-
-import torch
 
 from depthutils.models.real.catalog import REAL_MODELS
 from depthutils.perf.harness import isolated
 
-__all__ = ["DTYPES", "measure", "dtype_rows", "values", "agrees", "largest_difference", "dtype_table"]
+__all__ = ["DTYPES", "dtype_rows", "values", "agrees", "largest_difference", "dtype_table"]
 
 DTYPES = ("float32", "bfloat16")
 _NUMBER = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
 #: ``0.66 [0.61, 0.77]``: a graded value with its interval, as :func:`~depthutils.book.grading.interval_text` writes it
 _INTERVAL = re.compile(rf"({_NUMBER}) \[({_NUMBER}), ({_NUMBER})\]")
-
-
-def measure(model: str, chapter: str, dtype: str, threads: int | None = None) -> dict:
-    """Chapter ``chapter``'s headline run on real model ``model`` in ``dtype``, in this process: seconds (load
-    apart), peak resident memory, the verdict's outcome and graded value(s), and the prompts it used."""
-    from depthutils.book.realruns import RUNS
-    from depthutils.models.handle import load_model
-
-    if threads:
-        torch.set_num_threads(threads)
-    t0 = time.perf_counter()
-    lm = load_model(model, dtype=dtype)
-    t1 = time.perf_counter()
-    cpu0 = time.process_time()
-    run = RUNS[chapter]
-    out = run.measure(lm)
-    results, facts = out if isinstance(out, tuple) else (out, None)
-    seconds, cpu = time.perf_counter() - t1, time.process_time() - cpu0
-    v = run.claim(results, facts)
-    prompts = sorted(f"{k}: {p.text}" for k, p in facts.prompts.items()) if facts is not None else []
-    return {"model": model, "chapter": chapter, "dtype": lm.dtype_name, "load_seconds": round(t1 - t0, 1),
-            "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1),
-            "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
-            "outcome": v.outcome, "value": v.value, "prompts": prompts}
 
 
 def values(text: str) -> list[tuple[float, float, float]]:
@@ -71,9 +44,10 @@ def agrees(f32: dict, b16: dict) -> tuple[bool, str]:
     return (not out), ("" if not out else f"value {out[0] + 1} outside the float32 interval")
 
 
-def dtype_rows(models=tuple(REAL_MODELS), chapters=("00", "01", "02", "03", "04", "05", "06"),
+def dtype_rows(measure, models=tuple(REAL_MODELS), chapters=("00", "01", "02", "03", "04", "05", "06"),
                threads: int | None = None, skip=None) -> list[dict]:
-    """Every (model, chapter) in both dtypes, each in a fresh process, printed as they finish. ``skip(model)``
+    """Every (model, chapter) in both dtypes, each in a fresh process, printed as they finish: ``measure(model,
+    chapter, dtype, threads)`` (a module-level function, run in that process) returns its row. ``skip(model)``
     returns a sentence for a model that cannot run here (not cached, terms not accepted), or None."""
     rows = []
     for model in models:

@@ -1,14 +1,15 @@
-"""float32 against bfloat16 on a real model: the agreement rule (depthutils.book.precision) and a small real slice."""
+"""float32 against bfloat16 on a real model: the agreement rule (depthutils.perf.precision) and a small real slice."""
 from __future__ import annotations
 
 import pytest
 
 from depthutils import data
-from depthutils.book import claims, precision
+from depthutils.book import claims
 from depthutils.measures.contributions import contributions
 from depthutils.measures.logit_lens import logit_lens
 from depthutils.models.handle import load_model
 from depthutils.models.real.catalog import cache_root
+from depthutils.perf import precision
 
 pytestmark = pytest.mark.slow  # bfloat16 against float32 on a slice of SmolLM2: about four minutes
 

@@ -1,0 +1,93 @@
+"""Chapters 4 and 5 on the named real models (:data:`RUNS`, which :data:`depthutils.book.realruns.RUNS` collects):
+a sample of the prompts each model answers (the fact check, :func:`facts_for`), erased or attributed prompt by
+prompt, graded per kind."""
+from __future__ import annotations
+
+from depthutils import data
+from depthutils.analysis.known_facts import CHAIN_OPERANDS, KINDS, SAMPLE_CANDIDATES, prompts_for
+from depthutils.book.claims.context import MIN_PROMPTS, by_kind, run_sample, verdict
+from depthutils.book.claims.context.figures import sample_figure
+from depthutils.book.claims.run import Run
+from depthutils.measures.integrated_gradients import integrated_gradients
+from depthutils.measures.residual_erasure import residual_erasure, residual_means
+from depthutils.models.real.catalog import cache_root
+
+__all__ = ["FACT_CHECK_DTYPE", "SAMPLE", "SUMS_TRIED", "FACTS", "IG_NODES", "facts_for", "RUNS"]
+
+
+#: chapters 4 and 5 grade only prompts the model answers, by greedy decoding (the fact check), and a prompt near
+#: that decision can flip with the dtype's rounding: in bfloat16 SmolLM2 "answers" a two-hop prompt it does not
+#: answer in float32 (``bench --only dtype``), so these sections run in float32, the faithful computation of
+#: the dequantized weights
+FACT_CHECK_DTYPE = "float32"
+
+
+#: chapters 4 and 5 on a real model grade a sample: every prompt of a kind the model answers, the first ``SAMPLE``
+#: of it (the fewest the verdict grades, ``claims.context.MIN_PROMPTS``: each prompt costs seconds per chapter), from
+#: P1's own, 59 sums of two one-digit numbers (the sums small models solve), 60 sums of three (their own kind, beside
+#: the sums of two: SmolLM2 answered 9 of 39 distinct ones, 12 of 59), the book's well-known two-hop facts and 39
+#: MQuAKE compositions (:func:`depthutils.analysis.known_facts.prompts_for`)
+SAMPLE = MIN_PROMPTS
+SUMS_TRIED = 60
+FACTS = dict(n=SAMPLE, n_arithmetic=SAMPLE, seed=123, **{**SAMPLE_CANDIDATES, "tried_arithmetic": SUMS_TRIED},
+             chain_operands=CHAIN_OPERANDS)
+#: chapter 5's sample: Gauss–Legendre with this many nodes per layer (9 evaluations with f(b)). A converged rule
+#: costs what a sample cannot: the adaptive rule took ~37 s per prompt on SmolLM2 (and still missed completeness
+#: by 0.14–1.04) and ~80 s on Gemma 3 270M (missing by 0.02), so a prompt whose layer sums miss f(x) − f(b) by more
+#: than COMPLETENESS_LIMIT is not counted, and the verdict says how many were
+IG_NODES = 8
+
+
+def _by_kind(results: dict) -> dict:
+    """``{kind's label: KindSample}``: a section shows one figure and one summary per kind of prompt."""
+    return {KINDS[k]: sample for k, sample in by_kind(results).items()}
+
+
+def facts_for(lm):
+    """The sample's prompts on ``lm``; the check is stored beside the model cache (``$XDG_CACHE_HOME/depthutils/facts``),
+    so chapter 5 reads chapter 4's (:func:`depthutils.analysis.known_facts.cached_check`)."""
+    return prompts_for(lm, **FACTS, cache_dir=cache_root().parent / "facts")
+
+
+def _erasure(lm):
+    facts = facts_for(lm)
+    base = residual_means(lm, data.load("gsm8k", 10))
+    return _by_kind(run_sample(facts.prompts, lambda p: residual_erasure(lm, p, baseline=base, progress_bar=False),
+                               "erasure")), facts
+
+
+def _ig(lm):
+    facts = facts_for(lm)
+    return _by_kind(run_sample(facts.prompts, lambda p: integrated_gradients(lm, p, rule="gauss", steps=IG_NODES,
+                                                                             progress_bar=False),
+                               "integrated gradients")), facts
+
+
+RUNS: dict[str, Run] = {
+    "04": Run(f"up to {SAMPLE} prompts per kind that the model answers (two-hop: and knows both single hops of), "
+              f"from P1's two, {SUMS_TRIED - 1} sums of two one-digit numbers, {SUMS_TRIED} sums of {CHAIN_OPERANDS} (a "
+              "kind of their own), the book's well-known two-hop facts and 39 MQuAKE compositions; the baseline from 10 "
+              "GSM8K problems",
+              _erasure,
+              lambda rs, f: verdict(rs, "erasing the residual", facts=f),
+              lambda s: sample_figure(s, "erasing a context position still moves the answer"),
+              "Per prompt (rows), the relative depth of the deepest residual at which erasing a context position "
+              "still moves the answer by more than 10% of the largest effect (P1 Fig. 6b's reading, one dot per "
+              "prompt), the mean over the kind's prompts with its 95% bootstrap interval (line and band), and the "
+              "claim's thresholds (dashed: shown at or below; dotted: not shown above), on this model. Position 0 "
+              "(the BOS, an attention sink) is never erased here, while P1's notebook erases every position, BOS "
+              "included.",
+              dtype=FACT_CHECK_DTYPE, chapter="04"),
+    "05": Run(f"up to {SAMPLE} prompts per kind that the model answers, chosen as in chapter 4; Gauss–Legendre with "
+              f"{IG_NODES} nodes per layer (cheap enough for a sample, where the adaptive rule is not), a prompt "
+              "whose layer sums miss f(x) − f(b) by more than a tenth not counted", _ig,
+              lambda rs, f: verdict(rs, "the |attribution|", facts=f),
+              lambda s: sample_figure(s, "a context position carries a tenth of the |attribution|"),
+              "Per prompt (rows), the relative depth of the deepest layer whose output at a context position still "
+              "carries more than 10% of the largest |integrated-gradients attribution| of the answer (P1 Fig. 6a's "
+              "reading, one dot per prompt, Gauss–Legendre; hollow: not counted, its layer sums missing completeness), "
+              "the mean over the counted prompts with its 95% bootstrap "
+              "interval (line and band), and the claim's thresholds (dashed: shown at or below; dotted: not shown "
+              "above), on this model.", dtype=FACT_CHECK_DTYPE, chapter="05"),
+}
+
