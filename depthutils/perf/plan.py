@@ -1,9 +1,10 @@
 """``python -m depthutils plan CHAPTER --model M``: what a chapter will cost before it runs.
 
-A chapter's run is a list of measurement calls (:func:`chapter_costs`: the chapter's own calls, its
-:data:`Workload`, which its claim's module states and the chapter's run is checked against); each call's :class:`~depthutils.cost.accounting.Cost` comes from the model's config alone, from
-the measurement's own ``cost`` (:func:`depthutils.measures.cost_of`). The plan adds the weights and the process's own
-memory, picks the largest batch that fits the memory budget where the measurement's path takes a batch
+A chapter's run is a list of measurement calls (:func:`chapter_costs`): the chapter's own calls, its
+:data:`Workload`, which its claim's module states (``WORKLOADS``) and against which the chapter's last cell checks
+the calls it made (:func:`depthutils.book.report.check_plan`). Each call's :class:`~depthutils.cost.accounting.Cost`
+comes from the model's config alone, from the measurement's own ``cost`` (:data:`depthutils.measures.MEASUREMENTS`).
+The plan adds the weights and the process's own memory, picks the largest batch that fits the memory budget where the measurement's path takes a batch
 size (the batched path of future effects and erasure, the layers per pass of integrated gradients), and
 turns FLOPs into seconds (:mod:`depthutils.perf.timing`: measured here for the CPU, a data sheet for a GPU).
 """
