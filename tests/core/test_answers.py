@@ -38,3 +38,15 @@ def test_may_give_never_stops_a_decoding_that_would_give_the_answer():
     assert stopped > 1000
     assert may_give(" the Eif", ["Tour Eiffel", "Eiffel Tower"]) and not may_give(" 3", "28")
     assert may_give(" Z\ufffd", "Zurich")  # a character cut between two tokens: kept open
+
+
+def test_the_fact_check_s_forms_aliases_case_articles_and_word_boundaries():
+    assert given(" the Beatles, who", ["The Beatles", "Beatles"]) == " the Beatles"
+    assert given(" Beatles.", ["The Beatles", "Beatles"]) == " Beatles"
+    assert given(" united kingdom", ["United Kingdom"]) == " united kingdom"
+    assert given(" Indiana", ["India"]) is None  # a longer word is another answer
+    assert given("28\n", ["28"]) == "28"
+    assert given("281", ["28"]) is None
+    assert given(" a 2019", ["Yoko Ono", "Ono"]) is None
+    assert given(" a goalkeeper.", ["goalkeeper"]) == " a goalkeeper"
+    assert given(" another goalkeeper", ["goalkeeper"]) is None
