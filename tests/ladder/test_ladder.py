@@ -35,14 +35,18 @@ MAX_BYTES = 20 * 10**6
 
 @pytest.fixture(scope="module")
 def loaded():
+    """The shipped checkpoints, loaded once; the module runs on one thread (tiny models, robust when other
+    processes hold a core) and gives the process its threads back when it ends."""
     cache = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
 
     def get(name):
         if name not in cache:
-            torch.set_num_threads(1)  # tiny models; robust when other processes hold a core
             cache[name] = ev.load_checkpoint(name)
         return cache[name]
-    return get
+    yield get
+    torch.set_num_threads(threads)
 
 
 def test_every_model_is_shipped():
