@@ -94,10 +94,11 @@ def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, knobs: Knobs,
     calls = workload(models, p, knobs) if workload else []
     out = [(info, MEASUREMENTS[name].predict(info.shape, work, knobs.dtype, knobs.remote)) for info, name, work in calls]
     named = {name for _, name, _ in calls}
+    rest = [m for name, m in MEASUREMENTS.items()
+            if m.chapter == chapter and name not in named and (m.runs_remotely or not knobs.remote)]
     for info in models:
-        out += [(info, m.predict(info.shape, {"Ts": dataset_tokens(info, p)}, knobs.dtype, knobs.remote))
-                for name, m in MEASUREMENTS.items()
-                if m.chapter == chapter and name not in named and (m.runs_remotely or not knobs.remote)]
+        Ts = dataset_tokens(info, p) if rest else None  # counted once per model, not once per measurement
+        out += [(info, m.predict(info.shape, {"Ts": Ts}, knobs.dtype, knobs.remote)) for m in rest]
     return out
 
 
