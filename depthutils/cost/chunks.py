@@ -9,8 +9,24 @@ from __future__ import annotations
 GROUP_BYTES = 768 * 2**20
 #: one chunk of output distributions of the stack path (logits, probabilities and the clean ones), bytes
 UNEMBED_BYTES = 384 * 2**20
-#: one slice of the vocabulary's lens logits (every layer, every token) and its exponentials, bytes
-LENS_CHUNK_BYTES = 512 * 2**20
+#: the memory above the weights of one forward of the batched path of future effects, by the cost model's count
+#: (its ``cost``, which counts more than a CPU run keeps): larger batches are no faster on a CPU, whose cache and
+#: memory bandwidth bound them, and a budget sized by free memory made Gemma 3 270M's chapter 2 section slower
+BATCH_BYTES = 6 * 10**9
+#: one block of the logit lens's float32 logits (rows: layers × tokens; columns: a slice of the vocabulary), bytes:
+#: small enough that the block's several passes (max, exponentials, sums) stay in the CPU's cache
+LENS_CHUNK_BYTES = 16 * 2**20
+#: rows (layers × tokens) of one block of the logit lens at most: enough for an efficient matrix product
+LENS_ROWS = 4096
+
+
+def lens_blocks(layers: int, tokens: int, vocab: int, k: int, chunk_bytes: int) -> tuple[int, int]:
+    """How :func:`depthutils.measures.logit_lens.chunked_lens` cuts ``layers × tokens`` rows over a vocabulary of
+    ``vocab``: ``(tokens per block, vocabulary slice)``. A block holds every layer of whole tokens, at most
+    :data:`LENS_ROWS` rows (one token's layers at least), and a slice of at least ``k`` columns whose float32
+    logits fit ``chunk_bytes`` (:data:`LENS_CHUNK_BYTES`, or less where a memory budget leaves less)."""
+    per_block = max(1, min(tokens, LENS_ROWS // max(layers, 1)))
+    return per_block, min(vocab, max(k, chunk_bytes // (4 * layers * per_block)))
 
 
 def limits(work_bytes: int | None) -> tuple[int, int]:

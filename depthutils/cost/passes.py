@@ -9,7 +9,7 @@ Every function takes a :class:`~depthutils.cost.accounting.Shape`, the prompts' 
 from __future__ import annotations
 
 from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, total, with_requests
-from depthutils.cost.chunks import LENS_CHUNK_BYTES
+from depthutils.cost.chunks import LENS_CHUNK_BYTES, lens_blocks
 
 __all__ = ["stack_bytes", "stack_pass", "trace_pass", "lens_bytes", "forward_batch", "one_trace_per_prompt",
            "generate"]
@@ -59,8 +59,8 @@ def one_trace_per_prompt(s: Shape, Ts, dtype: str, remote: bool, what: str, *, s
     ``stats``: the per-layer statistics read inside the trace (:func:`depthutils.measures.contributions.read_stats`).
     ``lens``: ``"traced"`` decodes every layer's lens inside the trace, one ``[T, V]`` product per layer (effective
     depth, and the logit lens on NDIF); ``"chunked"`` is :func:`depthutils.measures.logit_lens.chunked_lens`: the
-    ``L`` layer inputs' ``L·T`` rows in one matrix product per slice of the vocabulary (a float32 slice and its
-    exponentials, within ``LENS_CHUNK_BYTES``). ``lens_at``: the positions per prompt a traced lens decodes (one
+    ``L`` layer inputs' ``L·T`` rows in blocks of rows and slices of the vocabulary (a block's logits, their
+    float32 copy and exponentials; ``lens_blocks``). ``lens_at``: the positions per prompt a traced lens decodes (one
     number per prompt, or one for all; default: every position)."""
     costs = []
     at = list(lens_at) if isinstance(lens_at, (list, tuple)) else [lens_at] * len(Ts)
@@ -78,8 +78,9 @@ def one_trace_per_prompt(s: Shape, Ts, dtype: str, remote: bool, what: str, *, s
         elif lens == "chunked":
             M = s.layers * T
             a.unembed(M, 1)
-            step = min(s.vocab, max(5, LENS_CHUNK_BYTES // (8 * M)))
-            work = max(work, lens_bytes(s, T, dtype) + 2 * M * step * 4)  # what the lens keeps, a slice and its exponentials
+            per_block, step = lens_blocks(s.layers, T, s.vocab, 5, LENS_CHUNK_BYTES)
+            block = s.layers * per_block * step
+            work = max(work, lens_bytes(s, T, dtype) + block * (BYTES[dtype] + 8))  # a block's logits, float32 and e
         costs.append(a.done(0.0, work, download=4 * s.layers * per_token * T, batch=1))
     return with_requests(total(costs), remote)
 

@@ -30,9 +30,10 @@ import torch
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError, check_finite
 from depthutils.core.results import describe, make_meta
+from depthutils.core.softmax import probabilities
 from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, total, with_requests
 from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of, work_bytes
-from depthutils.cost.chunks import GROUP_BYTES
+from depthutils.cost.chunks import BATCH_BYTES, GROUP_BYTES
 from depthutils.cost.passes import stack_bytes, stack_pass, trace_pass
 from depthutils.measures import counted, shared_prefix
 from depthutils.measures.example import Example, on_gsm
@@ -86,6 +87,8 @@ def _run_chunk(model, ids: torch.Tensor, chunk: list[_Row], part: str, local: bo
     """One batched forward: row 0 clean, row ``i+1`` is ``chunk[i]``. Returns each row's maxima over the
     positions ``keep`` marks (:func:`_row_maxima`), reduced inside the trace: ``[L, B]`` and ``[B]``."""
     L, T, B = model.n_layers, ids.shape[1], len(chunk) + 1
+    measured = keep.any(0)
+    first = int(measured.float().argmax()) if measured.any() else T - 1
     get = {"attn": model.attentions_output, "mlp": model.mlps_output}
     put = {"attn": model.set_attentions_output, "mlp": model.set_mlps_output}
     with model.no_grad(), model.trace(ids.expand(B, T)):
@@ -118,8 +121,10 @@ def _run_chunk(model, ids: torch.Tensor, chunk: list[_Row], part: str, local: bo
             if last:
                 out = _skip(out, last, lambda r, row: out[r, 1:row.t] - clean[row.s][1:row.t])
                 model.set_layers_output(L - 1, out)
-        probs = model.logits().float().softmax(-1)
-        layer_max, out_max = _row_maxima(torch.stack(ratios), (probs - probs[0:1]).norm(dim=-1), keep)
+        probs = probabilities(model.logits()[:, first:])  # only the positions some row measures
+        clean = probs[0:1].clone()
+        out_diff = torch.nn.functional.pad(probs.sub_(clean).norm(dim=-1), (first, 0))
+        layer_max, out_max = _row_maxima(torch.stack(ratios), out_diff, keep)
         layer_max, out_max = layer_max.save(), out_max.save()
     return layer_max, out_max  # [L, B], [B]
 
@@ -185,14 +190,15 @@ def _stack_wave(st, chunks: list, mode: str) -> list:
 
 def planned_batch(model, encs, used: list, part: str, mode: str, local: bool, budget: float, say: bool) -> int:
     """The batched path's rows per forward: the largest whose memory above the weights, on the longest prompt,
-    the cost model (:func:`cost`) fits in ``budget`` bytes, at most every
+    the cost model (:func:`cost`) fits in ``budget`` bytes and :data:`~depthutils.cost.chunks.BATCH_BYTES` (the
+    size tuned for speed), at most every
     intervention of a prompt and its clean row (:func:`depthutils.cost.budget.pick_batch`, which says so)."""
     shape, dtype = shape_of(model), dtype_of(model)
     i = max(range(len(encs)), key=lambda k: encs[k].n_tokens if used[k] else -1)
     largest = max(len(_rows(model.n_layers, ts, local)) for ts in used) + 1
     extra = lambda b: cost(shape, [encs[i].n_tokens], dtype, False, False, part=part,  # noqa: E731
                            mode=mode, positions=[used[i]], batch=b).peak
-    return pick_batch("future effects", extra, largest, budget, say=say)
+    return pick_batch("future effects", extra, largest, min(budget, BATCH_BYTES), say=say)
 
 
 @dataclass(frozen=True)
@@ -360,7 +366,8 @@ def cost(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: int = 4, pa
     depth score's interventions); ``positions`` gives each prompt's ``t`` (default:
     :func:`~depthutils.measures.shared_prefix.positions_for_cost`). The fast path is :func:`_stack_wave` without
     the output, else :func:`depthutils.measures.shared_prefix.cost`; the batched path runs ``k·L`` rows in
-    forwards of ``batch`` rows, each with the clean row."""
+    forwards of ``batch`` rows, each with the clean row, and the output distributions from the chunk's first
+    measured position on."""
     L, costs = s.layers, []
     for i, T in enumerate(Ts):
         a = Acc(s, what, T)
@@ -385,7 +392,8 @@ def cost(s: Shape, Ts, dtype: str, fast: bool, remote: bool, *, n_t: int = 4, pa
             work = 0.0
             for c in range(chunks):
                 r = min(size, rows - c * size) + 1
-                work = max(work, trace_pass(a, s, r, T, dtype) + s.logit_bytes(r, T))
+                first = 1 if mode == "all" else min(sorted(ts)[c * size // L], T - 1)  # the chunk's first measured
+                work = max(work, trace_pass(a, s, r, T, dtype) + s.logit_bytes(r, T - first))
             costs.append(a.done(0.0, work, download=4 * (L + 1) * (rows + chunks), batch=size + 1))
     return with_requests(total(costs), remote)
 

@@ -10,10 +10,11 @@ import torch
 
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import check_finite
+from depthutils.core.softmax import SUBNORMAL
 from depthutils.core.results import Result, describe, make_meta
 from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.budget import dtype_of, shape_of, work_bytes
-from depthutils.cost.chunks import LENS_CHUNK_BYTES
+from depthutils.cost.chunks import LENS_CHUNK_BYTES, lens_blocks
 from depthutils.cost.passes import lens_bytes, one_trace_per_prompt
 from depthutils.measures import counted
 from depthutils.measures.curves import ed_kl, ed_overlap, ratio
@@ -110,49 +111,64 @@ def prompt_lens(model, item) -> torch.Tensor:
 def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_bytes: int | None = None,
                  output_first: bool = False) -> torch.Tensor:
     """``[L, 2, T]`` as :func:`read_lens` gives it, from the layer inputs ``hs`` ``[L, T, H]`` (``h_0 … h_{L−1}``)
-    and the model's logits ``final`` ``[T, V]``: every layer's lens in one matrix product per slice of the
-    vocabulary (within ``chunk_bytes``, :data:`LENS_CHUNK_BYTES`), never a whole ``[L, T, V]``.
+    and the model's logits ``final`` ``[T, V]``: every layer's lens as matrix products over blocks of rows (every
+    layer of some tokens) and slices of the vocabulary (:func:`depthutils.cost.chunks.lens_blocks`, within
+    ``chunk_bytes``, :data:`LENS_CHUNK_BYTES`), never a whole ``[L, T, V]``.
 
-    Per row, over the slices: the running max ``m``, ``S = Σ e^{z−m}`` and ``W = Σ e^{z−m}(z − z_final)`` (in
-    float64 between slices), and the running top-``k``; then ``KL(q ‖ q_final) = W/S − lse(z) + lse(z_final)``.
-    With ``output_first`` the KL row is the other direction, ``KL(q_final ‖ q) = Σ q_final (z_final − z) −
-    lse(z_final) + lse(z)``, from ``R = Σ q_final·z`` summed over the slices (the tuned readout's objective).
+    The products run in the model's dtype; each block's statistics in float32, accumulated over the slices per row
+    in float64: the running max ``m``, ``S = Σ e^{z−m}`` (no subnormal term: :mod:`depthutils.core.softmax`) and ``W = Σ e^{z−m}(z − z_final)``, and the running
+    top-``k`` (a slice's top-``k`` is taken only for the rows whose slice maximum beats their ``k``-th value); then
+    ``KL(q ‖ q_final) = W/S − lse(z) + lse(z_final)``. With ``output_first`` the KL row is the other direction,
+    ``KL(q_final ‖ q) = Σ q_final (z_final − z) − lse(z_final) + lse(z)``, from ``R = Σ q_final·z`` summed over
+    the slices (the tuned readout's objective).
     """
     module = model.nn._module
     norm, head = get_path(module, model.arch.final_norm), get_path(module, model.arch.unembed)
     Lh, T, _ = hs.shape
-    x = norm(hs.to(head.weight.device)).reshape(Lh * T, -1)
+    x = norm(hs.to(head.weight.device)).transpose(0, 1).reshape(T * Lh, -1)  # row t·L + l: a token's layers together
     final = final.float()
-    V, M = final.shape[-1], Lh * T
-    m = torch.full((M,), -torch.inf, dtype=torch.float64)
+    V, M = final.shape[-1], T * Lh
+    per_block, step = lens_blocks(Lh, T, V, k, chunk_bytes or LENS_CHUNK_BYTES)
+    m = torch.full((M,), -torch.inf)
     S, W, R = (torch.zeros(M, dtype=torch.float64) for _ in range(3))
     p_final = final.log_softmax(-1).exp() if output_first else None
-    top_v, top_i = torch.empty(M, 0), torch.empty(M, 0, dtype=torch.long)
-    step = max(k, (chunk_bytes or LENS_CHUNK_BYTES) // (8 * M))
+    top_v, top_i = torch.full((M, k), -torch.inf), torch.zeros(M, k, dtype=torch.long)
     for v0 in range(0, V, step):
+        weight = head.weight[v0:v0 + step]
         bias = None if head.bias is None else head.bias[v0:v0 + step]
-        z = model.finish_logits(torch.nn.functional.linear(x, head.weight[v0:v0 + step], bias)).float().cpu()
-        cv, ci = z.topk(min(k, z.shape[-1]), dim=-1)
-        top_v, idx = torch.cat([top_v, cv], -1).topk(min(k, top_v.shape[-1] + cv.shape[-1]), dim=-1)
-        top_i = torch.cat([top_i, ci + v0], -1).gather(-1, idx)
-        if output_first:
-            R += (z.view(Lh, T, -1) * p_final[None, :, v0:v0 + step]).sum(-1).double().view(M)
-        m_new = torch.maximum(m, z.amax(-1).double())
-        scale = torch.exp(m - m_new)
-        e = z.sub(m_new.float()[:, None]).exp_()
-        S = S * scale + e.sum(-1).double()
-        d = z.view(Lh, T, -1).sub_(final[None, :, v0:v0 + step]).view(M, -1)
-        W = W * scale + e.mul_(d).sum(-1).double()
-        m = m_new
-    lse_final = torch.logsumexp(final, -1).double()
+        for t0 in range(0, T, per_block):
+            t1 = min(T, t0 + per_block)
+            r0, r1 = t0 * Lh, t1 * Lh
+            z = model.finish_logits(torch.nn.functional.linear(x[r0:r1], weight, bias)).float().cpu()
+            width = z.shape[-1]
+            z_max = z.amax(-1)
+            beat = (z_max > top_v[r0:r1, -1]).nonzero().squeeze(-1)
+            if beat.numel():
+                rows = beat + r0
+                cv, ci = z.index_select(0, beat).topk(min(k, width), dim=-1)
+                top, idx = torch.cat([top_v[rows], cv], -1).topk(k, dim=-1)
+                top_v[rows], top_i[rows] = top, torch.cat([top_i[rows], ci + v0], -1).gather(-1, idx)
+            m_new = torch.maximum(m[r0:r1], z_max)
+            scale = torch.exp(m[r0:r1] - m_new).double()
+            e = (z - m_new[:, None]).clamp_min_(SUBNORMAL).exp_()
+            f = final[t0:t1, v0:v0 + width].unsqueeze(-1)  # [tokens, width, 1]
+            ef = torch.bmm(e.view(t1 - t0, Lh, width), f).view(-1)  # Σ e·z_final per row
+            S[r0:r1] = S[r0:r1] * scale + e.sum(-1).double()
+            W[r0:r1] = W[r0:r1] * scale + (torch.linalg.vecdot(e, z) - ef).double()
+            if output_first:
+                q = p_final[t0:t1, v0:v0 + width].unsqueeze(-1)
+                R[r0:r1] += torch.bmm(z.view(t1 - t0, Lh, width), q).view(-1).double()
+            m[r0:r1] = m_new
+    lse = (m.double() + S.log()).view(T, Lh)
+    lse_final = torch.logsumexp(final, -1).double()[:, None]
     if output_first:
-        own = (p_final * final).sum(-1).double() - lse_final  # Σ q_final log q_final
-        kl = own[None] - (R - (m + S.log())).view(Lh, T)
+        own = (p_final * final).sum(-1).double()[:, None] - lse_final  # Σ q_final log q_final
+        kl = own - (R.view(T, Lh) - lse)
     else:
-        kl = (W / S - (m + S.log())).view(Lh, T) + lse_final[None]
-    top_final = final.topk(k, dim=-1).indices
-    overlap = (top_i.view(Lh, T, k, 1) == top_final[None, :, None, :]).any(-1).float().sum(-1) / k
-    return torch.stack([kl.float(), overlap], 1)  # [L, 2, T]
+        kl = (W / S).view(T, Lh) - lse + lse_final
+    top_final = final.topk(k, dim=-1).indices  # [T, k]
+    overlap = (top_i.view(T, Lh, k, 1) == top_final[:, None, None, :]).any(-1).float().sum(-1) / k
+    return torch.stack([kl.float().T, overlap.T], 1)  # [L, 2, T]
 
 
 @counted
@@ -161,11 +177,10 @@ def logit_lens(model, prompts, k: int = 5, *, max_tokens: int | None = None, max
     """KL divergence and top-``k`` overlap of the logit lens on every layer's input ``h_l`` (``l = 0 … L−1``)
     with the model's output distribution.
 
-    Memory is O(T·V): the lens of one layer at a time is compared with the final
-    distribution and reduced to ``[T]`` before the next layer is read. A prompt longer than
-    ``max_tokens`` (default: the model's context) is cut to its first tokens. On a local model the slices
-    of the vocabulary are at most :data:`LENS_CHUNK_BYTES`, less where ``max_memory`` (bytes or a size such
-    as ``"8GB"``; default what the device has free) leaves less above the saved residuals
+    Memory is O(T·V): on NDIF the lens of one layer at a time is compared with the final distribution and reduced
+    to ``[T]`` before the next layer is read; on a local model :func:`chunked_lens` decodes blocks of rows and
+    slices of the vocabulary whose logits are at most :data:`LENS_CHUNK_BYTES`, less where ``max_memory`` (bytes
+    or a size such as ``"8GB"``; default what the device has free) leaves less above the saved residuals
     (:func:`depthutils.cost.budget.work_bytes`, which says so).
     """
     prompts, encs, fit = encode_all(model, prompts, max_tokens=max_tokens)
