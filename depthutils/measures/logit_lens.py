@@ -10,8 +10,8 @@ import torch
 
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import check_finite
-from depthutils.core.softmax import SUBNORMAL
 from depthutils.core.results import Result, describe, make_meta
+from depthutils.core.softmax import EXP_FLOOR
 from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.budget import dtype_of, shape_of, work_bytes
 from depthutils.cost.chunks import LENS_CHUNK_BYTES, lens_blocks
@@ -150,7 +150,7 @@ def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_byt
                 top_v[rows], top_i[rows] = top, torch.cat([top_i[rows], ci + v0], -1).gather(-1, idx)
             m_new = torch.maximum(m[r0:r1], z_max)
             scale = torch.exp(m[r0:r1] - m_new).double()
-            e = (z - m_new[:, None]).clamp_min_(SUBNORMAL).exp_()
+            e = (z - m_new[:, None]).clamp_min_(EXP_FLOOR).exp_()
             f = final[t0:t1, v0:v0 + width].unsqueeze(-1)  # [tokens, width, 1]
             ef = torch.bmm(e.view(t1 - t0, Lh, width), f).view(-1)  # Σ e·z_final per row
             S[r0:r1] = S[r0:r1] * scale + e.sum(-1).double()

@@ -1,5 +1,6 @@
 """The logit lens of a local model in slices of the vocabulary (``logit_lens.chunked_lens``) against the
-plain-PyTorch oracle and the traced per-layer path, with the slices forced down to ``k`` tokens."""
+plain-PyTorch oracle and the traced per-layer path, with the blocks forced down to one token's layers and the
+slices to ``k`` tokens."""
 from __future__ import annotations
 
 import importlib
@@ -14,12 +15,14 @@ import depthutils
 from depthutils.core.prompts import encode
 
 ll = importlib.import_module("depthutils.measures.logit_lens")
+chunks = importlib.import_module("depthutils.cost.chunks")
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_chunked_lens_equals_the_traced_one_and_the_oracle(tiny, prompts, family, monkeypatch):
     handle, hf = tiny(family)
     monkeypatch.setattr(ll, "LENS_CHUNK_BYTES", 1)  # slices of k tokens: the running max and top-k merge often
+    monkeypatch.setattr(chunks, "LENS_ROWS", 1)  # blocks of one token's layers: every block and slice meet
     got = depthutils.logit_lens(handle, prompts, k=5, progress_bar=False)
     ids = [encode(handle.tokenizer, p).input_ids for p in prompts]
     kl, ov = oracle.logit_lens(hf, family, ids, k=5)
