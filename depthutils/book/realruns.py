@@ -62,10 +62,15 @@ def available(names=None) -> tuple[list[str], dict[str, str]]:
             ensure(name)
             ok.append(name)
         except TermsNotAccepted:
-            why[name] = why_not_run(name)
+            why[name] = _terms_not_accepted(name)
         except DepthError as e:
             why[name] = f"{TITLES.get(name, name)} is left out: {e}"
     return ok, why
+
+
+def _terms_not_accepted(name: str) -> str:
+    return (f"{TITLES[name]} is left out: its Gemma Terms of Use are not accepted on this machine "
+            f"(`python -m depthutils fetch {name} --accept-terms`).")
 
 
 def why_not_run(name: str) -> str:
@@ -73,8 +78,7 @@ def why_not_run(name: str) -> str:
     anything: its terms not accepted, not cached, or cached but not in the run's ``real_models``."""
     title = TITLES[name]
     if not terms_accepted(name):
-        return (f"{title} is left out: its Gemma Terms of Use are not accepted on this machine "
-                f"(`python -m depthutils fetch {name} --accept-terms`).")
+        return _terms_not_accepted(name)
     if not (cache_root() / name).exists():
         return (f"{title} is left out: it is not cached on this machine (`python -m depthutils fetch {name}` "
                 "fetches it where the package index answers).")

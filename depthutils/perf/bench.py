@@ -18,6 +18,9 @@ rule, each timed and scored against a converged reference by
 ``max |A − A_conv| / max |A_conv|``, on the trained default model and ``ladder-16``
 (``ig_models``). ``only="ig-rules"`` runs that table alone.
 
+The logit lens is timed against its floor, the unembedding's products alone, at Gemma 3 270M's shape
+(:mod:`depthutils.perf.lens_floor`); ``only="lens"`` runs that row alone.
+
 ``--device cuda --dtype bfloat16`` runs everything on a GPU where one is
 available (the fast stack path is float32-only; in bf16 the measurements take
 their batched path).
@@ -37,6 +40,7 @@ from depthutils.models.architectures import check_residual
 from depthutils.perf.counting import Counter, floors
 from depthutils.perf.harness import isolated, setup_model, timed
 from depthutils.perf.ig_table import ig_rule_table, ig_rules_measured, print_rules
+from depthutils.perf.lens_floor import GEMMA_LENS, lens_floor, print_lens_floor
 from depthutils.perf.real_table import REAL_MODELS, real_rows
 
 # ------------------------------------------------------------------ reference algorithms (batch-1 traces)
@@ -235,6 +239,9 @@ def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path
         table = ig_rule_table(isolated(ig_rules_measured, spec, repeats, threads, device, dtype))
         print_rules(spec, table)
         report["models"].setdefault(spec, {})["ig_rules"] = table
+    if only in ("all", "lens"):
+        report["lens_floor"] = isolated(lens_floor, *GEMMA_LENS.values(), "bfloat16", repeats, threads)
+        print_lens_floor(report["lens_floor"])
     if only == "all":
         report["logit_lens_memory"] = logit_lens_memory()
         for L, r in report["logit_lens_memory"].items():
