@@ -18,8 +18,6 @@ EXP_FLOOR = -72.0
 
 def probabilities(logits: torch.Tensor) -> torch.Tensor:
     """``softmax(logits, -1)`` in float32 (a new tensor), with no subnormal term (:data:`EXP_FLOOR`)."""
-    p = logits.float()
-    if p.data_ptr() == logits.data_ptr():
-        p = p.clone()
+    p = logits.to(torch.float32, copy=True)
     p = p.sub_(p.amax(-1, keepdim=True)).clamp_min_(EXP_FLOOR).exp_()
     return p.div_(p.sum(-1, keepdim=True))

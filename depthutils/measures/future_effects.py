@@ -300,7 +300,7 @@ def future_effects(model, prompts, *, part: str = "layer", mode: str = "future",
         seed: the seed of P1's sampling (123).
         local: the direct-only variant (see the module docstring).
         batch_size: rows per forward, clean row included (default: on the batched path of a local model, the
-            largest that the cost model fits in ``max_memory``, at most all interventions of a prompt;
+            largest that the cost model fits in ``max_memory`` and ``BATCH_BYTES``, at most all interventions of a prompt;
             see :func:`planned_batch`).
         max_memory: the memory budget of that choice, bytes or a size such as ``"8GB"`` (default: what
             the device has free).

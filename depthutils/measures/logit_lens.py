@@ -89,7 +89,7 @@ def read_lens(model, hs: list, k: int, last: int | None = None) -> list:
 def prompt_lens(model, item) -> torch.Tensor:
     """``[L, 2, T]``: KL and top-``k`` overlap of the lens on every ``h_l`` (``l = 0 … L−1``, the residual entering
     layer ``l``) at every token of one prompt (one trace);
-    ``item`` is the prompt's encoding, ``k`` and, optionally, the bytes of one slice of the vocabulary
+    ``item`` is the prompt's encoding, ``k`` and, optionally, the bytes of one block's float32 logits
     (default :data:`LENS_CHUNK_BYTES`). A local model takes :func:`chunked_lens` after the trace."""
     enc, k, *chunk = item
     L, T = model.n_layers, enc.n_tokens

@@ -16,13 +16,15 @@ import torch
 from depthutils.cost.chunks import LENS_CHUNK_BYTES, lens_blocks
 from depthutils.measures.logit_lens import chunked_lens
 
-__all__ = ["GEMMA_LENS", "lens_floor", "print_lens_floor"]
+__all__ = ["GEMMA_LENS", "head_model", "lens_floor", "print_lens_floor"]
 
 #: Gemma 3 270M's lens on a GSM8K problem of its tokenizer's length (P1's first problem: 174 tokens)
 GEMMA_LENS = dict(layers=18, tokens=174, hidden=640, vocab=262_144)
 
 
-def _head_model(hidden: int, vocab: int, dtype: torch.dtype, seed: int = 0):
+def head_model(hidden: int, vocab: int, dtype: torch.dtype, seed: int = 0):
+    """A stand-in handle for :func:`chunked_lens`: an identity norm and a random unembedding whose logits on
+    unit-variance residuals have a standard deviation of about 10."""
     g = torch.Generator().manual_seed(seed)
     head = torch.nn.Linear(hidden, vocab, bias=False)
     with torch.no_grad():
@@ -39,7 +41,7 @@ def lens_floor(layers: int, tokens: int, hidden: int, vocab: int, dtype: str = "
     if threads:
         torch.set_num_threads(threads)
     dt = getattr(torch, dtype)
-    model = _head_model(hidden, vocab, dt)
+    model = head_model(hidden, vocab, dt)
     g = torch.Generator().manual_seed(1)
     hs = torch.randn(layers, tokens, hidden, generator=g).to(dt)
     weight = model.nn._module.head.weight
