@@ -201,3 +201,29 @@ def test_every_rule_reports_an_error_and_a_residual(tiny, prompts):
     true = np.abs(riemann.attribution - ref.attribution)[:, 1:].max(1)
     assert np.all(riemann.error_bars() >= true - ATOL)
     assert true.max() > 2 * ATOL  # the Riemann error is real, so the bound is tested
+
+
+def test_a_bump_between_the_first_points_is_refined_where_it_is():
+    """A narrow bump of the integrand that falls between the first grid's points (every Simpson sum is 0 there)
+    is seen only by the completeness residual of the panel that holds it: the second round halves that panel
+    alone (4 new points in row 1, none elsewhere), and the rule then reaches tol with the bump's integral."""
+    c, w, height = 0.28, 0.002, 1.0  # between the first grid's points 0.25 and 0.3125
+    bump = lambda al: height * np.exp(-0.5 * ((al - c) / w) ** 2)  # noqa: E731
+    area = height * w * np.sqrt(2 * np.pi)
+    smooth = lambda al: 0.1 * np.ones_like(al)  # noqa: E731
+
+    def g(r, al):
+        return np.stack([smooth(al) + (bump(al) if r == 1 else 0.0), smooth(al)], -1)
+
+    def F(r, al):
+        from math import erf
+        rise = np.array([0.5 * area * (1 + erf((a - c) / (w * np.sqrt(2)))) - 0.5 * area * (1 + erf(-c / (w * np.sqrt(2))))
+                         for a in np.atleast_1d(al)])
+        return 0.2 * al + (rise if r == 1 else 0.0)
+
+    calls = []
+    q = quad.adaptive(evaluator(g, F, calls), 3, tol=1e-4, budget=128, max_rounds=40)
+    assert calls[0] == [4 * quad.PANELS + 1] * 3
+    assert calls[1] == [0, 4, 0], calls[1]  # only the panel [0.25, 0.5] of row 1
+    assert q.stopped == "tol"
+    np.testing.assert_allclose(q.integral[1].sum(), 0.2 + area, rtol=1e-3)
