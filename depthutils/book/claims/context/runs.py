@@ -33,11 +33,12 @@ SUMS_TRIED = 60
 FACTS = dict(n=SAMPLE, n_arithmetic=SAMPLE, seed=123, **{**SAMPLE_CANDIDATES, "tried_arithmetic": SUMS_TRIED},
              chain_operands=CHAIN_OPERANDS)
 #: chapter 5's sample: the adaptive rule (:func:`depthutils.measures.quadrature.adaptive`) to this error (a share of the
-#: largest |attribution|), within this many evaluations per layer on average and this many rounds. On SmolLM2 the
-#: integrand has steps narrower than 0.01 in α (near α ≈ 0.18 in its lower layers and in the last tenth of the
-#: path in its upper ones): P1's left Riemann sum with K = 256 missed completeness by 0.05–0.61 of f(x) − f(b)
-#: on six of its prompts, Gauss–Legendre with 8 nodes by 0.2–2, the adaptive rule at 64 evaluations and 16
-#: rounds by up to 0.82, and at these settings by 0.004 (about 55 s a prompt in float32 on 2 cores)
+#: largest |attribution|), within this many evaluations per layer on average and this many rounds. SmolLM2's path
+#: has steps narrower than 0.01 in α (near α ≈ 0.18 in its lower layers, in the last tenth of the path in its upper
+#: ones): P1's left Riemann sum with K = 256 missed completeness by 0.05–0.61 of f(x) − f(b) on six of its prompts,
+#: Gauss–Legendre with 32 nodes by 0.25 on a two-hop one, the adaptive rule at 64 evaluations and 16 rounds by up
+#: to 0.82, and at these settings by 0.003–0.028 (about 55 s a prompt in float32 on 2 cores). Gemma 3 270M's path
+#: is gentler: 27–40 evaluations per layer reach this error (about 30 s a prompt), and P1's rule misses by 0–0.04
 IG_RULE = dict(rule="adaptive", tol=0.01, budget=96, max_rounds=40)
 
 
