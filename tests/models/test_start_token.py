@@ -1,6 +1,7 @@
 """The start token (``prepend_bos``): what encode puts at position 0, and its choice by measurement."""
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -59,18 +60,34 @@ def test_accuracy_matches_a_plain_forward(tiny, prompts):
         assert 0.0 <= per <= 1.0
 
 
-def test_the_best_mean_wins_and_a_tie_goes_to_the_bos(tiny, monkeypatch):
+def test_the_best_mean_wins_and_a_near_tie_goes_by_the_order(tiny, monkeypatch):
     handle, hf = tiny("llama")
     assert set(start_token.candidates(handle.tokenizer)) == {"none", "bos", "separator"}
     monkeypatch.setattr(start_token, "TASKS", {"a": lambda: [], "b": lambda: []})
     scores = {(False, "a"): 0.5, (False, "b"): 0.5, (True, "a"): 0.5, (True, "b"): 0.5,
               ("<|eos|>", "a"): 0.2, ("<|eos|>", "b"): 0.2}
-    monkeypatch.setattr(start_token, "_accuracy", lambda m, t, p, start, per: scores[(start, "a" if not per else "b")])
+    dtypes = []  # the modules measured
+
+    def accuracy(m, t, p, start, per):
+        dtypes.append(m)
+        return scores[(start, "a" if not per else "b")]
+    monkeypatch.setattr(start_token, "_accuracy", accuracy)
     monkeypatch.setattr(start_token, "PER_TOKEN", {"b"})
-    doc = start_token.measure(hf, handle.tokenizer)
+    low = copy.deepcopy(hf).to(torch.bfloat16)
+    before = {k: v.clone() for k, v in low.state_dict().items()}
+    doc = start_token.measure(low, handle.tokenizer)
+    # measured in float32, and the model is left in its own dtype with its own weights
+    assert all(next(m.parameters()).dtype == torch.float32 for m in dtypes)
+    full = hf.state_dict()  # the folder's float32 weights, not the bfloat16 ones cast back up
+    assert all(torch.equal(v, full[k]) for k, v in dtypes[0].state_dict().items())
+    assert all(v.dtype == torch.bfloat16 and torch.equal(v, before[k]) for k, v in low.state_dict().items())
     assert doc["choice"] == "bos"  # none ties with the BOS: the spec's rule wins
+    scores[(False, "b")] = 0.5 + start_token.TIE  # better by less than TIE on the mean: still a tie
+    assert start_token.measure(hf, handle.tokenizer)["choice"] == "bos"
     scores[(False, "b")] = 0.9
     assert start_token.measure(hf, handle.tokenizer)["choice"] == "none"
+    assert start_token.pick({"none": 0.36, "separator": 0.36 - start_token.TIE / 2, "bos": 0.32}) == "separator"
+    assert start_token.pick({"none": 0.36, "separator": 0.36 - 2 * start_token.TIE, "bos": 0.32}) == "none"
 
 
 def test_the_choice_is_recorded_and_read_back_without_measuring_again(tiny, tmp_path, monkeypatch):
@@ -116,6 +133,6 @@ def test_smollm2_uses_its_recorded_start():
     lm = depthutils.load_model("smollm2-135m")  # measures and records the start where it is not recorded yet
     doc = start_token.recorded("smollm2-135m")
     assert lm.prepend_bos == doc["values"][doc["choice"]]
-    assert max(doc["mean"].values()) == doc["mean"][doc["choice"]]
+    assert start_token.pick(doc["mean"]) == doc["choice"]
     enc = encode(lm.tokenizer, depthutils.data.arithmetic(1)[0], need_answer=True, prepend_bos=lm.prepend_bos)
     assert enc.tokens[0] == (doc["tokens"][doc["choice"]] if doc["choice"] != "none" else enc.tokens[0])
