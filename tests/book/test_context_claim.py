@@ -188,3 +188,17 @@ def test_a_sample_stops_a_kind_that_can_no_longer_be_graded():
     assert any(f"{n - 1} of its {n + 3} prompts were not measured" in x for x in v.notes), v.notes
     few = {f"multihop_{i + 1}" if i else "multihop": f"p{i}" for i in range(n - 1)}
     assert cc.run_sample(few, lambda p: pytest.fail("a kind that cannot reach the minimum is not measured")) == {}
+
+
+def test_a_sample_drawn_larger_stops_a_kind_once_it_has_enough_counted():
+    """With ``enough``, a prompt that is not counted is replaced by the next one, and no prompt past the
+    ``enough``-th counted one is measured."""
+    n = cc.MIN_PROMPTS
+    rels = {**_sample("arithmetic", [0.4, None, 0.4, None] + [0.4] * (2 * n)), **_sample("multihop", [0.5] * (2 * n))}
+    measured = cc.run_sample({name: name for name in rels}, lambda name: rels[name], enough=n)
+    arith = [k for k in measured if k.startswith("arithmetic")]
+    assert len(arith) == n + 2 and arith == [k for k in rels if k.startswith("arithmetic")][:n + 2]
+    assert sum(k.startswith("multihop") for k in measured) == n
+    v = claims.context.verdict(measured, "erasing the residual", facts=kf.FactPrompts(dict.fromkeys(rels), []))
+    assert "arithmetic: mean 0.40" in v.value and f"over {n} prompts" in v.value
+    assert any(f"{n + 2} of its {2 * n + 4} prompts were not measured" in x for x in v.notes), v.notes

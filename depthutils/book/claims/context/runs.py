@@ -13,7 +13,7 @@ from depthutils.measures.integrated_gradients import integrated_gradients
 from depthutils.measures.residual_erasure import residual_erasure, residual_means
 from depthutils.models.real.catalog import cache_root
 
-__all__ = ["FACT_CHECK_DTYPE", "SAMPLE", "SUMS_TRIED", "FACTS", "IG_RULE", "facts_for", "RUNS"]
+__all__ = ["FACT_CHECK_DTYPE", "SAMPLE", "DRAWN", "SUMS_TRIED", "FACTS", "IG_RULE", "facts_for", "RUNS"]
 
 
 #: chapters 4 and 5 grade only prompts the model answers, by greedy decoding (the fact check), and a prompt near
@@ -23,14 +23,16 @@ __all__ = ["FACT_CHECK_DTYPE", "SAMPLE", "SUMS_TRIED", "FACTS", "IG_RULE", "fact
 FACT_CHECK_DTYPE = "float32"
 
 
-#: chapters 4 and 5 on a real model grade a sample: every prompt of a kind the model answers, the first ``SAMPLE``
-#: of it (the fewest the verdict grades, ``claims.context.MIN_PROMPTS``: each prompt costs seconds per chapter), from
-#: P1's own, 59 sums of two one-digit numbers (the sums small models solve), 60 sums of three (their own kind, beside
-#: the sums of two: SmolLM2 answered 9 of 39 distinct ones, 12 of 59), the book's well-known two-hop facts and 39
-#: MQuAKE compositions (:func:`depthutils.analysis.known_facts.prompts_for`)
+#: chapters 4 and 5 on a real model grade a sample: the first ``SAMPLE`` counted prompts of each kind the model
+#: answers (the fewest the verdict grades, ``claims.context.MIN_PROMPTS``: each prompt costs seconds per chapter),
+#: from up to ``DRAWN`` of them, so that a prompt that is not counted (chapter 5: its layer sums miss completeness)
+#: does not end its kind: P1's own, 59 sums of two one-digit numbers (the sums small models solve; SmolLM2 answered
+#: 25 of 42 distinct ones), 60 sums of three (their own kind, beside the sums of two: SmolLM2 answered 12 of 59),
+#: the book's well-known two-hop facts and 39 MQuAKE compositions (:func:`depthutils.analysis.known_facts.prompts_for`)
 SAMPLE = MIN_PROMPTS
+DRAWN = 2 * SAMPLE
 SUMS_TRIED = 60
-FACTS = dict(n=SAMPLE, n_arithmetic=SAMPLE, seed=123, **{**SAMPLE_CANDIDATES, "tried_arithmetic": SUMS_TRIED},
+FACTS = dict(n=DRAWN, n_arithmetic=DRAWN, seed=123, **{**SAMPLE_CANDIDATES, "tried_arithmetic": SUMS_TRIED},
              chain_operands=CHAIN_OPERANDS)
 #: chapter 5's sample: the adaptive rule (:func:`depthutils.measures.quadrature.adaptive`) to this error (a share of the
 #: largest |attribution|), within this many evaluations per layer on average and this many rounds. SmolLM2's path
@@ -57,17 +59,18 @@ def _erasure(lm):
     facts = facts_for(lm)
     base = residual_means(lm, data.load("gsm8k", 10))
     return _by_kind(run_sample(facts.prompts, lambda p: residual_erasure(lm, p, baseline=base, progress_bar=False),
-                               "erasure")), facts
+                               "erasure", enough=SAMPLE)), facts
 
 
 def _ig(lm):
     facts = facts_for(lm)
     return _by_kind(run_sample(facts.prompts, lambda p: integrated_gradients(lm, p, **IG_RULE, progress_bar=False),
-                               "integrated gradients")), facts
+                               "integrated gradients", enough=SAMPLE)), facts
 
 
 RUNS: dict[str, Run] = {
-    "04": Run(f"up to {SAMPLE} prompts per kind that the model answers (two-hop: and knows both single hops of), "
+    "04": Run(f"the first {SAMPLE} counted of up to {DRAWN} prompts per kind that the model answers (two-hop: and "
+              "knows both single hops of), "
               f"from P1's two, {SUMS_TRIED - 1} sums of two one-digit numbers, {SUMS_TRIED} sums of {CHAIN_OPERANDS} (a "
               "kind of their own), the book's well-known two-hop facts and 39 MQuAKE compositions; the baseline from 10 "
               "GSM8K problems",
@@ -81,7 +84,8 @@ RUNS: dict[str, Run] = {
               "(the BOS, an attention sink) is never erased here, while P1's notebook erases every position, BOS "
               "included.",
               dtype=FACT_CHECK_DTYPE, chapter="04"),
-    "05": Run(f"up to {SAMPLE} prompts per kind that the model answers, chosen as in chapter 4; the adaptive rule "
+    "05": Run(f"the first {SAMPLE} counted of up to {DRAWN} prompts per kind that the model answers, chosen as in "
+              "chapter 4; the adaptive rule "
               f"(error {IG_RULE['tol']} of the largest |attribution|, at most {IG_RULE['budget']} evaluations per "
               f"layer), a prompt whose layer sums miss f(x) − f(b) by more than {COMPLETENESS_LIMIT:.0%} not counted", _ig,
               lambda rs, f: verdict(rs, "the |attribution|", facts=f),
