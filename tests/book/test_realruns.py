@@ -6,8 +6,8 @@ import pytest
 from depthutils.book import realruns
 from depthutils.book.runner import chapters, parameters
 from depthutils.core.errors import DepthError
-from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root
 from depthutils.models import start_token
+from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root
 from depthutils.models.real.fetch import Offline
 
 
