@@ -106,10 +106,10 @@ def _figure_html(png, alt: str, caption: str) -> HTML:
                 f'style="max-width:100%"></a><figcaption>{caption}</figcaption></figure>')
 
 
-def _one(run: Run, name: str):
+def _one(run: Run, name: str, options: dict | None = None):
     t0 = time.perf_counter()
     lm = load_model(name, dtype=run.dtype)
-    out = run.measure(lm)
+    out = run.measure(lm, **(options or {}))
     results, facts = out if isinstance(out, tuple) else (out, None)
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # GiB (ru_maxrss is in KiB on Linux)
@@ -122,7 +122,7 @@ def _value(v, dtype: str) -> str:
     return (f"{v.outcome}: {v.value}" if v.value else v.outcome) + f" ({dtype})"
 
 
-def section(chapter: str | dict, real_models, out_dir: str = "figures") -> dict:
+def section(chapter: str | dict, real_models, out_dir: str = "figures", **options) -> dict:
     """Run chapter ``chapter``'s headline on each model of ``real_models`` and show it; returns ``{name: Verdict}``.
 
     ``chapter`` is a chapter's number (its :data:`RUNS` entry), or a section's own run: the keyword arguments of a
@@ -131,8 +131,9 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures") -> dict:
 
     Every named real model gets its glues ``verdict_<slug>`` (its outcome, value and dtype), ``verdict_<slug>_cell``
     (the intro's overview: :func:`depthutils.book.report.cell`) and ``verdict_<slug>_dtype``, or "not run" in each,
-    with the reason shown (:func:`why_not_run`). The section's
-    time counts as the real models' (:func:`depthutils.book.report.count_real`)."""
+    with the reason shown (:func:`why_not_run`). ``options`` go to the run's measurement (the ones its
+    :attr:`Run.options` names: chapters 4 and 5's ``sample``). The section's time counts as the real models'
+    (:func:`depthutils.book.report.count_real`)."""
     t0 = time.perf_counter()
     if isinstance(chapter, dict):
         run, chapter = Run(**{k: v for k, v in chapter.items() if k != "key"}), chapter["key"]
@@ -143,16 +144,20 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures") -> dict:
     unknown = [m for m in real_models if m not in REAL_MODELS]
     if unknown:
         raise DepthError(f"real_models names {', '.join(unknown)}; the named real models are {', '.join(REAL_MODELS)}.")
+    extra = sorted(set(options) - set(run.options or {}))
+    if extra:
+        takes = ", ".join(run.options or {}) or "no options"
+        raise DepthError(f"Chapter {chapter}'s real-model section takes {takes}, not {', '.join(extra)}.")
     done = {}
     for name in real_models:
         with uncounted():  # not the chapter's own calls, which its plan counts
-            done[name] = _one(run, name)
+            done[name] = _one(run, name, options)
     # the model that can test the claim first
     order = sorted(done, key=lambda n: (done[n][2].outcome == "not tested", OUTCOMES.index(done[n][2].outcome)))
     for name in order:
         lm, results, v, seconds, peak, facts = done[name]
         title = TITLES[name]
-        display(Markdown(f"**{title}.** {run.what}; {lm.n_layers} layers, in {lm.precision}. {lm.start} "
+        display(Markdown(f"**{title}.** {run.words(**options)}; {lm.n_layers} layers, in {lm.precision}. {lm.start} "
                          f"Measured in {seconds:.0f} s, with peak resident memory {peak:.1f} GiB "
                          "(this chapter's process)."))
         many = results if isinstance(results, dict) else {"": results}

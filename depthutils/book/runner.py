@@ -176,11 +176,14 @@ def _execute(src: Path, dest: Path, params: dict, cwd: Path, quiet: bool = False
     return dest
 
 
-def real_parameters(path: Path, included: list[str]) -> dict:
+def real_parameters(path: Path, included: list[str], sample: int | None = None) -> dict:
     """The parameters the book gives chapter ``path`` besides its defaults: the real models it runs
-    (``real_models``) where the chapter takes them; a page says itself why it ran without one
+    (``real_models``) where the chapter takes them, and ``sample`` as its ``real_sample`` where it takes one
+    (chapters 4 and 5; None: the chapter's default); a page says itself why it ran without one
     (:func:`depthutils.book.realruns.why_not_run`)."""
-    return {"real_models": included} if "real_models" in parameters(path) else {}
+    takes = parameters(path)
+    out = {"real_models": included} if "real_models" in takes else {}
+    return {**out, "real_sample": sample} if sample is not None and "real_sample" in takes else out
 
 
 def build_book(*, model: str | None = None, models: list[str] | None = None, real: bool = True,

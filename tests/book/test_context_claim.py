@@ -202,3 +202,5 @@ def test_a_sample_drawn_larger_stops_a_kind_once_it_has_enough_counted():
     v = claims.context.verdict(measured, "erasing the residual", facts=kf.FactPrompts(dict.fromkeys(rels), []))
     assert "arithmetic: mean 0.40" in v.value and f"over {n} prompts" in v.value
     assert any(f"{n + 2} of its {2 * n + 4} prompts were not measured" in x for x in v.notes), v.notes
+    small = cc.run_sample({name: name for name in rels}, lambda name: rels[name], enough=1)  # a test run's sample
+    assert list(small) == ["arithmetic", "multihop"]

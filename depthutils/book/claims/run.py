@@ -14,8 +14,8 @@ __all__ = ["Run"]
 class Run:
     """One chapter's headline run on a real model: what it measures, at which N, and how it is graded."""
 
-    what: str                                         # the N and data, in words, for the page
-    measure: Callable                                 # lm -> a result, {name: result}, or (results, facts)
+    what: str | Callable                              # the N and data, in words, for the page (or options -> words)
+    measure: Callable                                 # (lm, **options) -> a result, {name: result}, or (results, facts)
     claim: Callable                                   # (result(s), facts or None) -> Verdict
     figure: Callable                                  # one result -> Figure
     caption: str                                      # the figure's caption (what it shows, for any model)
@@ -30,6 +30,13 @@ class Run:
     glue_keys: tuple = ()
     #: the chapter whose headline this is ("01"), its key in :data:`depthutils.book.realruns.RUNS`
     chapter: str = ""
+    #: the keyword options ``measure`` and ``what`` take (a chapter's parameters pass them: chapters 4 and 5's
+    #: ``real_sample``), each with its default
+    options: dict | None = None
+
+    def words(self, **options) -> str:
+        """:attr:`what` for these options (the defaults where not given)."""
+        return self.what(**{**(self.options or {}), **options}) if callable(self.what) else self.what
 
     @classmethod
     def on_gsm8k(cls, n: int, measure: Callable, verdict: Callable, figure: Callable, caption: str, *,

@@ -124,14 +124,15 @@ def run_sample(prompts: dict, measure, desc: str = "prompts", enough: int | None
     """``{name: measure(prompt)}`` over ``prompts`` (named as :func:`kind_of` reads them), one kind after another;
     a kind stops once so many of its prompts are not counted (:func:`per_prompt`) that the rest cannot bring it
     to :data:`MIN_PROMPTS`, so that no time is spent on a kind the verdict cannot grade. With ``enough``, a kind
-    also stops once that many of its prompts are counted: a sample drawn larger than it grades, so that one prompt
-    that is not counted does not end its kind."""
+    stops once that many of its prompts are counted, or once the rest cannot bring it to that many: a sample drawn
+    larger than it grades, so that one prompt that is not counted does not end its kind."""
     out = {}
+    target = MIN_PROMPTS if enough is None else enough
     for kind in dict.fromkeys(kind_of(n) for n in prompts):
         names = [n for n in prompts if kind_of(n) == kind]
         missed = counted = 0
         for name in progress(names, f"{desc}: {KINDS.get(kind, kind)}"):
-            if len(names) - missed < MIN_PROMPTS or (enough is not None and counted >= enough):
+            if len(names) - missed < target or (enough is not None and counted >= enough):
                 break
             out[name] = measure(prompts[name])
             dropped = per_prompt(out[name])[1] is not None
@@ -176,9 +177,9 @@ def verdict(results: dict, what: str, facts: FactPrompts | None = None) -> Verdi
         unrun = [n for n in (facts.prompts if sampled else {}) if kind_of(n) == kind and n not in grouped.get(kind, {})]
         if unrun:
             notes.append(f"{label}: {len(unrun)} of its {len(unrun) + len(grouped.get(kind, {}))} prompts were not "
-                         f"measured: the run stops a kind once it can no longer reach {MIN_PROMPTS} counted prompts, "
-                         "or, on a real model, once it has them (ours: a kind that cannot be graded, or a prompt "
-                         "past the sample's size, is not worth its cost).")
+                         "measured: the run stops a kind once it has the counted prompts its sample needs, or can "
+                         f"no longer reach them ({MIN_PROMPTS} for a verdict; ours: a kind that cannot be graded, or "
+                         "a prompt past the sample's size, is not worth its cost).")
         if not s["n"] or (sampled and s["n"] < MIN_PROMPTS):
             grades.append("not tested")
             parts.append(f"{label}: not tested ({s['n']} prompts counted)")

@@ -9,11 +9,12 @@ from depthutils.book.claim_table import COMPLETENESS_LIMIT
 from depthutils.book.claims.context import MIN_PROMPTS, by_kind, run_sample, verdict
 from depthutils.book.claims.context.figures import sample_figure
 from depthutils.book.claims.run import Run
+from depthutils.core.errors import DepthError
 from depthutils.measures.integrated_gradients import integrated_gradients
 from depthutils.measures.residual_erasure import residual_erasure, residual_means
 from depthutils.models.real.catalog import cache_root
 
-__all__ = ["FACT_CHECK_DTYPE", "SAMPLE", "DRAWN", "SUMS_TRIED", "FACTS", "IG_RULE", "facts_for", "RUNS"]
+__all__ = ["FACT_CHECK_DTYPE", "SAMPLE", "SUMS_TRIED", "FACTS", "IG_RULE", "facts_for", "RUNS"]
 
 
 #: chapters 4 and 5 grade only prompts the model answers, by greedy decoding (the fact check), and a prompt near
@@ -25,15 +26,14 @@ FACT_CHECK_DTYPE = "float32"
 
 #: chapters 4 and 5 on a real model grade a sample: the first ``SAMPLE`` counted prompts of each kind the model
 #: answers (the fewest the verdict grades, ``claims.context.MIN_PROMPTS``: each prompt costs seconds per chapter),
-#: from up to ``DRAWN`` of them, so that a prompt that is not counted (chapter 5: its layer sums miss completeness)
-#: does not end its kind: P1's own, 59 sums of two one-digit numbers (the sums small models solve; SmolLM2 answered
-#: 25 of 42 distinct ones), 60 sums of three (their own kind, beside the sums of two: SmolLM2 answered 12 of 59),
-#: the book's well-known two-hop facts and 39 MQuAKE compositions (:func:`depthutils.analysis.known_facts.prompts_for`)
+#: from up to twice as many of them, so that a prompt that is not counted (chapter 5: its layer sums miss
+#: completeness) does not end its kind: P1's own, 59 sums of two one-digit numbers (the sums small models solve;
+#: SmolLM2 answered 25 of 42 distinct ones), 60 sums of three (their own kind, beside the sums of two: SmolLM2
+#: answered 12 of 59), the book's well-known two-hop facts and 39 MQuAKE compositions
+#: (:func:`depthutils.analysis.known_facts.prompts_for`). A chapter's ``real_sample`` parameter sets another size.
 SAMPLE = MIN_PROMPTS
-DRAWN = 2 * SAMPLE
 SUMS_TRIED = 60
-FACTS = dict(n=DRAWN, n_arithmetic=DRAWN, seed=123, **{**SAMPLE_CANDIDATES, "tried_arithmetic": SUMS_TRIED},
-             chain_operands=CHAIN_OPERANDS)
+FACTS = dict(seed=123, **{**SAMPLE_CANDIDATES, "tried_arithmetic": SUMS_TRIED}, chain_operands=CHAIN_OPERANDS)
 #: chapter 5's sample: the adaptive rule (:func:`depthutils.measures.quadrature.adaptive`) to this error (a share of the
 #: largest |attribution|), within this many evaluations per layer on average and this many rounds. SmolLM2's path
 #: has steps narrower than 0.01 in α (near α ≈ 0.18 in its lower layers, in the last tenth of the path in its upper
@@ -49,28 +49,34 @@ def _by_kind(results: dict) -> dict:
     return {KINDS[k]: sample for k, sample in by_kind(results).items()}
 
 
-def facts_for(lm):
-    """The sample's prompts on ``lm``; the check is stored beside the model cache (``$XDG_CACHE_HOME/depthutils/facts``),
-    so chapter 5 reads chapter 4's (:func:`depthutils.analysis.known_facts.cached_check`)."""
-    return prompts_for(lm, **FACTS, cache_dir=cache_root().parent / "facts")
+def facts_for(lm, sample: int = SAMPLE):
+    """The sample's prompts on ``lm``, up to ``2 * sample`` of each kind; the check is stored beside the model cache
+    (``$XDG_CACHE_HOME/depthutils/facts``), so chapter 5 reads chapter 4's
+    (:func:`depthutils.analysis.known_facts.cached_check`)."""
+    if not isinstance(sample, int) or isinstance(sample, bool) or sample < 1:
+        raise DepthError(f"real_sample must be a whole number of prompts per kind (≥ 1), got {sample!r}.")
+    return prompts_for(lm, n=2 * sample, n_arithmetic=2 * sample, **FACTS, cache_dir=cache_root().parent / "facts")
 
 
-def _erasure(lm):
-    facts = facts_for(lm)
+def _erasure(lm, sample: int = SAMPLE):
+    facts = facts_for(lm, sample)
     base = residual_means(lm, data.load("gsm8k", 10))
     return _by_kind(run_sample(facts.prompts, lambda p: residual_erasure(lm, p, baseline=base, progress_bar=False),
-                               "erasure", enough=SAMPLE)), facts
+                               "erasure", enough=sample)), facts
 
 
-def _ig(lm):
-    facts = facts_for(lm)
+def _ig(lm, sample: int = SAMPLE):
+    facts = facts_for(lm, sample)
     return _by_kind(run_sample(facts.prompts, lambda p: integrated_gradients(lm, p, **IG_RULE, progress_bar=False),
-                               "integrated gradients", enough=SAMPLE)), facts
+                               "integrated gradients", enough=sample)), facts
+
+
+def _drawn(sample: int) -> str:
+    return f"the first {sample} counted of up to {2 * sample} prompts per kind that the model answers"
 
 
 RUNS: dict[str, Run] = {
-    "04": Run(f"the first {SAMPLE} counted of up to {DRAWN} prompts per kind that the model answers (two-hop: and "
-              "knows both single hops of), "
+    "04": Run(lambda sample: f"{_drawn(sample)} (two-hop: and knows both single hops of), "
               f"from P1's two, {SUMS_TRIED - 1} sums of two one-digit numbers, {SUMS_TRIED} sums of {CHAIN_OPERANDS} (a "
               "kind of their own), the book's well-known two-hop facts and 39 MQuAKE compositions; the baseline from 10 "
               "GSM8K problems",
@@ -83,9 +89,8 @@ RUNS: dict[str, Run] = {
               "claim's thresholds (dashed: shown at or below; dotted: not shown above), on this model. Position 0 "
               "(the BOS, an attention sink) is never erased here, while P1's notebook erases every position, BOS "
               "included.",
-              dtype=FACT_CHECK_DTYPE, chapter="04"),
-    "05": Run(f"the first {SAMPLE} counted of up to {DRAWN} prompts per kind that the model answers, chosen as in "
-              "chapter 4; the adaptive rule "
+              dtype=FACT_CHECK_DTYPE, chapter="04", options={"sample": SAMPLE}),
+    "05": Run(lambda sample: f"{_drawn(sample)}, chosen as in chapter 4; the adaptive rule "
               f"(error {IG_RULE['tol']} of the largest |attribution|, at most {IG_RULE['budget']} evaluations per "
               f"layer), a prompt whose layer sums miss f(x) − f(b) by more than {COMPLETENESS_LIMIT:.0%} not counted", _ig,
               lambda rs, f: verdict(rs, "the |attribution|", facts=f),
@@ -95,6 +100,6 @@ RUNS: dict[str, Run] = {
               "reading, one dot per prompt, the adaptive rule; hollow: not counted, its layer sums missing completeness), "
               "the mean over the counted prompts with its 95% bootstrap "
               "interval (line and band), and the claim's thresholds (dashed: shown at or below; dotted: not shown "
-              "above), on this model.", dtype=FACT_CHECK_DTYPE, chapter="05"),
+              "above), on this model.", dtype=FACT_CHECK_DTYPE, chapter="05", options={"sample": SAMPLE}),
 }
 
