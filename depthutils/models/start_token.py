@@ -7,8 +7,8 @@ measurement intervenes on), one token of the vocabulary (e.g. ``"<|endoftext|>"`
 ``"auto"`` is ``True`` for every model except the named real models (:mod:`depthutils.models.real.catalog`). For those, a
 chat tokenizer's BOS (SmolLM2's ``<|im_start|>``) is not a neutral start, and neither is none; so the start is
 chosen by measurement: the accuracy of the chapters' kinds of task on held-out prompts (addition chains,
-single-hop facts, GSM8K solutions) with each start — none, the BOS, the document separator — and the best one
-is used. The table is recorded in the model cache beside the model (``<name>.start.json``) and shown on its card.
+single-hop facts, GSM8K solutions) with each start — none, the BOS, the document separator — on the model's
+float32 weights, and the best one is used (a near tie goes by :data:`ORDER`: :func:`pick`). The table is recorded in the model cache beside the model (``<name>.start.json``) and shown on its card.
 """
 from __future__ import annotations
 
@@ -197,7 +197,9 @@ def resolve(value, name: str, module, tokenizer, cache=None) -> tuple[bool | str
         return True, "auto: the tokenizer's BOS (the specification's rule)"
     doc = choose(name, module, tokenizer, cache)
     scores = ", ".join(f"{label} {doc['mean'][label]:.2f}" for label in doc["table"])
-    return doc["values"][doc["choice"]], f"auto: chosen by measurement (mean accuracy {scores})"
+    tie = ("" if doc["mean"][doc["choice"]] == max(doc["mean"].values()) else
+           f"; within {TIE:.3f} of the best, a tie, which goes to the first of {', '.join(ORDER)}")
+    return doc["values"][doc["choice"]], f"auto: chosen by measurement (mean accuracy {scores}{tie})"
 
 
 def describe(tokenizer, prepend_bos) -> str:

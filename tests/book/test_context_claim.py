@@ -97,7 +97,7 @@ def test_one_prompt_per_kind_is_graded_on_its_point_only_without_a_check():
     assert claims.context.verdict({"arithmetic": _Prompt(0.5)}, "erasing the residual").outcome == "shown"
     # with the check that chose them (any model's, the embedded one's too), one prompt per kind is not tested
     v = claims.context.verdict({"arithmetic": _Prompt(0.5), "multihop": _Prompt(0.7)}, "erasing the residual", facts=REAL)
-    assert v.outcome == "not tested" and "arithmetic: not tested (1 prompts counted)" in v.value
+    assert v.outcome == "not tested" and "arithmetic: not tested (1 prompt counted)" in v.value
 
 
 def test_sums_of_three_numbers_are_a_kind_of_their_own_beside_the_sums_of_two():

@@ -182,7 +182,7 @@ def verdict(results: dict, what: str, facts: FactPrompts | None = None) -> Verdi
                          "a prompt past the sample's size, is not worth its cost).")
         if not s["n"] or (sampled and s["n"] < MIN_PROMPTS):
             grades.append("not tested")
-            parts.append(f"{label}: not tested ({s['n']} prompts counted)")
+            parts.append(f"{label}: not tested ({s['n']} prompt{'' if s['n'] == 1 else 's'} counted)")
             values.append(parts[-1])
             why = facts.sentence(kind) if facts is not None else ""
             notes.append(f"The {label} prompts are not graded: {s['n']} counted, " +
