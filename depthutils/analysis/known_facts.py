@@ -104,13 +104,13 @@ class FactPrompts:
             where = ("the chapter's, then compositions held out of its training" if ladder else
                      "P1's, the book's well-known facts and MQuAKE's" if known else "P1's and MQuAKE's")
             return (f"two-hop: the model answers {a['answered']} of {a['tried']} prompts tried ({where}) "
-                    f"and knows both single hops of {a['both']} of those; {a['graded']} graded.")
+                    f"and knows both single hops of {a['both']} of those; {a['graded']} in the sample.")
         if kind == "chains":
             return (f"{KINDS[kind]}: the model answers {a['answered']} of {a['tried']} sums of {CHAIN_OPERANDS} "
-                    f"numbers tried; {a['graded']} graded.")
+                    f"numbers tried; {a['graded']} in the sample.")
         first = ("the chapter's chain first, then chains of 3–6 numbers held out of its training" if ladder
                  else "P1's chain first")
-        return f"arithmetic: the model answers {a['answered']} of {a['tried']} sums tried ({first}); {a['graded']} graded."
+        return f"arithmetic: the model answers {a['answered']} of {a['tried']} sums tried ({first}); {a['graded']} in the sample."
 
     def summary(self) -> str:
         return "\n".join(self.sentence(k) for k in self.kinds()) + (

@@ -49,34 +49,39 @@ def _by_kind(results: dict) -> dict:
     return {KINDS[k]: sample for k, sample in by_kind(results).items()}
 
 
-def facts_for(lm, sample: int = SAMPLE):
-    """The sample's prompts on ``lm``, up to ``2 * sample`` of each kind; the check is stored beside the model cache
-    (``$XDG_CACHE_HOME/depthutils/facts``), so chapter 5 reads chapter 4's
+def facts_for(lm, per_kind: int = 2 * SAMPLE):
+    """The prompts on ``lm`` that the model answers, up to ``per_kind`` of each kind; the check is stored beside the
+    model cache (``$XDG_CACHE_HOME/depthutils/facts``), so chapter 5 reads chapter 4's
     (:func:`depthutils.analysis.known_facts.cached_check`)."""
+    return prompts_for(lm, n=per_kind, n_arithmetic=per_kind, **FACTS, cache_dir=cache_root().parent / "facts")
+
+
+def _drawn(lm, sample) -> object:
+    """The sample's candidates: up to twice ``sample`` prompts of each kind."""
     if not isinstance(sample, int) or isinstance(sample, bool) or sample < 1:
         raise DepthError(f"real_sample must be a whole number of prompts per kind (≥ 1), got {sample!r}.")
-    return prompts_for(lm, n=2 * sample, n_arithmetic=2 * sample, **FACTS, cache_dir=cache_root().parent / "facts")
+    return facts_for(lm, 2 * sample)
 
 
 def _erasure(lm, sample: int = SAMPLE):
-    facts = facts_for(lm, sample)
+    facts = _drawn(lm, sample)
     base = residual_means(lm, data.load("gsm8k", 10))
     return _by_kind(run_sample(facts.prompts, lambda p: residual_erasure(lm, p, baseline=base, progress_bar=False),
                                "erasure", enough=sample)), facts
 
 
 def _ig(lm, sample: int = SAMPLE):
-    facts = facts_for(lm, sample)
+    facts = _drawn(lm, sample)
     return _by_kind(run_sample(facts.prompts, lambda p: integrated_gradients(lm, p, **IG_RULE, progress_bar=False),
                                "integrated gradients", enough=sample)), facts
 
 
-def _drawn(sample: int) -> str:
+def _words(sample: int) -> str:
     return f"the first {sample} counted of up to {2 * sample} prompts per kind that the model answers"
 
 
 RUNS: dict[str, Run] = {
-    "04": Run(lambda sample: f"{_drawn(sample)} (two-hop: and knows both single hops of), "
+    "04": Run(lambda sample: f"{_words(sample)} (two-hop: and knows both single hops of), "
               f"from P1's two, {SUMS_TRIED - 1} sums of two one-digit numbers, {SUMS_TRIED} sums of {CHAIN_OPERANDS} (a "
               "kind of their own), the book's well-known two-hop facts and 39 MQuAKE compositions; the baseline from 10 "
               "GSM8K problems",
@@ -90,7 +95,7 @@ RUNS: dict[str, Run] = {
               "(the BOS, an attention sink) is never erased here, while P1's notebook erases every position, BOS "
               "included.",
               dtype=FACT_CHECK_DTYPE, chapter="04", options={"sample": SAMPLE}),
-    "05": Run(lambda sample: f"{_drawn(sample)}, chosen as in chapter 4; the adaptive rule "
+    "05": Run(lambda sample: f"{_words(sample)}, chosen as in chapter 4; the adaptive rule "
               f"(error {IG_RULE['tol']} of the largest |attribution|, at most {IG_RULE['budget']} evaluations per "
               f"layer), a prompt whose layer sums miss f(x) − f(b) by more than {COMPLETENESS_LIMIT:.0%} not counted", _ig,
               lambda rs, f: verdict(rs, "the |attribution|", facts=f),
