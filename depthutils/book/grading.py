@@ -151,7 +151,7 @@ def combine(outcomes) -> Outcome:
     return out
 
 
-def interval_text(value, lo=None, hi=None, fmt: str = ".2f") -> str:
+def interval_text(value, lo=None, hi=None, fmt=".2f") -> str:
     """``"0.66 [0.61, 0.77]"``, ``"0.66"`` without an interval, ``"undefined"`` for None: the package's one interval
     format (:func:`depthutils.core.numbers.interval`: the interval widened to hold its point, no negative zero)."""
     return interval(value, lo, hi, fmt)

@@ -24,13 +24,14 @@ def _missing(x) -> bool:
         return False
 
 
-def number(x, fmt: str = ".2f", missing: str = "undefined") -> str:
-    """``x`` formatted with the format spec ``fmt``, never as a negative zero (``-0.001`` reads ``0.00``, or
-    ``+0.00`` with a sign in ``fmt``); ``missing`` for None or NaN."""
+def number(x, fmt=".2f", missing: str = "undefined") -> str:
+    """``x`` formatted with ``fmt``, a format spec or a function of the number (:func:`significant`), never as a
+    negative zero (``-0.001`` reads ``0.00``, or ``+0.00`` with a sign in ``fmt``); ``missing`` for None or NaN."""
     if _missing(x):
         return missing
-    text = format(x, fmt)
-    return format(0.0, fmt) if _NEGATIVE_ZERO.fullmatch(text) else text
+    show = fmt if callable(fmt) else (lambda v: format(v, fmt))
+    text = show(x)
+    return show(0.0) if _NEGATIVE_ZERO.fullmatch(text) else text
 
 
 def enclose(value, lo, hi) -> tuple:
@@ -41,9 +42,9 @@ def enclose(value, lo, hi) -> tuple:
     return min(lo, value), max(hi, value)
 
 
-def interval(value, lo=None, hi=None, fmt: str = ".2f", ends: str | None = None, missing: str = "undefined") -> str:
+def interval(value, lo=None, hi=None, fmt=".2f", ends=None, missing: str = "undefined") -> str:
     """``"0.66 [0.61, 0.77]"``: ``value`` formatted with ``fmt`` and its interval's ends with ``ends`` (default
-    ``fmt``), the interval widened to hold the value (:func:`enclose`), no negative zero anywhere; ``"0.66"`` without
+    ``fmt``; each a format spec or a function, as :func:`number` takes), the interval widened to hold the value (:func:`enclose`), no negative zero anywhere; ``"0.66"`` without
     an interval (an end None or NaN) and ``missing`` for a missing value."""
     if _missing(value):
         return missing

@@ -77,19 +77,21 @@ def test_reference_facts_are_the_band_of_p2s_table():
 
 
 def test_uncontrolled_points_are_drawn_apart_and_never_joined(tiny_root, tmp_path):
-    """Chapter 9's real models: hollow diamonds, one per defined cell, beside the ladder's lines; none without them."""
-    from depthutils.book import claims
+    """Chapter 9's real models: hollow diamonds, one per defined cell, beside the ladder's lines; none without them.
+    Two of them, named by long paths, still leave the figure as wide as the column (CI's book once widened it)."""
+    from depthutils.book import claims, plotstyle
 
-    a, b = (str(build_tiny(f, tiny_root)) for f in ("llama", "qwen2"))
+    a, b, c = (str(build_tiny(f, tiny_root)) for f in ("llama", "qwen2", "gemma3"))
     tasks = ["arithmetic", "addition"]
     ladder = study([a], tasks, n=3, cache_dir=tmp_path, progress_bar=False)
-    other = study([b], tasks, n=3, cache_dir=tmp_path, progress_bar=False)
+    other = study([b, c], tasks, n=3, cache_dir=tmp_path, progress_bar=False)
     plain = claims.effective_depth.ratio_figure(ladder, [a])
     assert not any(l.get_marker() == "D" for ax in plain.axes for l in ax.lines)
     fig = claims.effective_depth.ratio_figure(ladder, [a], uncontrolled=other)
     for ax, metric in zip(fig.axes, METRICS):
         diamonds = [l for l in ax.lines if l.get_marker() == "D"]
-        defined = [t for t in tasks if other.cell(b, t, metric)[1] is not None]
+        defined = [(m, t) for m in (b, c) for t in tasks if other.cell(m, t, metric)[1] is not None]
         assert len(diamonds) == len(defined)
         assert all(l.get_linestyle() == "None" and len(l.get_xdata()) == 1 for l in diamonds)
     assert any("uncontrolled" in t.get_text() for legend in fig.legends for t in legend.get_texts())
+    assert plotstyle.legibility(fig)["width_in"] <= plotstyle.COLUMN_IN + 0.15

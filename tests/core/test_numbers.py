@@ -35,6 +35,10 @@ def test_counts_and_small_numbers_read_as_numbers():
     # chapter 0 printed "raw module outputs: 1e+00"
     assert significant(1.0) == "1" and significant(0.3) == "0.3" and significant(20) == "20"
     assert significant(1e-6) == "1e-06" and significant(0.0032, 2) == "0.0032" and significant(0) == "0"
+    # chapter 0's verdict printed "with the raw module outputs instead: 6.0e+00": a format may be a function
+    two = lambda x: significant(x, 2)  # noqa: E731
+    assert interval(6.0, 5.04, 7.5, two) == "6 [5, 7.5]" and interval(1e-6, 1e-6, 2e-6, two) == "1.0e-06 [1.0e-06, 2.0e-06]"
+    assert number(-1e-9, lambda x: format(x, ".2f")) == "0.00"
 
 
 def test_lists_read_as_prose():

@@ -39,4 +39,5 @@ def test_the_verdict_can_fail(tiny, prompts):
     assert claims.residual_stream.verdict(r).outcome == "shown"
     r.error_by_prompt = r.raw_error_by_prompt
     r.with_aggregates()
-    assert claims.residual_stream.verdict(r).outcome == "not shown"
+    v = claims.residual_stream.verdict(r)
+    assert v.outcome == "not shown" and "e+" not in v.numbers, v.numbers  # an error of order 1 reads "6", not "6.0e+00"

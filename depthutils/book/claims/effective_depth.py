@@ -2,6 +2,8 @@
 their verdicts, graded together on every informative metric, and their figures."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import seaborn as sns
 from matplotlib.lines import Line2D
@@ -159,10 +161,10 @@ def ratio_figure(study, models, uncontrolled=None):
         integer_ticks(ax)
     axes[0].set_ylabel("ratio (ED + 1) / L")
     handles, labels = axes[0].get_legend_handles_labels()
-    if extra:
+    if extra:  # one line a model, named by its folder's or hub id's last part: the legend fits the column
         handles.append(Line2D([], [], marker="D", mfc="none", ls="none", color="0.3",
-                              label="real models (uncontrolled): " + ", ".join(f"{m} (L = {uncontrolled.n_layers(m)})"
-                                                                               for m in extra)))
+                              label="\n".join(["real models (uncontrolled):"]
+                                              + [f"{Path(m).name} (L = {uncontrolled.n_layers(m)})" for m in extra])))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)))
     fig.suptitle("Does effective depth keep up with total depth?\n(bars: 95% bootstrap CI over prompts; "
                  "missing points: undefined)")

@@ -9,6 +9,7 @@ from depthutils.book.claim_table import CLAIMS
 from depthutils.book.claims.run import Run
 from depthutils.book.grading import Verdict, _verdict, interval_text, judge
 from depthutils.book.plotstyle import BAND_NOTE, integer_ticks, lines, long_form, subplots, title
+from depthutils.core.numbers import significant
 from depthutils.measures.residual_stream import ROUNDING, ResidualStreamResult
 from depthutils.measures.residual_stream import residual_stream as measure
 
@@ -19,9 +20,15 @@ def verdict(result: ResidualStreamResult) -> Verdict:
     """Chapter 0: the residual stream's decomposition into what each sublayer adds."""
     c, f = CLAIMS["residual_stream"], result.facts()
     outcome, value, lo, hi = judge(c, result, c.fact)
-    return _verdict(c, outcome, f"largest relative error {interval_text(value, lo, hi, '.1e')}; with the raw module "
-                                f"outputs instead: {f['max_raw_error']:.1e}.",
-                    criterion=c.criterion(fmt=".0e"), value=interval_text(value, lo, hi, '.1e'))
+    shown = interval_text(value, lo, hi, _two_digits)
+    return _verdict(c, outcome, f"largest relative error {shown}; with the raw module outputs instead: "
+                                f"{_two_digits(f['max_raw_error'])}.",
+                    criterion=c.criterion(fmt=".0e"), value=shown)
+
+
+def _two_digits(x) -> str:
+    """An error to two significant digits: ``1.0e-06`` below 0.001, ``6`` or ``0.47`` above (never ``6.0e+00``)."""
+    return significant(x, 2)
 
 
 def figure(result) -> plt.Figure:
