@@ -14,7 +14,7 @@ from depthutils.measures.integrated_gradients import integrated_gradients
 from depthutils.measures.residual_erasure import residual_erasure, residual_means
 from depthutils.models.real.catalog import cache_root
 
-__all__ = ["FACT_CHECK_DTYPE", "SAMPLE", "SUMS_TRIED", "FACTS", "IG_RULE", "facts_for", "RUNS"]
+__all__ = ["FACT_CHECK_DTYPE", "SAMPLE", "DRAWN", "SUMS_TRIED", "FACTS", "IG_RULE", "facts_for", "RUNS"]
 
 
 #: chapters 4 and 5 grade only prompts the model answers, by greedy decoding (the fact check), and a prompt near
@@ -32,6 +32,8 @@ FACT_CHECK_DTYPE = "float32"
 #: answered 12 of 59), the book's well-known two-hop facts and 39 MQuAKE compositions
 #: (:func:`depthutils.analysis.known_facts.prompts_for`). A chapter's ``real_sample`` parameter sets another size.
 SAMPLE = MIN_PROMPTS
+#: the candidates drawn per counted prompt of the sample
+DRAWN = 2
 SUMS_TRIED = 60
 FACTS = dict(seed=123, **{**SAMPLE_CANDIDATES, "tried_arithmetic": SUMS_TRIED}, chain_operands=CHAIN_OPERANDS)
 #: chapter 5's sample: the adaptive rule (:func:`depthutils.measures.quadrature.adaptive`) to this error (a share of the
@@ -49,7 +51,7 @@ def _by_kind(results: dict) -> dict:
     return {KINDS[k]: sample for k, sample in by_kind(results).items()}
 
 
-def facts_for(lm, per_kind: int = 2 * SAMPLE):
+def facts_for(lm, per_kind: int = DRAWN * SAMPLE):
     """The prompts on ``lm`` that the model answers, up to ``per_kind`` of each kind; the check is stored beside the
     model cache (``$XDG_CACHE_HOME/depthutils/facts``), so chapter 5 reads chapter 4's
     (:func:`depthutils.analysis.known_facts.cached_check`)."""
@@ -57,10 +59,10 @@ def facts_for(lm, per_kind: int = 2 * SAMPLE):
 
 
 def _drawn(lm, sample) -> object:
-    """The sample's candidates: up to twice ``sample`` prompts of each kind."""
+    """The sample's candidates: up to :data:`DRAWN` times ``sample`` prompts of each kind."""
     if not isinstance(sample, int) or isinstance(sample, bool) or sample < 1:
         raise DepthError(f"real_sample must be a whole number of prompts per kind (≥ 1), got {sample!r}.")
-    return facts_for(lm, 2 * sample)
+    return facts_for(lm, DRAWN * sample)
 
 
 def _erasure(lm, sample: int = SAMPLE):
@@ -77,7 +79,7 @@ def _ig(lm, sample: int = SAMPLE):
 
 
 def _words(sample: int) -> str:
-    return f"the first {sample} counted of up to {2 * sample} prompts per kind that the model answers"
+    return f"the first {sample} counted of up to {DRAWN * sample} prompts per kind that the model answers"
 
 
 RUNS: dict[str, Run] = {
