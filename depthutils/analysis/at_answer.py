@@ -31,7 +31,7 @@ import numpy as np
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError, check_finite
 from depthutils.core.results import Result, describe, halves, make_meta
-from depthutils.measures import future_effects as fe
+from depthutils.measures import layer_skips
 from depthutils.measures.curves import ed_kl, ed_overlap, ratio
 from depthutils.measures.depth_score_result import score
 from depthutils.measures.effective_depth import curves_and_lens
@@ -140,13 +140,13 @@ def at_answer(model, prompts, *, k: int = 5, max_tokens: int | None = None, prog
                          "which the book never intervenes on: give each prompt a question.")
     L, fast = model.n_layers, stack.usable(model)
     both = each(model, curves_and_lens, [(q, k) for q in qs], "at the answer (curves)", enabled=progress_bar)
-    works = [fe.work(model, q, [q.n_tokens - 1], fast=fast, output=True) for q in qs]
-    maxima = each(model, fe.run, works, "at the answer (future effects)", enabled=progress_bar)
+    works = [layer_skips.work(model, q, [q.n_tokens - 1], fast=fast, output=True) for q in qs]
+    maxima = each(model, layer_skips.run, works, "at the answer (future effects)", enabled=progress_bar)
     rows = {a: [] for a in ARRAYS}
     depth = []
     for (stats, lens), w, m in zip(both, works, maxima):
         s, ln = stats[:, :, -1].double().cpu().numpy(), lens[:, :, -1].double().cpu().numpy()  # [L, 6], [L, 2]
-        D, O = fe.fold(L, w, m)
+        D, O = layer_skips.fold(L, w, m)
         rows["layer_ratio"].append(s[:, 4])
         rows["mean_cos"].append((s[:, 1] + s[:, 3] + s[:, 5]) / 3)
         rows["kl"].append(ln[:, 0])

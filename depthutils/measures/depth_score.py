@@ -33,8 +33,8 @@ from depthutils.measures import counted
 from depthutils.measures import future_effects as fe
 from depthutils.measures.depth_score_result import DepthScoreResult, score
 from depthutils.measures.example import Example, addition
-from depthutils.measures.future_effects import Work
-from depthutils.measures.future_effects import run as run_work  # _measure names no module: NDIF gets it by value
+from depthutils.measures.layer_skips import Work, fold, work
+from depthutils.measures.layer_skips import run as run_work  # _measure names no module: NDIF gets it by value
 from depthutils.models import stack
 from depthutils.models.each import each
 
@@ -87,8 +87,8 @@ def _solved(model, prompt: Prompt, context, out) -> bool:
 
 
 def _measure(model, item):
-    """One item of the depth score: a prompt's future-effect maxima (:func:`depthutils.measures.future_effects.run`
-    of a :class:`~depthutils.measures.future_effects.Work`) or one batch of greedy decodings (``(contexts, budgets)``);
+    """One item of the depth score: a prompt's future-effect maxima (:func:`depthutils.measures.layer_skips.run`
+    of a :class:`~depthutils.measures.layer_skips.Work`) or one batch of greedy decodings (``(contexts, budgets)``);
     as :func:`depthutils.models.each.each` items, all go to NDIF in one request."""
     return run_work(model, item) if isinstance(item, Work) else model.greedy_batch(*item)
 
@@ -209,7 +209,7 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
         for p, enc in zip(kept, encs):
             ts = [x for x in positions(enc, rules[t]) if 1 <= x < enc.n_tokens]
             if ts:
-                level.append((p, fe.work(model, enc, ts, fast=fast, output=False),
+                level.append((p, work(model, enc, ts, fast=fast, output=False),
                               _decoding(p, enc, max_new_tokens) if accuracy else None))
         plan.append(level)
     works = [w for level in plan for _, w, _ in level]
@@ -226,7 +226,7 @@ def depth_score(model, tasks=("addition", "multihop"), *, n: int = 20, seed: int
     for (t, lv, _), level in zip(items, plan):
         Ds, s_level, ok_level = [], [], []
         for p, w, decoding in level:
-            D = fe.fold(L, w, next(maxima))[0]
+            D = fold(L, w, next(maxima))[0]
             Ds.append(D)
             s_level.append(score(D))
             ok_level.append(_solved(model, p, decoding[0], next(outs)) if accuracy else None)

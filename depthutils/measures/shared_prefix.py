@@ -1,7 +1,7 @@
 """Chapter 2's fast path at the floor: every skipped layer of a prompt in one batch, and the rows that
 share a prefix computing it once.
 
-The per-layer fast path (:func:`depthutils.measures.future_effects._stack_chunk`) re-runs layers ``s+1 … L-1`` on
+The per-layer fast path (:func:`depthutils.measures.layer_skips._stack_chunk`) re-runs layers ``s+1 … L-1`` on
 the whole prompt for each skipped layer ``s`` and each sampled position ``t``. Two things are left:
 
 * **Shared prefixes.** Skipping ``[1, t)`` and skipping ``[1, t')`` with ``t < t'`` give the same residual
@@ -74,7 +74,7 @@ def prompt_maxima(st: Stack, ts: Sequence[int], part: str, mode: str, output: bo
                   work_bytes: int | None = None) -> list:
     """Each skipped layer's maxima over its rows, one ``(layer_max [L, K+1], out_max [K+1])`` per ``s``
     (column 0 stands for the clean row, ``-inf``; rows in the order of ``ts``), as
-    :func:`depthutils.measures.future_effects.run` returns them for the per-layer path."""
+    :func:`depthutils.measures.layer_skips.run` returns them for the per-layer path."""
     L, K = st.L, len(ts)
     layer_max = torch.full((L, L, K + 1), -torch.inf)  # [s, j, row]
     out_max = torch.full((L, K + 1), -torch.inf)
