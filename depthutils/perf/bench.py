@@ -41,7 +41,7 @@ from depthutils.perf.counting import Counter, floors
 from depthutils.perf.harness import isolated, setup_model, timed
 from depthutils.perf.ig_table import ig_rule_table, ig_rules_measured, print_rules
 from depthutils.perf.lens_floor import GEMMA_LENS, lens_floor, print_lens_floor
-from depthutils.perf.real_table import REAL_MODELS, real_rows
+from depthutils.perf.real_table import REAL_MODELS, batch_rows, real_rows
 
 # ------------------------------------------------------------------ reference algorithms (batch-1 traces)
 
@@ -203,7 +203,8 @@ def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path
           ig_models=("default", "ladder-16"), only: str = "all", real=REAL_MODELS) -> dict:
     """Run every measurement with both algorithms on every model; print a table, optionally write JSON.
     ``real``: the cached real models whose chapter 2, 3 and 5 headline calls get a row
-    (:mod:`depthutils.perf.real_table`); ``only="real"`` runs those rows alone.
+    (:mod:`depthutils.perf.real_table`); ``only="real"`` runs those rows alone, ``only="batch"`` chapter 2's call
+    on them at several batches (:func:`~depthutils.perf.real_table.batch_rows`).
 
     Each row reports the median of ``repeats`` timed runs and their spread (fastest, slowest); the
     speed-up's spread pairs the reference's slowest with ours' fastest and the other way round.
@@ -235,6 +236,8 @@ def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path
         report["models"][spec] = rows
     if only in ("all", "real") and real:
         report["real_models"] = real_rows(real, threads)
+    if only == "batch" and real:
+        report["batch"] = batch_rows(real, threads)
     for spec in ig_models if only in ("all", "ig-rules") else ():
         table = ig_rule_table(isolated(ig_rules_measured, spec, repeats, threads, device, dtype))
         print_rules(spec, table)

@@ -5,6 +5,10 @@ and Gemma 3 270M, timed once each in a fresh process, with layer-passes against 
 * chapter 3: ``logit_lens`` on ``N_LENS`` GSM8K problems (P1's N);
 * chapter 5: ``integrated_gradients`` with the adaptive rule (tol 1e-4, budget 64) on the arithmetic prompt.
 
+``batch_rows`` times chapter 2's call again at each of :data:`BATCHES` rows per forward (its batched path, the one
+a bfloat16 load takes), beside the batch the memory budget picks, with the bytes the cost model counts for each:
+the batch that is fastest on this CPU, and the cap (:data:`depthutils.cost.chunks.BATCH_BYTES`) that picks it.
+
 A layer-pass is one layer over one whole prompt (bench's :class:`~depthutils.perf.counting.Counter`, here summed over
 prompts as layer-tokens over each prompt's own length). The floors: chapter 2's is
 :func:`~depthutils.perf.counting.floors`' (clean run, the layers above each skipped one, prefixes shared); the lens
@@ -29,6 +33,9 @@ from depthutils.perf.harness import isolated
 
 REAL_MODELS = ("smollm2-135m", "gemma3-270m")
 N_FUTURE, N_LENS = 10, 20
+#: chapter 2's rows per forward that ``batch_rows`` times (the clean row included): one skipped position's layers
+#: of a 30-layer model and the ones around it; ``None`` is the batch the memory budget picks
+BATCHES = (None, 9, 17, 31, 61, 121)
 IG = dict(rule="adaptive", tol=1e-4, budget=64)
 
 
@@ -42,21 +49,23 @@ def unavailable(name: str) -> str | None:
     return None
 
 
-def _measure(name: str, chapter: str, threads: int) -> dict:
+def _measure(name: str, chapter: str, threads: int, batch: int | None = None) -> dict:
     torch.set_num_threads(threads)
     lm = du.load_model(name)
     L = lm.n_layers
     counter = Counter(lm)
     t0 = time.perf_counter()
+    extra = {}
     if chapter == "02":
         prompts = du.data.load("gsm8k", N_FUTURE)
-        out = du.future_effects(lm, prompts, part="layer", mode="future", progress_bar=False)
+        out = du.future_effects(lm, prompts, part="layer", mode="future", progress_bar=False, batch_size=batch)
         seconds = time.perf_counter() - t0
         Ts = [e.n_tokens for e in encode_all(lm, prompts)[1]]  # as measured: cut to the context
         positions = out.meta["params"]["positions"]
         floor = sum(floors(L, [T], [ts], 1, 1)["future_effects"] * T for T, ts in zip(Ts, positions))
         per_layer = sum((L + 4 * sum(L - 1 - s for s in range(L))) * T for T in Ts)  # before the shared prefixes
         verdict = out.facts()
+        extra = _batch_facts(lm, prompts, positions, batch, out.meta["params"]["method"])
     elif chapter == "03":
         prompts = du.data.load("gsm8k", N_LENS)
         out = du.logit_lens(lm, prompts, progress_bar=False)
@@ -82,7 +91,46 @@ def _measure(name: str, chapter: str, threads: int) -> dict:
             "per_layer_path_layer_passes": None if per_layer is None else per_layer / mean_T,
             "lens_projections": L * sum(Ts) if chapter == "03" else None,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "facts": {k: v for k, v in verdict.items() if isinstance(v, (int, float, str, type(None)))}}
+            "facts": {k: v for k, v in verdict.items() if isinstance(v, (int, float, str, type(None)))}, **extra}
+
+
+def _batch_facts(lm, prompts, positions, batch, method) -> dict:
+    """Chapter 2's batched path: the rows per forward (``batch``, or the one the memory budget picks) and the bytes
+    above the weights the cost model counts for it on the longest prompt."""
+    from depthutils.cost.budget import budget_bytes, dtype_of, shape_of
+    from depthutils.measures import future_effects as fe
+
+    if method != "batched":
+        return {"method": method}
+    encs = encode_all(lm, prompts)[1]
+    chosen = batch or fe.planned_batch(lm, encs, positions, "layer", "future", False, budget_bytes(lm, None), False)
+    i = max(range(len(encs)), key=lambda k: encs[k].n_tokens)
+    planned = fe.cost(shape_of(lm), [encs[i].n_tokens], dtype_of(lm), False, False, positions=[positions[i]],
+                      batch=chosen).peak
+    return {"method": method, "batch": chosen, "picked": batch is None, "planned_gb": planned / 1e9}
+
+
+def batch_rows(models=REAL_MODELS, threads: int = 2, batches=BATCHES) -> dict:
+    """Chapter 2's call on each cached real model at each of ``batches`` rows per forward, each in a fresh process,
+    printed as they finish (``{"skipped": sentence}`` for a model that is not cached)."""
+    report = {}
+    for name in models:
+        why = unavailable(name)
+        if why:
+            print(f"[{name}] skipped: {why}", flush=True)
+            report[name] = {"skipped": why}
+            continue
+        report[name] = [isolated(_measure, name, "02", threads, b) for b in batches]
+        for r in report[name]:
+            if "batch" in r:
+                print(f"[{name}] chapter 02, batch {r['batch']:>3}{' (picked)' if r['picked'] else '':9}: "
+                      f"{r['seconds']:7.1f}s | planned {r['planned_gb']:.2f} GB above the weights | peak RSS "
+                      f"{r['peak_rss_mb']:.0f} MB", flush=True)
+            else:
+                print(f"[{name}] chapter 02 takes the {r['method']} path here, not the batched one: no batch to "
+                      "choose", flush=True)
+                break
+    return report
 
 
 def real_rows(models=REAL_MODELS, threads: int = 2, chapters=("02", "03", "05")) -> dict:
