@@ -120,8 +120,10 @@ def batch_rows(models=REAL_MODELS, threads: int = 2, batches=BATCHES) -> dict:
             print(f"[{name}] skipped: {why}", flush=True)
             report[name] = {"skipped": why}
             continue
-        report[name] = [isolated(_measure, name, "02", threads, b) for b in batches]
-        for r in report[name]:
+        report[name] = []
+        for b in batches:
+            r = isolated(_measure, name, "02", threads, b)
+            report[name].append(r)
             if "batch" in r:
                 print(f"[{name}] chapter 02, batch {r['batch']:>3}{' (picked)' if r['picked'] else '':9}: "
                       f"{r['seconds']:7.1f}s | planned {r['planned_gb']:.2f} GB above the weights | peak RSS "

@@ -29,3 +29,21 @@ def test_rows_count_against_the_floor(tiny_root, monkeypatch, chapter):
         assert r["floor_layer_passes"] < r["layer_passes"] < 1.5 * r["floor_layer_passes"]
     if chapter == "02":
         assert r["layer_passes"] < r["per_layer_path_layer_passes"]
+
+
+def test_a_batch_row_names_its_batch_and_what_the_cost_model_counts_for_it(tiny_root):
+    """``bench --only batch``: a given batch is the one reported, the budget's own pick is marked as such, and the
+    planned bytes grow with the batch; the stack path has no batch to report."""
+    import depthutils as du
+    from depthutils.core.encoding import encode_all
+    from depthutils.measures.shared_prefix import sample_positions
+
+    lm = du.load_model(str(build_tiny("llama", tiny_root)), dtype="float32")
+    prompts = du.data.load("gsm8k", 2)
+    positions = [sample_positions(e.n_tokens, 123, 4) for e in encode_all(lm, prompts)[1]]
+    small, large = (bench_real._batch_facts(lm, prompts, positions, b, "batched") for b in (3, 9))
+    assert (small["batch"], large["batch"], small["picked"]) == (3, 9, False)
+    assert 0 < small["planned_gb"] < large["planned_gb"]
+    picked = bench_real._batch_facts(lm, prompts, positions, None, "batched")
+    assert picked["picked"] and 2 <= picked["batch"] <= 4 * lm.n_layers + 1
+    assert bench_real._batch_facts(lm, prompts, positions, 3, "stack") == {"method": "stack"}
