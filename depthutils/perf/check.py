@@ -11,6 +11,11 @@ for the example's ``work``. The CPU seconds are the comparison: wall seconds gro
 load from other jobs; the predicted wall is the CPU seconds / threads, what an idle machine would take.
 Run it with ``OMP_WAIT_POLICY=PASSIVE`` (idle OpenMP threads then sleep instead of spinning, which would
 count as CPU seconds).
+
+Last, a chapter as a user runs it (:func:`user_run`): ``python -m depthutils run 01 --model <the 2-layer
+8B-width folder> -p n_examples 4`` in its own process, whose largest process's peak RSS (the chapter's kernel, as
+GNU ``time -v`` reports it) is set beside the peak ``python -m depthutils plan`` gives for the same chapter and
+parameters.
 """
 from __future__ import annotations
 
@@ -85,6 +90,51 @@ def _row(r: dict, shape, cal: dict, threads: int) -> dict:
     return r
 
 
+#: the chapter, its parameters and the model (layers, dtype) of :func:`user_run`'s row
+USER_RUN = ("01", {"n_examples": 4}, 2, "bfloat16")
+
+
+def _run_chapter(chapter: str, path: str, params: dict) -> dict:
+    """In a fresh process: ``python -m depthutils run`` of ``chapter`` on ``path``; the peak RSS of its largest
+    process (its only children are the run's, so ``RUSAGE_CHILDREN`` is theirs) and its wall seconds."""
+    import resource
+    import subprocess
+    import sys
+
+    args = [a for name, value in params.items() for a in ("-p", name, repr(value))]
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "depthutils", "run", chapter, "--model", path, *args,
+                               "--out", out], capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+    if done.returncode:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise DepthError(f"run {chapter} on {path} failed: {tail[0]}")
+    return {"peak_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, "wall": wall}
+
+
+def user_run(path: str, chapter: str = USER_RUN[0], params: dict | None = None) -> dict:
+    """The peak ``plan`` predicts for ``chapter`` on ``path`` with ``params``, beside the peak of that chapter's
+    ``run`` (:func:`_run_chapter`); prints one line."""
+    from depthutils.book.claims import workload
+    from depthutils.book.runner import find_chapter, parameters
+    from depthutils.perf.plan import chapter_parameters, make_plan
+
+    params = dict(USER_RUN[1] if params is None else params)
+    notebook = find_chapter(chapter)
+    num, p = chapter_parameters(notebook, parameters(notebook), path, None, params)
+    predicted = make_plan(num, p, workload(num)).peak_memory_bytes
+    got = isolated(_run_chapter, num, path, params)
+    row = {"chapter": num, "params": params, "path": path, "rss_pred": predicted, "rss_meas": got["peak_rss"],
+           "wall_meas": got["wall"], "rss_err": predicted / got["peak_rss"] - 1}
+    shown = " ".join(f"-p {k} {v}" for k, v in params.items())
+    print(f"run {num} {shown} as a user runs it: peak RSS planned {predicted / 1e9:.2f}G, measured "
+          f"{got['peak_rss'] / 1e9:.2f}G (ratio {predicted / got['peak_rss']:.2f}, "
+          f"{'within' if abs(row['rss_err']) <= TOLERANCE else 'outside'} ±{TOLERANCE:.0%}); {got['wall']:.0f} s",
+          flush=True)
+    return row
+
+
 def within(r: dict) -> bool:
     return abs(r["rss_err"]) <= TOLERANCE and abs(r["time_err"]) <= TOLERANCE
 
@@ -119,6 +169,10 @@ def check(models=None, json_path: str | None = None, quick: bool = False, thread
             rows.append(_row(row, shape, cal, threads))
             _print(row)
     _footer(rows, json_path)
+    chapter, params, layers, dtype = USER_RUN
+    user = user_run(isolated(_build, layers, "float32" if quick else dtype)["path"], chapter, params)
+    if json_path:
+        Path(json_path).with_suffix(".run.json").write_text(json.dumps(user, indent=1))
     return rows
 
 

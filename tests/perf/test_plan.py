@@ -182,3 +182,20 @@ def test_repredict_names_an_older_check_file_instead_of_failing_on_a_missing_key
                                 "path": "default", "lengths": {"gsm": 40}}]))
     with pytest.raises(DepthError, match="workload each example ran"):
         repredict(str(old))
+
+
+@pytest.mark.slow  # a chapter run in its own kernel (about half a minute)
+def test_the_check_measures_a_chapter_as_a_user_runs_it(tiny_root):
+    """``plan --check``'s last row: ``run 01`` in its own process, its largest process's peak beside the plan's
+    for the same chapter and parameters; a run that fails is one sentence naming the chapter and the model."""
+    from conftest import build_tiny
+
+    from depthutils.core.errors import DepthError
+    from depthutils.perf.check import _run_chapter, user_run
+
+    path = str(build_tiny("llama", tiny_root))
+    row = user_run(path, "01", {"n_examples": 2})
+    assert row["rss_meas"] > 2e8 and row["rss_pred"] > 0 and row["wall_meas"] > 0  # a kernel holds torch: ≥ 200 MB
+    assert row["rss_err"] == pytest.approx(row["rss_pred"] / row["rss_meas"] - 1)
+    with pytest.raises(DepthError, match=r"^run 01 on /nonexistent failed: "):
+        _run_chapter("01", "/nonexistent", {})
