@@ -10,8 +10,10 @@ GROUP_BYTES = 768 * 2**20
 #: one chunk of output distributions of the stack path (logits, probabilities and the clean ones), bytes
 UNEMBED_BYTES = 384 * 2**20
 #: the memory above the weights of one forward of the batched path of future effects, by the cost model's count
-#: (its ``cost``, which counts more than a CPU run keeps): larger batches are no faster on a CPU, whose cache and
-#: memory bandwidth bound them, and a budget sized by free memory made Gemma 3 270M's chapter 2 section slower
+#: (its ``cost``, which counts about twice what a CPU run keeps). SmolLM2-135M's chapter 2 call in bfloat16 on 2
+#: cores (``bench --only batch``): 4 rows a forward 282 s, 8 rows 186 s, 15 (this cap's) 157 s, 31 rows 144 s at a
+#: peak of 4.1 GB: past this cap a batch buys little time and costs the 4 GB a process may hold; a budget sized by
+#: free memory alone had made Gemma 3 270M's section slower
 BATCH_BYTES = 6 * 10**9
 #: one block of the logit lens's float32 logits (rows: layers × tokens; columns: a slice of the vocabulary), bytes:
 #: small enough that the block's several passes (max, exponentials, sums) stay in the CPU's cache
