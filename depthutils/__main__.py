@@ -140,6 +140,17 @@ def cmd_objectives(args) -> int:
     return 0
 
 
+def planned_peak(chapter: str, model: str, params: dict) -> float:
+    """The peak memory ``plan`` gives for ``chapter`` on ``model`` with ``params`` (bytes)."""
+    from depthutils.book.claims import workload
+    from depthutils.book.runner import find_chapter, parameters
+    from depthutils.perf.plan import chapter_parameters, make_plan
+
+    path = find_chapter(chapter)
+    num, p = chapter_parameters(path, parameters(path), model, None, params)
+    return make_plan(num, p, workload(num)).peak_memory_bytes
+
+
 def cmd_plan(args) -> int:
     from depthutils.book.claims import workload
     from depthutils.book.runner import find_chapter, parameters, parse_value
@@ -148,7 +159,7 @@ def cmd_plan(args) -> int:
     if args.check:
         from depthutils.perf.check import check
 
-        check(json_path=args.json_path, quick=args.quick)
+        check(json_path=args.json_path, quick=args.quick, planned=planned_peak)
         return 0
     if not args.chapter:
         raise DepthError("plan needs a CHAPTER (a number or a name), or --check.")

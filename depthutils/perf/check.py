@@ -113,22 +113,16 @@ def _run_chapter(chapter: str, path: str, params: dict) -> dict:
     return {"peak_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, "wall": wall}
 
 
-def user_run(path: str, chapter: str = USER_RUN[0], params: dict | None = None) -> dict:
-    """The peak ``plan`` predicts for ``chapter`` on ``path`` with ``params``, beside the peak of that chapter's
-    ``run`` (:func:`_run_chapter`); prints one line."""
-    from depthutils.book.claims import workload
-    from depthutils.book.runner import find_chapter, parameters
-    from depthutils.perf.plan import chapter_parameters, make_plan
-
+def user_run(path: str, predicted: float, chapter: str = USER_RUN[0], params: dict | None = None) -> dict:
+    """``predicted``, the peak ``plan`` gives for ``chapter`` on ``path`` with ``params`` (the caller's, from the
+    book's workloads: :func:`depthutils.__main__.planned_peak`), beside the peak of that chapter's ``run``
+    (:func:`_run_chapter`); prints one line."""
     params = dict(USER_RUN[1] if params is None else params)
-    notebook = find_chapter(chapter)
-    num, p = chapter_parameters(notebook, parameters(notebook), path, None, params)
-    predicted = make_plan(num, p, workload(num)).peak_memory_bytes
-    got = isolated(_run_chapter, num, path, params)
-    row = {"chapter": num, "params": params, "path": path, "rss_pred": predicted, "rss_meas": got["peak_rss"],
+    got = isolated(_run_chapter, chapter, path, params)
+    row = {"chapter": chapter, "params": params, "path": path, "rss_pred": predicted, "rss_meas": got["peak_rss"],
            "wall_meas": got["wall"], "rss_err": predicted / got["peak_rss"] - 1}
     shown = " ".join(f"-p {k} {v}" for k, v in params.items())
-    print(f"run {num} {shown} as a user runs it: peak RSS planned {predicted / 1e9:.2f}G, measured "
+    print(f"run {chapter} {shown} as a user runs it: peak RSS planned {predicted / 1e9:.2f}G, measured "
           f"{got['peak_rss'] / 1e9:.2f}G (ratio {predicted / got['peak_rss']:.2f}, "
           f"{'within' if abs(row['rss_err']) <= TOLERANCE else 'outside'} ±{TOLERANCE:.0%}); {got['wall']:.0f} s",
           flush=True)
@@ -140,12 +134,13 @@ def within(r: dict) -> bool:
 
 
 def check(models=None, json_path: str | None = None, quick: bool = False, threads: int | None = None,
-          measurements=tuple(MEASUREMENTS), recalibrate: bool = True) -> list:
+          measurements=tuple(MEASUREMENTS), recalibrate: bool = True, planned=None) -> list:
     """Run every measurement on every model and print predicted against measured (peak RSS, process CPU
     seconds, wall seconds, layer-passes); returns the rows. ``recalibrate``: measure each calibration again
     first (a minute at 8B width), so that it and the runs share the machine's current load: memory-bound
     calls (one token, the decoding steps) slow down by a third when other jobs use the memory bus, which
-    CPU seconds do not remove."""
+    CPU seconds do not remove. ``planned(chapter, path, params)``: the peak ``plan`` gives for a chapter's run, for
+    the last row, a chapter as a user runs it (:func:`user_run`; none without it)."""
     threads = threads or torch.get_num_threads()
     if os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE":
         print("note: OMP_WAIT_POLICY is not PASSIVE, so spinning OpenMP threads inflate the CPU seconds", flush=True)
@@ -169,10 +164,12 @@ def check(models=None, json_path: str | None = None, quick: bool = False, thread
             rows.append(_row(row, shape, cal, threads))
             _print(row)
     _footer(rows, json_path)
-    chapter, params, layers, dtype = USER_RUN
-    user = user_run(isolated(_build, layers, "float32" if quick else dtype)["path"], chapter, params)
-    if json_path:
-        Path(json_path).with_suffix(".run.json").write_text(json.dumps(user, indent=1))
+    if planned is not None:
+        chapter, params, layers, dtype = USER_RUN
+        path = isolated(_build, layers, "float32" if quick else dtype)["path"]
+        user = user_run(path, planned(chapter, path, params), chapter, params)
+        if json_path:
+            Path(json_path).with_suffix(".run.json").write_text(json.dumps(user, indent=1))
     return rows
 
 

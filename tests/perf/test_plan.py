@@ -190,11 +190,12 @@ def test_the_check_measures_a_chapter_as_a_user_runs_it(tiny_root):
     for the same chapter and parameters; a run that fails is one sentence naming the chapter and the model."""
     from conftest import build_tiny
 
+    from depthutils.__main__ import planned_peak
     from depthutils.core.errors import DepthError
     from depthutils.perf.check import _run_chapter, user_run
 
     path = str(build_tiny("llama", tiny_root))
-    row = user_run(path, "01", {"n_examples": 2})
+    row = user_run(path, planned_peak("01", path, {"n_examples": 2}), "01", {"n_examples": 2})
     assert row["rss_meas"] > 2e8 and row["rss_pred"] > 0 and row["wall_meas"] > 0  # a kernel holds torch: ≥ 200 MB
     assert row["rss_err"] == pytest.approx(row["rss_pred"] / row["rss_meas"] - 1)
     with pytest.raises(DepthError, match=r"^run 01 on /nonexistent failed: "):
