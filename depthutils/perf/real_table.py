@@ -110,16 +110,23 @@ def _batch_facts(lm, prompts, positions, batch, method) -> dict:
     return {"method": method, "batch": chosen, "picked": batch is None, "planned_gb": planned / 1e9}
 
 
-def batch_rows(models=REAL_MODELS, threads: int = 2, batches=BATCHES) -> dict:
-    """Chapter 2's call on each cached real model at each of ``batches`` rows per forward, each in a fresh process,
-    printed as they finish (``{"skipped": sentence}`` for a model that is not cached)."""
-    report = {}
+def _cached(models, report: dict):
+    """The models of ``models`` that can be benched from the cache, one by one; each other one gets
+    ``{"skipped": sentence}`` in ``report``, printed."""
     for name in models:
         why = unavailable(name)
         if why:
             print(f"[{name}] skipped: {why}", flush=True)
             report[name] = {"skipped": why}
-            continue
+        else:
+            yield name
+
+
+def batch_rows(models=REAL_MODELS, threads: int = 2, batches=BATCHES) -> dict:
+    """Chapter 2's call on each cached real model at each of ``batches`` rows per forward, each in a fresh process,
+    printed as they finish (``{"skipped": sentence}`` for a model that is not cached)."""
+    report = {}
+    for name in _cached(models, report):
         report[name] = []
         for b in batches:
             r = isolated(_measure, name, "02", threads, b)
@@ -138,12 +145,7 @@ def batch_rows(models=REAL_MODELS, threads: int = 2, batches=BATCHES) -> dict:
 def real_rows(models=REAL_MODELS, threads: int = 2, chapters=("02", "03", "05")) -> dict:
     """Each cached real model's rows (``{"skipped": sentence}`` for one that is not), printed as they finish."""
     report = {}
-    for name in models:
-        why = unavailable(name)
-        if why:
-            print(f"[{name}] skipped: {why}", flush=True)
-            report[name] = {"skipped": why}
-            continue
+    for name in _cached(models, report):
         report[name] = {}
         for ch in chapters:
             r = isolated(_measure, name, ch, threads)
