@@ -27,6 +27,8 @@ import torch
 import depthutils as du
 from depthutils.core.encoding import encode_all
 from depthutils.core.prompts import P1_ARITHMETIC
+from depthutils.cost.budget import budget_bytes, dtype_of, shape_of
+from depthutils.measures import future_effects as fe
 from depthutils.models.real.catalog import MANIFEST, cache_root, terms_accepted
 from depthutils.perf.counting import Counter, floors
 from depthutils.perf.harness import isolated
@@ -60,12 +62,13 @@ def _measure(name: str, chapter: str, threads: int, batch: int | None = None) ->
         prompts = du.data.load("gsm8k", N_FUTURE)
         out = du.future_effects(lm, prompts, part="layer", mode="future", progress_bar=False, batch_size=batch)
         seconds = time.perf_counter() - t0
-        Ts = [e.n_tokens for e in encode_all(lm, prompts)[1]]  # as measured: cut to the context
+        encs = encode_all(lm, prompts)[1]
+        Ts = [e.n_tokens for e in encs]  # as measured: cut to the context
         positions = out.meta["params"]["positions"]
         floor = sum(floors(L, [T], [ts], 1, 1)["future_effects"] * T for T, ts in zip(Ts, positions))
         per_layer = sum((L + 4 * sum(L - 1 - s for s in range(L))) * T for T in Ts)  # before the shared prefixes
         verdict = out.facts()
-        extra = _batch_facts(lm, prompts, positions, batch, out.meta["params"]["method"])
+        extra = _batch_facts(lm, encs, positions, batch, out.meta["params"]["method"])
     elif chapter == "03":
         prompts = du.data.load("gsm8k", N_LENS)
         out = du.logit_lens(lm, prompts, progress_bar=False)
@@ -94,15 +97,11 @@ def _measure(name: str, chapter: str, threads: int, batch: int | None = None) ->
             "facts": {k: v for k, v in verdict.items() if isinstance(v, (int, float, str, type(None)))}, **extra}
 
 
-def _batch_facts(lm, prompts, positions, batch, method) -> dict:
-    """Chapter 2's batched path: the rows per forward (``batch``, or the one the memory budget picks) and the bytes
-    above the weights the cost model counts for it on the longest prompt."""
-    from depthutils.cost.budget import budget_bytes, dtype_of, shape_of
-    from depthutils.measures import future_effects as fe
-
+def _batch_facts(lm, encs, positions, batch, method) -> dict:
+    """Chapter 2's batched path on the encoded prompts ``encs``: the rows per forward (``batch``, or the one the
+    memory budget picks) and the bytes above the weights the cost model counts for it on the longest prompt."""
     if method != "batched":
         return {"method": method}
-    encs = encode_all(lm, prompts)[1]
     chosen = batch or fe.planned_batch(lm, encs, positions, "layer", "future", False, budget_bytes(lm, None), False)
     i = max(range(len(encs)), key=lambda k: encs[k].n_tokens)
     planned = fe.cost(shape_of(lm), [encs[i].n_tokens], dtype_of(lm), False, False, positions=[positions[i]],

@@ -40,10 +40,11 @@ def test_a_batch_row_names_its_batch_and_what_the_cost_model_counts_for_it(tiny_
 
     lm = du.load_model(str(build_tiny("llama", tiny_root)), dtype="float32")
     prompts = du.data.load("gsm8k", 2)
-    positions = [sample_positions(e.n_tokens, 123, 4) for e in encode_all(lm, prompts)[1]]
-    small, large = (bench_real._batch_facts(lm, prompts, positions, b, "batched") for b in (3, 9))
+    encs = encode_all(lm, prompts)[1]
+    positions = [sample_positions(e.n_tokens, 123, 4) for e in encs]
+    small, large = (bench_real._batch_facts(lm, encs, positions, b, "batched") for b in (3, 9))
     assert (small["batch"], large["batch"], small["picked"]) == (3, 9, False)
     assert 0 < small["planned_gb"] < large["planned_gb"]
-    picked = bench_real._batch_facts(lm, prompts, positions, None, "batched")
+    picked = bench_real._batch_facts(lm, encs, positions, None, "batched")
     assert picked["picked"] and 2 <= picked["batch"] <= 4 * lm.n_layers + 1
-    assert bench_real._batch_facts(lm, prompts, positions, 3, "stack") == {"method": "stack"}
+    assert bench_real._batch_facts(lm, encs, positions, 3, "stack") == {"method": "stack"}
