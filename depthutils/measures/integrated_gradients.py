@@ -9,7 +9,8 @@ so ``Σ_t ∫_0^1 g_t = f(x) − f(b)`` (completeness). P1's attribution is the 
 
     A[l, t] = (1/K) Σ_{k<K} g_t(k/K),
 
-run ``batch_size`` interpolation points per forward+backward. The rules live in
+run ``batch_size`` interpolation points per forward+backward (P1: 16; here, by default, the fastest batch
+on the stack path, :data:`depthutils.cost.chunks.IG_ROWS`, and P1's on the batched path). The rules live in
 :mod:`depthutils.measures.quadrature`: ``rule="riemann"`` (P1's, the default, so the book's
 numbers stay P1's), ``rule="gauss"`` (Gauss–Legendre) and ``rule="adaptive"``
 (composite Simpson/Boole panels refined where the integrand has its steps, with
@@ -35,6 +36,7 @@ from depthutils.core.prompts import as_prompt
 from depthutils.core.results import Result, context_depth, describe, make_meta
 from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, with_requests
 from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of
+from depthutils.cost.chunks import IG_ROWS
 from depthutils.cost.passes import stack_pass, trace_pass
 from depthutils.measures import counted
 from depthutils.measures import quadrature as quad
@@ -44,6 +46,8 @@ from depthutils.models.architectures import check_residual
 from depthutils.models.each import each
 
 PARTS = ("layer", "attn", "mlp")
+#: interpolation points per forward+backward of P1's code (and of the batched path, by default)
+P1_BATCH = 16
 RULES = quad.RULES
 quadrature = quad.quadrature  # nodes and weights of a fixed rule (kept here for older scripts)
 
@@ -126,7 +130,7 @@ def _fast(model, method: str, part: str) -> bool:
 def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 256, part: str = "layer", *,
                          rule: str = "riemann", tol: float = quad.TOL, budget: int = quad.BUDGET,
                          max_rounds: int = quad.MAX_ROUNDS,
-                         batch_size: int = 16, layers_per_pass: int | None = None, method: str = "auto",
+                         batch_size: int | None = None, layers_per_pass: int | None = None, method: str = "auto",
                          max_tokens: int | None = None, max_memory=None, progress_bar: bool = True) -> IGResult:
     """Attribution of the answer probability to every (layer, position) of ``part``'s output.
 
@@ -140,7 +144,10 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
             of P1's K) ...
         max_rounds: ... or after this many rounds (default 16), each one batched pass (one NDIF request on a
             remote model).
-        batch_size: interpolation points per forward+backward for one layer (P1: 16).
+        batch_size: interpolation points per forward+backward (P1: 16). Default: on the batched path P1's
+            :data:`P1_BATCH` for one layer; on the stack path the rows of every layer share the batches, up to
+            :data:`depthutils.cost.chunks.IG_ROWS` (the fastest on a CPU, measured) and as many as the cost model
+            fits in ``max_memory``. It changes the memory and the time, not the result.
         layers_per_pass: how many layers share one forward+backward (their rows are independent);
             default: the most whose memory the cost model fits in ``max_memory`` (``"batched"`` method; the
             ``"stack"`` method runs each layer's rows on the layers above it).
@@ -155,7 +162,7 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
         raise DepthError(f"part must be one of {PARTS}, got {part!r}.")
     if rule not in RULES:
         raise DepthError(f"rule must be one of {RULES}, got {rule!r}.")
-    if steps < 1 or batch_size < 1 or (layers_per_pass is not None and layers_per_pass < 1):
+    if steps < 1 or (batch_size is not None and batch_size < 1) or (layers_per_pass is not None and layers_per_pass < 1):
         raise DepthError("steps and batch_size must be positive whole numbers.")
     if method not in ("auto", "stack", "batched"):
         raise DepthError(f"method must be 'auto', 'stack' or 'batched', got {method!r}.")
@@ -168,8 +175,14 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
     if fast and not (stack.usable(model) and part == "layer"):
         raise DepthError("method='stack' needs a local model in float32 (or in bfloat16 on batch-invariant kernels, see "
                          "depthutils.models.stack.batch_invariant) and part='layer'; use method='batched'.")
+    n_fixed = steps if rule != "adaptive" else budget
+    if batch_size is None:
+        batch_size = P1_BATCH if not fast else pick_batch(
+            "integrated gradients (rows per pass)",
+            lambda b: cost(shape_of(model), ids.shape[1], len(pred), dtype_of(model), True, False, steps=n_fixed,
+                           batch=b).peak,
+            min(IG_ROWS, n_fixed * model.n_layers), budget_bytes(model, max_memory), smallest=1, say=progress_bar)
     if not fast and layers_per_pass is None and not getattr(model, "remote", False):
-        n_fixed = steps if rule != "adaptive" else budget
         layers_per_pass = pick_batch(
             "integrated gradients (layers per pass)",
             lambda g: cost(shape_of(model), ids.shape[1], len(pred), dtype_of(model), False, False,
@@ -350,17 +363,19 @@ def _ig_trace(model, item):
 
 
 def cost(s: Shape, T: int, n_pred: int, dtype: str, fast: bool, remote: bool, *, steps: int = 256,
-                         batch: int = 16, rule: str = "riemann", layers_per_pass: int | None = None) -> Cost:
-    """One prompt's attribution: ``steps`` interpolation points (evaluations) per layer, ``batch`` per pass.
-    An adaptive rule's ``budget`` of evaluations per layer is ``steps`` here."""
+         batch: int | None = None, rule: str = "riemann", layers_per_pass: int | None = None) -> Cost:
+    """One prompt's attribution: ``steps`` interpolation points (evaluations) per layer, ``batch`` per pass
+    (default: :func:`integrated_gradients`'s largest, before a memory budget lowers it). An adaptive rule's
+    ``budget`` of evaluations per layer is ``steps`` here."""
     L = s.layers
+    if batch is None:
+        batch = min(IG_ROWS, steps * L) if fast else P1_BATCH
     a = Acc(s, "integrated_gradients", T)
     trace_pass(a, s, 1, T, dtype)  # f(x)
     if fast:
         saved = stack_pass(a, s, T, dtype)
         a.layers(2, 1, T // 2)  # suffix_ok
         hi = T - 1  # positions up to the last one that predicts an answer token
-        work = 0.0
         for l in range(L):
             for start in range(0, steps, batch):
                 r = min(batch, steps - start)
@@ -369,9 +384,12 @@ def cost(s: Shape, T: int, n_pred: int, dtype: str, fast: bool, remote: bool, *,
                     a.layers(1, r, hi - n_pred, grad=True, share=s.kv_share)
                     a.layers(1, r, n_pred, context=hi, grad=True)
                 a.unembed(r, n_pred, grad=True)
-                work = max(work, s.saved_bytes(r, hi, L - 1 - l, dtype) + 3 * r * hi * s.hidden * BYTES[dtype]
-                           + s.act_bytes(r, hi, dtype) + 2 * s.logit_bytes(r, n_pred))
-            if rule != "riemann":
+        # a batch holds the rows of several layers (stack path), the lowest one's running the most layers
+        r = min(batch, steps * L)
+        work = s.saved_bytes(r, hi, L - 1, dtype) + 3 * r * hi * s.hidden * BYTES[dtype] + s.act_bytes(r, hi, dtype) \
+            + 2 * s.logit_bytes(r, n_pred)
+        if rule != "riemann":  # f(b) of each layer
+            for l in range(L):
                 a.layers(L - 1 - l, 1, hi)
         return with_requests(a.done(saved, work, batch=batch), remote)
     g = L if layers_per_pass is None else layers_per_pass

@@ -119,6 +119,29 @@ def test_integrated_gradients_layers_per_pass_follows_the_budget(tiny, capsys):
     np.testing.assert_allclose(small.attribution, full.attribution, atol=ATOL)
 
 
+def test_integrated_gradients_stack_batch_follows_the_budget(tiny, capsys):
+    """The stack path runs up to ``IG_ROWS`` interpolation points of all layers per pass, fewer under a smaller
+    budget, and P1's 16 on the batched path; the attribution does not change with it."""
+    from depthutils.cost.chunks import IG_ROWS
+    from depthutils.measures.integrated_gradients import P1_BATCH
+
+    handle, _ = tiny("llama")
+    kw = dict(steps=8, method="stack", progress_bar=True)
+    full = du.integrated_gradients(handle, PROMPT, **kw)
+    b_full = _batch_line(capsys.readouterr().err, "integrated gradients (rows per pass)")
+    assert b_full == full.meta["params"]["batch_size"] == min(IG_ROWS, 8 * handle.n_layers)
+    T = encode(handle.tokenizer, PROMPT, need_answer=True)
+    peak = lambda b: cost_of("integrated_gradients")(shape_of(handle), T.n_tokens, len(T.predict_positions),  # noqa: E731
+                                                     "float32", True, False, steps=8, batch=b).peak
+    assert peak(None) == peak(b_full) > peak(1)
+    small = du.integrated_gradients(handle, PROMPT, max_memory=(peak(1) + peak(2)) / 2, **kw)
+    assert _batch_line(capsys.readouterr().err, "integrated gradients (rows per pass)") == 1
+    assert small.meta["params"]["batch_size"] == 1
+    np.testing.assert_allclose(small.attribution, full.attribution, atol=ATOL)
+    batched = du.integrated_gradients(handle, PROMPT, steps=8, method="batched", progress_bar=False)
+    assert batched.meta["params"]["batch_size"] == P1_BATCH
+
+
 def test_fact_check_batches_follow_the_budget(tiny, capsys):
     """The fact check's greedy decodings and teacher-forced forwards shrink under a smaller budget; what
     each candidate's check finds does not change."""
