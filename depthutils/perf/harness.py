@@ -5,8 +5,11 @@ in the temporary folder; any other name goes to :func:`~depthutils.models.handle
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import queue
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -56,6 +59,26 @@ def timed(handle, run, repeats, before=lambda: None):
         sync(handle)
         times.append(time.perf_counter() - t0)
     return times, out
+
+
+#: the CPU-bound neighbour of :func:`neighbour`: float32 matrix products on 2 threads, until it is stopped
+NEIGHBOUR = ("import torch; torch.set_num_threads(2); a = torch.randn(1024, 1024)\n"
+             "while True:\n    a = (a @ a).div_(a.norm())")
+
+
+@contextlib.contextmanager
+def neighbour():
+    """A CPU-bound job beside the timed code, as a user's machine has one (another notebook, a build): a process
+    running :data:`NEIGHBOUR`, started before the block (and given a second to get going) and stopped after it."""
+    job = subprocess.Popen([sys.executable, "-c", NEIGHBOUR], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)
+        if job.poll() is not None:
+            raise RuntimeError(f"the neighbour job stopped at once (exit code {job.returncode})")
+        yield job
+    finally:
+        job.kill()
+        job.wait()
 
 
 def _call(fn, args, queue) -> None:

@@ -139,6 +139,31 @@ def test_bench_floors_and_rule_table():
     for change in (dict(error=2e-3), dict(evaluations_per_layer=65.0), dict(median_s=4.5)):  # each goal can fail
         goal = bench.ig_rule_table({**rows, "adaptive": {**rows["adaptive"], **change}})["adaptive_goal"]
         assert sum(goal.values()) == 2, (change, goal)
+    # beside a CPU-bound job, the adaptive rule is held against the loaded Riemann-256, not the idle one
+    rows["riemann-256 loaded"] = dict(rule="riemann", K=256, median_s=30.0, error=1e-3)
+    rows["adaptive loaded"] = dict(rule="adaptive", K=None, median_s=20.0, error=5e-4, evaluations_per_layer=64.0)
+    table = bench.ig_rule_table(rows)
+    assert table["rules"]["adaptive loaded"]["speedup_vs_riemann_256"] == 1.5
+    assert table["adaptive_goal"]["twice_as_fast"] and not table["adaptive_goal"]["twice_as_fast_loaded"]
+    rows["adaptive loaded"]["median_s"] = 10.0
+    assert bench.ig_rule_table(rows)["adaptive_goal"]["twice_as_fast_loaded"]
+
+
+def test_the_neighbour_loads_the_cpu_and_stops():
+    import os
+    import time
+
+    from depthutils.perf.harness import neighbour
+
+    def cpu_seconds(pid):  # user + system time of a running process (Linux's /proc)
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    with neighbour() as job:
+        c0, t0 = cpu_seconds(job.pid), time.perf_counter()
+        time.sleep(1.0)
+        assert (cpu_seconds(job.pid) - c0) / (time.perf_counter() - t0) > 0.5  # at least half a core busy
+    assert job.poll() is not None
 
 
 def test_counter_counts_rows_times_positions(tiny, prompts):
