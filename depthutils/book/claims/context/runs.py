@@ -41,8 +41,9 @@ FACTS = dict(seed=123, **{**SAMPLE_CANDIDATES, "tried_arithmetic": SUMS_TRIED}, 
 #: has steps narrower than 0.01 in α (near α ≈ 0.18 in its lower layers, in the last tenth of the path in its upper
 #: ones): P1's left Riemann sum with K = 256 missed completeness by 0.05–0.61 of f(x) − f(b) on six of its prompts,
 #: Gauss–Legendre with 32 nodes by 0.25 on a two-hop one, the adaptive rule at 64 evaluations and 16 rounds by up
-#: to 0.82, and at these settings by 0.003–0.028 (about 55 s a prompt in float32 on 2 cores). Gemma 3 270M's path
-#: is gentler: 27–40 evaluations per layer reach this error (about 30 s a prompt), and P1's rule misses by 0–0.04
+#: to 0.82, and at these settings by 0.003–0.028. Gemma 3 270M's path is gentler: 25–40 evaluations per layer reach
+#: this error, and P1's rule misses by 0–0.04. Two prompts of each kind, float32 on 2 cores, 64 rows a pass: SmolLM2
+#: 31–51 s a prompt (235 s for the six; 301 s at P1's 16 rows), Gemma 11–22 s (99 s; 121 s at 16 rows)
 IG_RULE = dict(rule="adaptive", tol=0.01, budget=96, max_rounds=40)
 
 
