@@ -23,7 +23,8 @@ from depthutils.core.errors import DepthError
 from depthutils.core.numbers import rounded
 from depthutils.core.prompts import as_prompt
 from depthutils.measures import quadrature as quad
-from depthutils.measures.integrated_gradients import IGResult, Integrand
+from depthutils.measures.ig_path import Integrand
+from depthutils.measures.integrated_gradients import IGResult
 from depthutils.models import stack
 
 #: the figures' width in inches: the book's text column (``depthutils.book.plotstyle.COLUMN_IN``, which a
