@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["EXP_FLOOR", "probabilities"]
+__all__ = ["EXP_FLOOR", "logsumexp", "probabilities"]
 
 #: ``z − max`` below which ``e^{z−max}`` is taken at ``e^{EXP_FLOOR}`` (see the module's docstring)
 EXP_FLOOR = -72.0
@@ -21,3 +21,10 @@ def probabilities(logits: torch.Tensor) -> torch.Tensor:
     p = logits.to(torch.float32, copy=True)
     p = p.sub_(p.amax(-1, keepdim=True)).clamp_min_(EXP_FLOOR).exp_()
     return p.div_(p.sum(-1, keepdim=True))
+
+
+def logsumexp(logits: torch.Tensor) -> torch.Tensor:
+    """``logsumexp(logits, -1)`` in float32, with no subnormal term (:data:`EXP_FLOOR`)."""
+    z = logits.to(torch.float32)
+    m = z.amax(-1, keepdim=True)
+    return (z - m).clamp_min_(EXP_FLOOR).exp_().sum(-1).log_().add_(m.squeeze(-1))

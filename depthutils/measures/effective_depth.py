@@ -21,7 +21,7 @@ from depthutils.measures import counted
 from depthutils.measures.contributions import contributions_of, read_stats
 from depthutils.measures.curves import ed_cos, ed_kl, ed_overlap, ratio
 from depthutils.measures.example import Example, addition
-from depthutils.measures.logit_lens import logit_lens_of, read_lens
+from depthutils.measures.logit_lens import chunkable, chunked_lens, logit_lens_of, read_lens, save_for_lens
 from depthutils.models.each import each
 
 METRICS = ("cos", "kl", "overlap")
@@ -98,11 +98,19 @@ class EffectiveDepthResult(Result):
 
 
 def curves_and_lens(model, item) -> tuple:
-    """One prompt's contributions (``[L, 6, T]``) and logit-lens (``[L, 2, T]``) statistics, from one trace."""
+    """One prompt's contributions (``[L, 6, T]``) and logit-lens (``[L, 2, T]``) statistics, from one trace (a
+    local model's lens decoded after it: :func:`~depthutils.measures.logit_lens.chunkable`)."""
     enc, k = item
+    local = chunkable(model)
     with model.no_grad(), model.trace(enc.input_ids):
         stats, hs = read_stats(model, enc.n_tokens)
-        lens = read_lens(model, hs, k)
+        if local:
+            saved, final = save_for_lens(model, hs)
+        else:
+            lens = read_lens(model, hs, k)
+    if local:
+        with torch.no_grad():
+            return torch.stack(list(stats)), chunked_lens(model, torch.stack(list(saved)), final, k)
     return torch.stack(list(stats)), torch.stack(list(lens))
 
 
@@ -125,8 +133,10 @@ def effective_depth(model, prompts, *, k: int = 5, max_tokens: int | None = None
 
 
 def cost(s: Shape, Ts, dtype: str, remote: bool) -> Cost:
-    """What :func:`effective_depth` runs on prompts of ``Ts`` tokens: one nnsight forward per prompt."""
-    return one_trace_per_prompt(s, Ts, dtype, remote, "effective_depth", stats=True, lens="traced", per_token=3)
+    """What :func:`effective_depth` runs on prompts of ``Ts`` tokens: one nnsight forward per prompt, then locally
+    the lens as :func:`~depthutils.measures.logit_lens.chunked_lens`, on NDIF each layer's lens in the trace."""
+    return one_trace_per_prompt(s, Ts, dtype, remote, "effective_depth", stats=True,
+                                lens="traced" if remote else "chunked", per_token=3)
 
 
 def example(model, **options) -> Example:

@@ -10,8 +10,9 @@ import torch
 
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import check_finite
+from depthutils.core.fused import fused
 from depthutils.core.results import Result, describe, make_meta
-from depthutils.core.softmax import EXP_FLOOR
+from depthutils.core.softmax import EXP_FLOOR, logsumexp, probabilities
 from depthutils.cost.accounting import Cost, Shape
 from depthutils.cost.budget import dtype_of, shape_of, work_bytes
 from depthutils.cost.chunks import LENS_CHUNK_BYTES, lens_blocks
@@ -86,26 +87,59 @@ def read_lens(model, hs: list, k: int, last: int | None = None) -> list:
     return per_layer
 
 
+def chunkable(model) -> bool:
+    """Whether ``model``'s lens runs as :func:`chunked_lens` after its trace (a local model whose unembedding is a
+    linear layer), not inside the trace one layer at a time (:func:`read_lens`: NDIF, or another unembedding)."""
+    return not model.remote and isinstance(get_path(model.nn._module, model.arch.unembed), torch.nn.Linear)
+
+
+def save_for_lens(model, hs: list) -> tuple:
+    """Inside a trace of one prompt, given every layer's input ``hs`` (``[1, T, H]`` each, read in the trace):
+    the saved ``[T, H]`` inputs and the saved ``[T, V]`` logits that :func:`chunked_lens` takes after it."""
+    saved = nnsight.save([])  # a list made inside the trace must be saved to outlive it
+    for h in hs:
+        saved.append(h[0].save())
+    return saved, model.logits()[0].save()
+
+
 def prompt_lens(model, item) -> torch.Tensor:
     """``[L, 2, T]``: KL and top-``k`` overlap of the lens on every ``h_l`` (``l = 0 … L−1``, the residual entering
     layer ``l``) at every token of one prompt (one trace);
     ``item`` is the prompt's encoding, ``k`` and, optionally, the bytes of one block's float32 logits
-    (default :data:`LENS_CHUNK_BYTES`). A local model takes :func:`chunked_lens` after the trace."""
+    (default :data:`LENS_CHUNK_BYTES`). A local model takes :func:`chunked_lens` after the trace (:func:`chunkable`)."""
     enc, k, *chunk = item
     L, T = model.n_layers, enc.n_tokens
-    head = get_path(model.nn._module, model.arch.unembed)
-    if model.remote or not isinstance(head, torch.nn.Linear):
-        with model.no_grad(), model.trace(enc.input_ids):
-            hs = [check_residual(model.layers_input(l), 1, T, f"layer {l} input") for l in range(L)]
-            per_layer = read_lens(model, hs, k)
-        return torch.stack(list(per_layer))
     with model.no_grad(), model.trace(enc.input_ids):
-        hs = nnsight.save([])  # a list made inside the trace must be saved to outlive it
-        for l in range(L):
-            hs.append(check_residual(model.layers_input(l), 1, T, f"layer {l} input")[0].save())
-        final = model.logits()[0].save()
+        hs = [check_residual(model.layers_input(l), 1, T, f"layer {l} input") for l in range(L)]
+        if chunkable(model):
+            saved, final = save_for_lens(model, hs)
+        else:
+            per_layer = read_lens(model, hs, k)
+    if not chunkable(model):
+        return torch.stack(list(per_layer))
     with torch.no_grad():
-        return chunked_lens(model, torch.stack(list(hs)), final, k, *chunk)
+        return chunked_lens(model, torch.stack(list(saved)), final, k, *chunk)
+
+
+#: a :func:`chunked_lens` call of at least this many logits (its rows × the vocabulary) reduces its blocks with the
+#: compiled :func:`block_stats` (a few seconds' compilation once per process, tens with an empty compile cache):
+#: a real model's lens on one prompt, not an embedded model's (8 layers × 2,048 tokens a row)
+LENS_FUSED_LOGITS = 2 ** 27
+
+
+@fused
+def block_stats(z: torch.Tensor, final: torch.Tensor, p_final: torch.Tensor | None):
+    """One block's float32 statistics per row ``[tokens, L]``, from its logits ``z`` ``[tokens, L, width]`` (any
+    float dtype) and the model's float32 logits ``final`` ``[tokens, 1, width]`` on the same slice of the vocabulary:
+    the block's maximum ``z_max``, ``s = Σ e`` and ``w = Σ e·(z − z_final)`` with ``e = e^{z − z_max}`` (no
+    subnormal term: :data:`~depthutils.core.softmax.EXP_FLOOR`), and ``r = Σ q_final·z`` from the probabilities
+    ``p_final`` (shaped as ``final``), or zeros without them. Compiled into one pass where the machine can
+    (:func:`~depthutils.core.fused.fused`)."""
+    z = z.float()
+    z_max = z.amax(-1)
+    e = (z - z_max.unsqueeze(-1)).clamp_min(EXP_FLOOR).exp()
+    r = torch.zeros_like(z_max) if p_final is None else (z * p_final).sum(-1)
+    return z_max, e.sum(-1), (e * (z - final)).sum(-1), r
 
 
 def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_bytes: int | None = None,
@@ -115,9 +149,10 @@ def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_byt
     layer of some tokens) and slices of the vocabulary (:func:`depthutils.cost.chunks.lens_blocks`, within
     ``chunk_bytes``, :data:`LENS_CHUNK_BYTES`), never a whole ``[L, T, V]``.
 
-    The products run in the model's dtype; each block's statistics in float32, accumulated over the slices per row
-    in float64: the running max ``m``, ``S = Σ e^{z−m}`` (no subnormal term: :mod:`depthutils.core.softmax`) and ``W = Σ e^{z−m}(z − z_final)``, and the running
-    top-``k`` (a slice's top-``k`` is taken only for the rows whose slice maximum beats their ``k``-th value); then
+    The products run in the model's dtype; each block's statistics in float32 (:func:`block_stats`, compiled for a
+    call of at least :data:`LENS_FUSED_LOGITS` logits), rescaled to the running max ``m`` and accumulated over the
+    slices per row in float64: ``S = Σ e^{z−m}`` (no subnormal term: :mod:`depthutils.core.softmax`) and
+    ``W = Σ e^{z−m}(z − z_final)``, and the running top-``k`` (a slice's top-``k`` is taken only for the rows whose slice maximum beats their ``k``-th value); then
     ``KL(q ‖ q_final) = W/S − lse(z) + lse(z_final)``. With ``output_first`` the KL row is the other direction,
     ``KL(q_final ‖ q) = Σ q_final (z_final − z) − lse(z_final) + lse(z)``, from ``R = Σ q_final·z`` summed over
     the slices (the tuned readout's objective).
@@ -129,9 +164,10 @@ def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_byt
     final = final.float()
     V, M = final.shape[-1], T * Lh
     per_block, step = lens_blocks(Lh, T, V, k, chunk_bytes or LENS_CHUNK_BYTES)
+    stats = block_stats if M * V >= LENS_FUSED_LOGITS else block_stats.eager
     m = torch.full((M,), -torch.inf)
     S, W, R = (torch.zeros(M, dtype=torch.float64) for _ in range(3))
-    p_final = final.log_softmax(-1).exp() if output_first else None
+    p_final = probabilities(final) if output_first else None
     top_v, top_i = torch.full((M, k), -torch.inf), torch.zeros(M, k, dtype=torch.long)
     for v0 in range(0, V, step):
         weight = head.weight[v0:v0 + step]
@@ -139,28 +175,26 @@ def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_byt
         for t0 in range(0, T, per_block):
             t1 = min(T, t0 + per_block)
             r0, r1 = t0 * Lh, t1 * Lh
-            z = model.finish_logits(torch.nn.functional.linear(x[r0:r1], weight, bias)).float().cpu()
+            z = model.finish_logits(torch.nn.functional.linear(x[r0:r1], weight, bias)).cpu()
             width = z.shape[-1]
-            z_max = z.amax(-1)
+            q = None if p_final is None else p_final[t0:t1, None, v0:v0 + width]
+            z_max, s, w, r = (a.reshape(-1) for a in stats(z.view(t1 - t0, Lh, width),
+                                                           final[t0:t1, None, v0:v0 + width], q))
             beat = (z_max > top_v[r0:r1, -1]).nonzero().squeeze(-1)
             if beat.numel():
                 rows = beat + r0
-                cv, ci = z.index_select(0, beat).topk(min(k, width), dim=-1)
+                cv, ci = z.index_select(0, beat).float().topk(min(k, width), dim=-1)
                 top, idx = torch.cat([top_v[rows], cv], -1).topk(k, dim=-1)
                 top_v[rows], top_i[rows] = top, torch.cat([top_i[rows], ci + v0], -1).gather(-1, idx)
             m_new = torch.maximum(m[r0:r1], z_max)
-            scale = torch.exp(m[r0:r1] - m_new).double()
-            e = (z - m_new[:, None]).clamp_min_(EXP_FLOOR).exp_()
-            f = final[t0:t1, v0:v0 + width].unsqueeze(-1)  # [tokens, width, 1]
-            ef = torch.bmm(e.view(t1 - t0, Lh, width), f).view(-1)  # Σ e·z_final per row
-            S[r0:r1] = S[r0:r1] * scale + e.sum(-1).double()
-            W[r0:r1] = W[r0:r1] * scale + (torch.linalg.vecdot(e, z) - ef).double()
+            old, new = (m[r0:r1] - m_new).double().exp(), (z_max - m_new).double().exp()
+            S[r0:r1] = S[r0:r1] * old + s.double() * new
+            W[r0:r1] = W[r0:r1] * old + w.double() * new
             if output_first:
-                q = p_final[t0:t1, v0:v0 + width].unsqueeze(-1)
-                R[r0:r1] += torch.bmm(z.view(t1 - t0, Lh, width), q).view(-1).double()
+                R[r0:r1] += r.double()
             m[r0:r1] = m_new
     lse = (m.double() + S.log()).view(T, Lh)
-    lse_final = torch.logsumexp(final, -1).double()[:, None]
+    lse_final = logsumexp(final).double()[:, None]
     if output_first:
         own = (p_final * final).sum(-1).double()[:, None] - lse_final  # Σ q_final log q_final
         kl = own - (R.view(T, Lh) - lse)

@@ -1,11 +1,11 @@
-"""``core.softmax.probabilities`` against ``torch.softmax``: the same distribution within float32 rounding, no
-subnormal float, and its input left as it was."""
+"""``core.softmax.probabilities`` and ``logsumexp`` against ``torch.softmax`` and ``torch.logsumexp``: the same
+numbers within float32 rounding, no subnormal float, and the input left as it was."""
 from __future__ import annotations
 
 import torch
 from conftest import ATOL
 
-from depthutils.core.softmax import EXP_FLOOR, probabilities
+from depthutils.core.softmax import EXP_FLOOR, logsumexp, probabilities
 
 TINY = torch.finfo(torch.float32).tiny  # the smallest normal float32
 
@@ -29,3 +29,13 @@ def test_probabilities_equal_softmax_without_subnormals():
         assert ((want > 0) & (want < TINY)).any()  # the case the clamp is for occurs here
         assert not ((got > 0) & (got < TINY)).any()
         assert got.min() >= torch.exp(torch.tensor(EXP_FLOOR)) / got.shape[-1]
+
+
+def test_logsumexp_equals_torch_logsumexp():
+    for dtype in (torch.float32, torch.bfloat16):
+        z = wide_logits(dtype)
+        before = z.clone()
+        got = logsumexp(z)
+        assert got.dtype == torch.float32 and got.shape == (6,)
+        assert torch.equal(z, before)
+        torch.testing.assert_close(got, torch.logsumexp(z.double(), -1).float(), atol=ATOL, rtol=1e-6)
