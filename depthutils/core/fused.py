@@ -4,8 +4,8 @@ On a CPU a chain of elementwise operations and reductions over a large tensor (a
 exponentials, two weighted sums) reads and writes the whole tensor once per operation; compiled, the chain reads
 it once, row by row. :func:`fused` compiles a function on its first call (dynamic shapes, so one compilation
 serves every block size) and falls back to the function itself, said once, where compiling fails: no C++
-compiler, or a platform ``torch.compile`` does not support. The first compilation in a fresh process takes
-seconds (tens on a machine whose compile cache is empty), so callers use it only for work far larger than that.
+compiler, or a platform ``torch.compile`` does not support. Compiling takes seconds, once per process
+(longer on a machine whose compile cache is empty), so callers use it only for work far larger than that.
 """
 from __future__ import annotations
 

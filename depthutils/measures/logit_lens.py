@@ -122,8 +122,8 @@ def prompt_lens(model, item) -> torch.Tensor:
 
 
 #: a :func:`chunked_lens` call of at least this many logits (its rows × the vocabulary) reduces its blocks with the
-#: compiled :func:`block_stats` (a few seconds' compilation once per process, tens with an empty compile cache):
-#: a real model's lens on one prompt, not an embedded model's (8 layers × 2,048 tokens a row)
+#: compiled :func:`block_stats` (compiled once per process): a real model's lens on one prompt, not an embedded
+#: model's (8 layers × a 2,048-token vocabulary)
 LENS_FUSED_LOGITS = 2 ** 27
 
 
