@@ -108,14 +108,14 @@ def prompt_lens(model, item) -> torch.Tensor:
     ``item`` is the prompt's encoding, ``k`` and, optionally, the bytes of one block's float32 logits
     (default :data:`LENS_CHUNK_BYTES`). A local model takes :func:`chunked_lens` after the trace (:func:`chunkable`)."""
     enc, k, *chunk = item
-    L, T = model.n_layers, enc.n_tokens
+    L, T, local = model.n_layers, enc.n_tokens, chunkable(model)
     with model.no_grad(), model.trace(enc.input_ids):
         hs = [check_residual(model.layers_input(l), 1, T, f"layer {l} input") for l in range(L)]
-        if chunkable(model):
+        if local:
             saved, final = save_for_lens(model, hs)
         else:
             per_layer = read_lens(model, hs, k)
-    if not chunkable(model):
+    if not local:
         return torch.stack(list(per_layer))
     with torch.no_grad():
         return chunked_lens(model, torch.stack(list(saved)), final, k, *chunk)
@@ -152,7 +152,8 @@ def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_byt
     The products run in the model's dtype; each block's statistics in float32 (:func:`block_stats`, compiled for a
     call of at least :data:`LENS_FUSED_LOGITS` logits), rescaled to the running max ``m`` and accumulated over the
     slices per row in float64: ``S = Σ e^{z−m}`` (no subnormal term: :mod:`depthutils.core.softmax`) and
-    ``W = Σ e^{z−m}(z − z_final)``, and the running top-``k`` (a slice's top-``k`` is taken only for the rows whose slice maximum beats their ``k``-th value); then
+    ``W = Σ e^{z−m}(z − z_final)``, and the running top-``k`` (a slice's top-``k`` is taken only for the rows whose
+    slice maximum beats their ``k``-th value); then
     ``KL(q ‖ q_final) = W/S − lse(z) + lse(z_final)``. With ``output_first`` the KL row is the other direction,
     ``KL(q_final ‖ q) = Σ q_final (z_final − z) − lse(z_final) + lse(z)``, from ``R = Σ q_final·z`` summed over
     the slices (the tuned readout's objective).
