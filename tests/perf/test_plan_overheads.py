@@ -41,14 +41,17 @@ def test_forward_terms_count_one_result_per_call():
 
 
 def test_lens_statistics_per_position_and_layer():
-    """Effective depth reads every layer's lens inside its trace: the statistics of ``T`` positions per layer,
-    priced per position at the calibrated vocabulary and scaled to the model's."""
+    """On NDIF effective depth reads every layer's lens inside its trace: the statistics of ``T`` positions per
+    layer, priced per position at the calibrated vocabulary and scaled to the model's. Locally it decodes them
+    after the trace with ``chunked_lens``, as the logit lens does: no per-layer statistics in the trace."""
     s = Shape.from_config(LLAMA)
-    c = effective_depth.cost(s, [10, 12], "float32", False)
+    c = effective_depth.cost(s, [10, 12], "float32", True)
     assert c.lens_rows == s.layers * 22 and c.stat_layers == 2 * s.layers
     cal = _calibration(lens_row_seconds=1.0, vocab=3 * s.vocab)
     assert cpu_seconds(c, s, "float32", cal) == pytest.approx(s.layers * 22 / 3)
-    assert logit_lens.cost(s, [10], "float32", False).lens_rows == 0  # chunked_lens
+    local = effective_depth.cost(s, [10, 12], "float32", False)
+    assert local.lens_rows == 0 and local.stat_layers == 2 * s.layers  # chunked_lens
+    assert logit_lens.cost(s, [10], "float32", False).lens_rows == 0
 
 
 def test_decoding_counts_a_forward_per_token():
