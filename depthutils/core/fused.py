@@ -22,10 +22,14 @@ def fused(fn: Callable) -> Callable:
     """``fn`` compiled by ``torch.compile(dynamic=True)`` on its first call, or ``fn`` itself where compiling
     fails (a warning says why, once). ``fused(fn).eager`` is ``fn``, and ``.compiled`` tells which one runs
     (``None`` before the first call)."""
+    compiled = None
+
     @functools.wraps(fn)
     def run(*args):
+        nonlocal compiled
         if run.compiled is None:
             try:
+                compiled = torch.compile(fn, dynamic=True)  # here, not at import: making it loads inductor (seconds)
                 out = compiled(*args)
             except Exception as e:  # a missing compiler or an unsupported platform: BackendCompilerFailed and others
                 run.compiled = False
@@ -37,6 +41,5 @@ def fused(fn: Callable) -> Callable:
             return out
         return (compiled if run.compiled else fn)(*args)
 
-    compiled = torch.compile(fn, dynamic=True)
     run.eager, run.compiled = fn, None
     return run
