@@ -194,7 +194,7 @@ def adaptive(evaluate: Evaluate, rows: int, *, tol: float = TOL, budget: int = B
 
 def _estimate(values, Fs, edges, skip):
     """Per row: the integral, the error vector, the completeness residual and each panel's refinement score:
-    its largest error over the columns plus the row's residual times its width."""
+    its largest error over the columns plus its own completeness residual ``|Σ_t I_panel[t] − (F(right) − F(left))|``."""
     integral, error, residual, scores = [], [], [], []
     for vals, F, panels in zip(values, Fs, edges):
         a = np.array([p[0] for p in panels])
