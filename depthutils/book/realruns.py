@@ -11,8 +11,10 @@ overview, :mod:`depthutils.book.overview`). Their time counts as the real models
 from __future__ import annotations
 
 import base64
+import gc
 import resource
 import time
+from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import torch
@@ -106,15 +108,34 @@ def _figure_html(png, alt: str, caption: str) -> HTML:
                 f'style="max-width:100%"></a><figcaption>{caption}</figcaption></figure>')
 
 
-def _one(run: Run, name: str, options: dict | None = None):
+@dataclass(frozen=True)
+class _Measured:
+    """One real model's run, without the model: what its page shows once the model is freed."""
+
+    results: object
+    facts: object
+    verdict: object
+    seconds: float
+    peak: float        # GiB, this process's peak resident memory so far
+    n_layers: int
+    precision: str
+    start: str
+    dtype_name: str
+
+
+def _one(run: Run, name: str, options: dict | None = None) -> _Measured:
+    """``run`` on real model ``name``: loaded, measured, graded, then freed (a section holds one model at a time)."""
     t0 = time.perf_counter()
     lm = load_model(name, dtype=run.dtype)
     out = run.measure(lm, **(options or {}))
     results, facts = out if isinstance(out, tuple) else (out, None)
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # GiB (ru_maxrss is in KiB on Linux)
-    v = run.claim(results, facts)
-    return lm, results, v, seconds, peak, facts
+    done = _Measured(results, facts, run.claim(results, facts), seconds, peak, lm.n_layers, lm.precision, lm.start,
+                     lm.dtype_name)
+    del lm, out
+    gc.collect()
+    return done
 
 
 def _value(v, dtype: str) -> str:
@@ -153,12 +174,13 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", **option
         with uncounted():  # not the chapter's own calls, which its plan counts
             done[name] = _one(run, name, options)
     # the model that can test the claim first
-    order = sorted(done, key=lambda n: (done[n][2].outcome == "not tested", OUTCOMES.index(done[n][2].outcome)))
+    order = sorted(done, key=lambda n: (done[n].verdict.outcome == "not tested", OUTCOMES.index(done[n].verdict.outcome)))
     for name in order:
-        lm, results, v, seconds, peak, facts = done[name]
+        m = done[name]
+        results, v, facts = m.results, m.verdict, m.facts
         title = TITLES[name]
-        display(Markdown(f"**{title}.** {run.words(**options)}; {lm.n_layers} layers, in {lm.precision}. {lm.start} "
-                         f"Measured in {seconds:.0f} s, with peak resident memory {peak:.1f} GiB "
+        display(Markdown(f"**{title}.** {run.words(**options)}; {m.n_layers} layers, in {m.precision}. {m.start} "
+                         f"Measured in {m.seconds:.0f} s, with peak resident memory {m.peak:.1f} GiB "
                          "(this chapter's process)."))
         many = results if isinstance(results, dict) else {"": results}
         for key, r in ({"": results} if run.together else many).items():
@@ -174,9 +196,9 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", **option
             print(f"{title}{' · ' + key if key else ''}: {r.summary()}")
         display(Markdown(one_line(v, title)))
         if _glue is not None:
-            _glue(f"{glue_name(chapter)}_{slug(name)}", _value(v, lm.dtype_name), display=False)
+            _glue(f"{glue_name(chapter)}_{slug(name)}", _value(v, m.dtype_name), display=False)
             _glue(f"{glue_name(chapter)}_{slug(name)}_cell", report.cell(v), display=False)
-            _glue(f"{glue_name(chapter)}_{slug(name)}_dtype", lm.dtype_name, display=False)
+            _glue(f"{glue_name(chapter)}_{slug(name)}_dtype", m.dtype_name, display=False)
             for key, value in (run.glue(results) if run.glue else {}).items():
                 _glue(f"{glue_name(chapter)}_{slug(name)}_{key}", as_shown(value), display=False)
     for name in REAL_MODELS:
@@ -186,7 +208,7 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", **option
                 for key in ("", "cell", "dtype", *run.glue_keys):
                     _glue(f"{glue_name(chapter)}_{slug(name)}{'_' + key if key else ''}", "not run", display=False)
     report.count_real(time.perf_counter() - t0)
-    return {TITLES[n]: done[n][2] for n in order}
+    return {TITLES[n]: done[n].verdict for n in order}
 
 
 def uncontrolled(real_models, **study_args):

@@ -99,3 +99,37 @@ def test_plan_takes_a_named_real_model_from_its_cache_not_the_hub(tiny_root, mon
     monkeypatch.setattr(plan_models, "_hub_config", lambda name: pytest.fail(f"asked the hub for {name}"))
     info = plan_models.model_info("smollm2-135m")
     assert asked == ["smollm2-135m"] and info.source == "local folder" and info.shape.layers == 3
+
+
+def test_a_section_holds_one_model_at_a_time(tiny_root, monkeypatch, tmp_path):
+    """Each real model is freed once measured: while the second is measured the first is gone, and none outlives the
+    section (a chapter's process holds one model's memory, not the sum of them)."""
+    import dataclasses
+    import weakref
+
+    import depthutils
+    from tests.conftest import build_tiny
+
+    folder = build_tiny("llama", tiny_root)
+    alive = []
+
+    def load(name, dtype):
+        lm = depthutils.load_model(str(folder), device="cpu", dtype="float32")
+        alive.append(weakref.ref(lm.nn._module))
+        return lm
+
+    run = realruns.RUNS["01"]
+    held = []
+
+    def measure(lm, **options):
+        held.append([ref() is not None for ref in alive])
+        return run.measure(lm, **options)
+
+    monkeypatch.setattr(realruns, "load_model", load)
+    monkeypatch.setattr(realruns, "display", lambda obj: None)
+    monkeypatch.setattr(realruns, "_glue", lambda name, value, display: None)
+    fields = {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}
+    out = realruns.section({**fields, "measure": measure, "key": "01-held"}, list(REAL_MODELS), str(tmp_path))
+    assert len(out) == len(REAL_MODELS) == len(held) == 2
+    assert held == [[True], [False, True]]
+    assert all(ref() is None for ref in alive)
