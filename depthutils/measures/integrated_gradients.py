@@ -20,6 +20,7 @@ panels) and the completeness residual ``|Σ_t A − (f(x) − f(b))|``.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import ClassVar
@@ -33,6 +34,7 @@ from depthutils.core.errors import DepthError, check_finite
 from depthutils.core.numbers import rounded
 from depthutils.core.prompts import as_prompt
 from depthutils.core.results import Result, context_depth, describe, make_meta
+from depthutils.core.threads import spare_threads
 from depthutils.cost.accounting import BYTES, Acc, Cost, Shape, with_requests
 from depthutils.cost.budget import budget_bytes, dtype_of, pick_batch, shape_of
 from depthutils.cost.chunks import IG_ROWS
@@ -144,6 +146,8 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
         max_tokens: the prompt's answer must end within this many tokens (default: the model's context).
         max_memory: bytes (or a size such as ``"8GB"``) the batched path may use above the weights (default:
             what the device has free; :func:`depthutils.cost.budget.pick_batch`, which says so).
+    Beside other CPU-bound processes a local model runs on the threads they leave free
+    (:func:`depthutils.core.threads.spare_threads`, which says so).
     """
     if part not in PARTS:
         raise DepthError(f"part must be one of {PARTS}, got {part!r}.")
@@ -176,13 +180,15 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
             lambda g: cost(shape_of(model), ids.shape[1], len(pred), dtype_of(model), False, False,
                                               steps=n_fixed, batch=batch_size, layers_per_pass=g).peak,
             model.n_layers, budget_bytes(model, max_memory), smallest=1, say=progress_bar)
-    path = Integrand(model, ids, pred, gold, part, fast, batch_size, layers_per_pass, progress_bar)
-    if rule == "adaptive":
-        q = quad.adaptive(path.evaluate, path.L, tol=tol, budget=budget, max_rounds=max_rounds, skip=1)
-        A, err, f_b, evals, rounds = q.integral, q.error, q.F0, int(q.evaluations.sum()), q.rounds
-    else:
-        A, err, f_b, evals = _fixed(path, rule, steps)
-        rounds = 1
+    remote = getattr(model, "remote", False)
+    with contextlib.nullcontext() if remote else spare_threads("integrated gradients", say=progress_bar):
+        path = Integrand(model, ids, pred, gold, part, fast, batch_size, layers_per_pass, progress_bar)
+        if rule == "adaptive":
+            q = quad.adaptive(path.evaluate, path.L, tol=tol, budget=budget, max_rounds=max_rounds, skip=1)
+            A, err, f_b, evals, rounds = q.integral, q.error, q.F0, int(q.evaluations.sum()), q.rounds
+        else:
+            A, err, f_b, evals = _fixed(path, rule, steps)
+            rounds = 1
     fx = path.f_x
     residual = np.abs(A.sum(1) - (fx - f_b))
     gap = residual / np.maximum(np.abs(fx - f_b), 1e-12)
