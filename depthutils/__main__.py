@@ -55,10 +55,19 @@ def cmd_fetch(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from depthutils.book.runner import parse_value, run_chapter
+    from depthutils.book.runner import find_chapter, parameters, parse_value, run_chapter
+    from depthutils.perf.plan import chapter_parameters, preflight
+    from depthutils.perf.workloads import workload
 
     params = {name: parse_value(value) for name, value in args.param}
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
+    path = find_chapter(args.chapter)
+    if not (set(params) - set(parameters(path))):  # an unknown parameter: run_chapter says so in one sentence
+        num, p = chapter_parameters(path, parameters(path), args.model, models, params)
+        plan = preflight(num, p, workload(num))  # stops here, before any weights load
+        if plan is not None and plan.batch_size:
+            print(f"{path.stem}: plan: peak {plan.peak_memory_bytes / 1e9:.1f} GB of "
+                  f"{plan.memory_budget_bytes / 1e9:.1f} GB free, batch {plan.batch_size}")
     run_chapter(args.chapter, model=args.model, models=models, params=params, out=args.out)
     return 0
 
@@ -142,9 +151,9 @@ def cmd_objectives(args) -> int:
 
 def planned_peak(chapter: str, model: str, params: dict) -> float:
     """The peak memory ``plan`` gives for ``chapter`` on ``model`` with ``params`` (bytes)."""
-    from depthutils.book.claims import workload
     from depthutils.book.runner import find_chapter, parameters
     from depthutils.perf.plan import chapter_parameters, make_plan
+    from depthutils.perf.workloads import workload
 
     path = find_chapter(chapter)
     num, p = chapter_parameters(path, parameters(path), model, None, params)
@@ -152,9 +161,9 @@ def planned_peak(chapter: str, model: str, params: dict) -> float:
 
 
 def cmd_plan(args) -> int:
-    from depthutils.book.claims import workload
     from depthutils.book.runner import find_chapter, parameters, parse_value
     from depthutils.perf.plan import chapter_parameters, format_plan, make_plan
+    from depthutils.perf.workloads import workload
 
     if args.check:
         from depthutils.perf.check import check

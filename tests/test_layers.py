@@ -18,7 +18,7 @@ PKG = Path(depthutils.__file__).resolve().parent
 
 #: the layers, bottom first; subpackages of one rank must not import each other
 LAYERS = [("core",), ("ladder",), ("data",), ("models",), ("cost",), ("measures",), ("analysis",),
-          ("perf", "teaching"), ("book",), ("__main__",)]
+          ("teaching",), ("book",), ("perf",), ("__main__",)]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 #: the package root imports the measurements (and reaches later layers only lazily, by name)
 RANK["__init__"] = RANK["measures"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from depthutils.book.chapters import chapters
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.realruns import TITLES, slug
 from depthutils.core.errors import DepthError
@@ -93,9 +94,7 @@ def models_run(run: dict[str, dict[str, object]]) -> list[str]:
 # ------------------------------------------------------------------------------------ the table
 
 def stems() -> dict[str, str]:
-    """Chapter number -> the stem of its notebook (:func:`depthutils.book.runner.chapters`)."""
-    from depthutils.book.runner import chapters  # the runner writes the table: imported when it is used
-
+    """Chapter number -> the stem of its notebook (:func:`depthutils.book.chapters.chapters`)."""
     return {num: path.stem for num, path in chapters().items()}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import gc
+import importlib.util
 import resource
 import time
 from dataclasses import dataclass
@@ -20,25 +21,22 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import HTML, Markdown, display
 
-from depthutils.analysis.study import study
 from depthutils.book import report
 from depthutils.book.claim_table import CLAIMS, OUTCOMES
-from depthutils.book.claims import claim_modules
 from depthutils.book.claims.run import Run
 from depthutils.book.plotstyle import save
 from depthutils.core.errors import DepthError
 from depthutils.core.numbers import as_shown
-from depthutils.measures import uncounted
+from depthutils.measures import MEASUREMENTS, uncounted
 from depthutils.models.handle import load_model
 from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root, terms_accepted
-from depthutils.models.real.fetch import ensure
 
 try:
     from myst_nb import glue as _glue
 except ImportError:
     _glue = None
 
-__all__ = ["RUNS", "section", "uncontrolled", "available", "why_not_run", "slug", "TITLES", "one_line", "measure_run"]
+__all__ = ["run_of", "runs", "section", "uncontrolled", "available", "why_not_run", "slug", "TITLES", "one_line", "measure_run"]
 
 #: how the pages name the real models
 TITLES = {"smollm2-135m": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M"}
@@ -49,14 +47,38 @@ def slug(name: str) -> str:
     return name.split("-")[0]
 
 
-#: every chapter's headline run on the real models, by chapter: each claim module's ``RUN`` (or ``RUNS``, chapters 4
-#: and 5's in :mod:`depthutils.book.claims.context.runs`)
-RUNS: dict[str, Run] = dict(sorted({k: run for m in claim_modules()
-                                    for k, run in ({m.RUN.chapter: m.RUN} if hasattr(m, "RUN") else getattr(m, "RUNS", {})).items()}.items()))
+def _find(chapter: str) -> Run | None:
+    for m in MEASUREMENTS.values():
+        home = f"depthutils.book.claims.{m.claim}"
+        if m.chapter != chapter or not m.claim.isidentifier() or importlib.util.find_spec(home) is None:
+            continue
+        module = importlib.import_module(home)
+        run = getattr(module, "RUNS", {}).get(chapter) or getattr(module, "RUN", None)
+        if run is not None and run.chapter == chapter:
+            return run
+    return None
+
+
+def run_of(chapter: str) -> Run:
+    """Chapter ``chapter``'s headline run on the real models: the ``RUN`` (or ``RUNS[chapter]``, chapters 4 and 5's
+    in :mod:`depthutils.book.claims.context.runs`) of the claim module of one of the chapter's measurements
+    (:data:`depthutils.measures.MEASUREMENTS`); only that module is imported."""
+    run = _find(chapter)
+    if run is None:
+        raise DepthError(f"Chapter {chapter} has no real-model section; chapters {', '.join(runs())} have one.")
+    return run
+
+
+def runs() -> dict[str, Run]:
+    """Every chapter's headline run on the real models, by chapter."""
+    found = {chapter: _find(chapter) for chapter in sorted({m.chapter for m in MEASUREMENTS.values() if m.chapter})}
+    return {chapter: run for chapter, run in found.items() if run is not None}
 
 
 def available(names=None) -> tuple[list[str], dict[str, str]]:
     """The real models a build can include (cached, or fetched now), and for each one left out, why."""
+    from depthutils.models.real.fetch import ensure
+
     names = list(REAL_MODELS) if names is None else list(names)
     ok, why = [], {}
     for name in names:
@@ -146,7 +168,7 @@ def _value(v, dtype: str) -> str:
 def section(chapter: str | dict, real_models, out_dir: str = "figures", **options) -> dict:
     """Run chapter ``chapter``'s headline on each model of ``real_models`` and show it; returns ``{name: Verdict}``.
 
-    ``chapter`` is a chapter's number (its :data:`RUNS` entry), or a section's own run: the keyword arguments of a
+    ``chapter`` is a chapter's number (its :func:`run_of`), or a section's own run: the keyword arguments of a
     :class:`Run` with its ``key`` ``"<chapter>-<name>"`` (a reviewer's question: ``REAL_RUN`` of a module of
     :mod:`depthutils.book.reviews`), whose verdicts are glued as ``verdict_<name>_<slug>``.
 
@@ -158,10 +180,8 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", **option
     t0 = time.perf_counter()
     if isinstance(chapter, dict):
         run, chapter = Run(**{k: v for k, v in chapter.items() if k != "key"}), chapter["key"]
-    elif chapter in RUNS:
-        run = RUNS[chapter]
     else:
-        raise DepthError(f"Chapter {chapter} has no real-model section; chapters {', '.join(RUNS)} have one.")
+        run = run_of(chapter)
     unknown = [m for m in real_models if m not in REAL_MODELS]
     if unknown:
         raise DepthError(f"real_models names {', '.join(unknown)}; the named real models are {', '.join(REAL_MODELS)}.")
@@ -224,6 +244,8 @@ def uncontrolled(real_models, **study_args):
             display(Markdown(f"*{why_not_run(name)}*"))
     if not real_models:
         return None
+    from depthutils.analysis.study import study
+
     t0 = time.perf_counter()
     with uncounted():
         result = study(list(real_models), **study_args)
@@ -234,7 +256,7 @@ def uncontrolled(real_models, **study_args):
 
 
 def measure_run(model: str, chapter: str, dtype: str, threads: int | None = None) -> dict:
-    """Chapter ``chapter``'s headline run (:data:`RUNS`) on real model ``model`` in ``dtype``, in this process: seconds
+    """Chapter ``chapter``'s headline run (:func:`run_of`) on real model ``model`` in ``dtype``, in this process: seconds
     (load apart), peak resident memory, the verdict's outcome and graded value(s), and the prompts it used (the row
     of :func:`depthutils.perf.precision.dtype_rows`)."""
 
@@ -244,7 +266,7 @@ def measure_run(model: str, chapter: str, dtype: str, threads: int | None = None
     lm = load_model(model, dtype=dtype)
     t1 = time.perf_counter()
     cpu0 = time.process_time()
-    run = RUNS[chapter]
+    run = run_of(chapter)
     out = run.measure(lm)
     results, facts = out if isinstance(out, tuple) else (out, None)
     seconds, cpu = time.perf_counter() - t1, time.process_time() - cpu0

@@ -19,15 +19,14 @@ from jupyter_core.paths import jupyter_runtime_dir
 from traitlets.config import Config
 
 from depthutils.book import overview
-from depthutils.book.claims import workload
+from depthutils.book.chapters import CHAPTER_DIR, ROOT, chapters, find_chapter, parameters
 from depthutils.book.realruns import available
 from depthutils.core.errors import DepthError
 from depthutils.data import check_n
 from depthutils.models.real.catalog import REAL_MODELS
-from depthutils.perf.plan import chapter_parameters, preflight
 
-ROOT = Path(__file__).resolve().parents[2]
-CHAPTER_DIR = ROOT / "chapters"
+__all__ = ["CHAPTER_DIR", "ROOT", "chapters", "find_chapter", "parameters", "parse_value", "run_chapter",
+           "build_book", "real_parameters", "kernel_config", "KERNEL_ENV", "PAGES", "COUNTS"]
 BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "references.bib",
               "favicon.png", "_static")
 #: pages that are notebooks but not chapters: executed (no parameters) into the staged book at each build
@@ -48,45 +47,6 @@ def kernel_config() -> Config:
     if len(jupyter_runtime_dir()) <= _IPC_ROOM:
         config.KernelManager.transport = "ipc"
     return config
-
-
-def chapters() -> dict[str, Path]:
-    """Chapter number ("01") -> notebook path, in book order."""
-    return {p.name[:2]: p for p in sorted(CHAPTER_DIR.glob("[0-9][0-9]_*.ipynb"))}
-
-
-def find_chapter(chapter: str) -> Path:
-    """A chapter by number ("2", "02") or name ("future_effects", "02_future_effects"); a stem with an
-    older number ("06_depth_across_scale", before the chapters were numbered in reading order) finds its
-    chapter by name."""
-    chs = chapters()
-    key = str(chapter).strip().removesuffix(".ipynb")
-    if key.isdigit() and key.zfill(2) in chs:
-        return chs[key.zfill(2)]
-    name = key[3:] if len(key) > 3 and key[:2].isdigit() and key[2] == "_" else key  # "06_depth_across_scale": an old stem
-    for num, path in chs.items():
-        if key == path.stem or name == path.stem[3:]:
-            return path
-    valid = ", ".join(f"{n} ({p.stem[3:]})" for n, p in chs.items())
-    raise DepthError(f"Unknown chapter {chapter!r}; valid chapters are: {valid}.")
-
-
-def parameters(path: Path) -> dict:
-    """The chapter's parameters: name -> default, read from its cell tagged ``parameters``.
-
-    Parsed with ``ast`` (papermill's line regex trips over values such as ``"5 + 7 = "``).
-    """
-    import nbformat
-
-    nb = nbformat.read(path, as_version=4)
-    cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
-    if cell is None:
-        return {}
-    out = {}
-    for node in ast.parse(cell.source).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            out[node.targets[0].id] = ast.literal_eval(node.value)
-    return out
 
 
 def parse_value(text: str):
@@ -145,11 +105,6 @@ def run_chapter(chapter: str, *, model: str | None = None, models: list[str] | N
                          f"valid parameters are: {', '.join(valid)}.")
     for name in COUNTS & set(params):  # caught here, where the chapter's own parameter name is known
         check_n(params[name], name)
-    num, p = chapter_parameters(src, valid, None, None, params)
-    plan = preflight(num, p, workload(num))  # stops here, before any weights load
-    if plan is not None and not quiet and plan.batch_size:
-        print(f"{src.stem}: plan: peak {plan.peak_memory_bytes / 1e9:.1f} GB of {plan.memory_budget_bytes / 1e9:.1f} GB "
-              f"free, batch {plan.batch_size}")
     out = _writable(Path(out).resolve())
     params.setdefault("out_dir", str(out / "figures"))
     dest = out / src.name

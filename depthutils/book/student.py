@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 
-from depthutils.book.runner import CHAPTER_DIR, chapters
+from depthutils.book.chapters import CHAPTER_DIR, chapters
 from depthutils.core.errors import DepthError
 
 #: a ``{solution}`` directive block in Markdown: from its opening fence to the matching closing fence

@@ -1,8 +1,7 @@
 """``python -m depthutils plan CHAPTER --model M``: what a chapter will cost before it runs.
 
 A chapter's run is a list of measurement calls (:func:`chapter_costs`): the chapter's own calls, its
-:data:`Workload`, which its claim's module states (``WORKLOADS``) and against which the chapter's last cell checks
-the calls it made (:func:`depthutils.book.report.check_plan`). Each call's :class:`~depthutils.cost.accounting.Cost`
+:data:`Workload` (:mod:`depthutils.perf.workloads`), which the tests check against the calls the chapter made. Each call's :class:`~depthutils.cost.accounting.Cost`
 comes from the model's config alone, from the measurement's own ``cost`` (:data:`depthutils.measures.MEASUREMENTS`).
 The plan adds the weights and the process's own memory, picks the largest batch that fits the memory budget where the measurement's path takes a batch
 size (the batched path of future effects and erasure, the layers per pass of integrated gradients), and
@@ -42,7 +41,7 @@ class Knobs:
     layers_per_pass: int | None = None
 
 
-#: a chapter's own calls, stated by its claim's module (``WORKLOADS`` there): ``(models, parameters, knobs) ->
+#: a chapter's own calls (:data:`depthutils.perf.workloads.WORKLOADS`): ``(models, parameters, knobs) ->
 #: [(model, measurement name, work)]``, ``work`` as the measurement's ``cost`` takes it
 Workload = Callable[[list[ModelInfo], dict, Knobs], list[tuple[ModelInfo, str, dict]]]
 
@@ -88,7 +87,7 @@ def score_prompts(info, tasks, n, seed, max_new_tokens, n_by_family=None):
 def chapter_costs(chapter: str, models: list[ModelInfo], p: dict, knobs: Knobs,
                   workload: Workload | None) -> list[tuple[ModelInfo, Cost]]:
     """Every measurement call of ``chapter`` (a number "00"–"10") with parameters ``p``: the chapter's own calls
-    (``workload``, from its claim's module), then every other measurement registered for the chapter
+    (``workload``, :func:`depthutils.perf.workloads.workload`), then every other measurement registered for the chapter
     (:data:`depthutils.measures.MEASUREMENTS`) on the chapter's ``n_examples`` prompts of its ``dataset``, so a
     measurement a chapter gains is counted before its workload says more."""
     calls = workload(models, p, knobs) if workload else []
@@ -133,7 +132,7 @@ class Plan:
 def chapter_parameters(path, defaults: dict, model: str | None, models: list[str] | None,
                        params: dict) -> tuple[str, dict]:
     """The chapter's number and its parameters: its ``defaults`` (its parameters cell), then ``model`` /
-    ``models``, then ``params`` (``path`` is the chapter's notebook, from :func:`depthutils.book.runner.find_chapter`)."""
+    ``models``, then ``params`` (``path`` is the chapter's notebook, from :func:`depthutils.book.chapters.find_chapter`)."""
     p = dict(defaults)
     unknown = sorted(set(params) - set(p))
     if unknown:
@@ -155,7 +154,7 @@ def chapter_parameters(path, defaults: dict, model: str | None, models: list[str
 def make_plan(num: str, p: dict, workload: Workload | None, device: str = "cpu", memory: str | float | None = None,
               threads: int | None = None, timing: bool = True) -> Plan:
     """The plan of chapter ``num`` ("00"–"10") with parameters ``p`` (:func:`chapter_parameters`) and its own calls
-    ``workload`` (:func:`depthutils.book.claims.workload`); without ``timing`` no calibration is run and ``seconds``
+    ``workload`` (:func:`depthutils.perf.workloads.workload`); without ``timing`` no calibration is run and ``seconds``
     is 0 (what :func:`preflight` needs is the memory)."""
     if device not in ("cpu", "cuda"):
         raise DepthError(f"--device must be 'cpu' or 'cuda', got {device!r}.")

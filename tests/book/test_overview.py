@@ -67,7 +67,7 @@ def test_every_claim_has_a_row_and_every_row_names_a_verdict_its_chapter_glues()
 
 
 def test_the_rows_the_real_models_run_are_the_sections_realruns_has():
-    keys = set(realruns.RUNS)
+    keys = set(realruns.runs())
     for info in pkgutil.iter_modules(reviews.__path__):
         run = getattr(importlib.import_module(f"{reviews.__name__}.{info.name}"), "REAL_RUN", None)
         keys |= {run["key"]} if run else set()

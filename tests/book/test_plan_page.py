@@ -1,4 +1,4 @@
-"""The page "Running on a bigger model" states the cost model's numbers of the build (depthutils.book.plan_page),
+"""The page "Running on a bigger model" states the cost model's numbers of the build (depthutils.perf.plan_page),
 not typed ones: its table is the plan of each chapter, and its sentences follow from the table."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import nbformat
 
-from depthutils.book import plan_page
 from depthutils.book.runner import PAGES, ROOT
+from depthutils.perf import plan_page
 
 
 def test_the_table_is_the_plan_of_each_chapter():

@@ -166,10 +166,10 @@ def test_a_claim_without_a_papers_number_says_so_and_gives_our_reading():
 
 
 def test_chapter_4_says_where_it_departs_from_p1s_notebook_on_position_0():
-    from depthutils.book.realruns import RUNS
+    from depthutils.book.realruns import run_of
 
     captions = [s for s in _cells(ROOT / "chapters" / "04_residual_erasure.ipynb") if "{glue:figure} fig_fig6b" in s]
-    for text in [*captions, RUNS["04"].caption]:
+    for text in [*captions, run_of("04").caption]:
         assert "Position 0" in text and "never erased" in text and "P1's notebook erases every position, BOS included" \
             in text, text[:200]
     assert "Its erasure loop runs over every position, BOS included" in _sources()

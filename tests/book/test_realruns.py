@@ -14,7 +14,7 @@ from depthutils.models.real.fetch import Offline
 def test_chapters_0_to_6_have_a_real_model_section_and_7_to_9_do_not():
     for num, path in chapters().items():
         has = "real_models" in parameters(path)
-        assert has == (num in realruns.RUNS or num == "09"), num  # chapter 9: uncontrolled points
+        assert has == (num in realruns.runs() or num == "09"), num  # chapter 9: uncontrolled points
         assert parameters(path).get("prepend_bos") == "auto", num  # every chapter: the start token, by default measured
         if has:
             assert parameters(path)["real_models"] == []  # a chapter run alone stays on the embedded model
@@ -61,8 +61,8 @@ def test_available_says_why_it_leaves_a_model_out(monkeypatch):
 
 
 def test_the_sample_is_an_option_of_chapters_4_and_5_alone(tmp_path):
-    assert {k for k, run in realruns.RUNS.items() if run.options} == {"04", "05"}
-    assert realruns.RUNS["05"].words(sample=2).startswith("the first 2 counted of up to 4 prompts per kind")
+    assert {k for k, run in realruns.runs().items() if run.options} == {"04", "05"}
+    assert realruns.run_of("05").words(sample=2).startswith("the first 2 counted of up to 4 prompts per kind")
     with pytest.raises(DepthError, match="Chapter 01's real-model section takes no options, not sample"):
         realruns.section("01", [], str(tmp_path), sample=2)
     got = {num: real_parameters(path, ["smollm2-135m"], 1) for num, path in chapters().items()}
@@ -118,7 +118,7 @@ def test_a_section_holds_one_model_at_a_time(tiny_root, monkeypatch, tmp_path):
         alive.append(weakref.ref(lm.nn._module))
         return lm
 
-    run = realruns.RUNS["01"]
+    run = realruns.run_of("01")
     held = []
 
     def measure(lm, **options):

@@ -1,5 +1,5 @@
 """The book's verdicts, one module per claim: its ``verdict`` (or ``verdicts``), its figure(s) and, where the real
-models run it, its ``RUN`` (:class:`~depthutils.book.claims.run.Run`, which :data:`depthutils.book.realruns.RUNS`
+models run it, its ``RUN`` (:class:`~depthutils.book.claims.run.Run`, which :func:`depthutils.book.realruns.run_of`
 collects). The papers' claims: :mod:`~depthutils.book.claims.residual_stream` (chapter 0), ``contributions`` (1),
 ``future_effects`` (2), ``logit_lens`` (3), ``context`` (4 and 5, on a sample of prompts), ``depth_score`` (6),
 ``mapping`` (7), ``shared_layers`` (8) and ``effective_depth`` (9, P2's three claims). The reviewers' questions are
@@ -49,7 +49,7 @@ from depthutils.measures.curves import peaks_at_embedding
 __all__ = [
     # defined here
     "verdict", "degenerate", "degenerate_note", "degenerate_sentence",
-    "embedding_peak_words", "informative_metric", "claim_modules", "workload",
+    "embedding_peak_words", "informative_metric", "claim_modules",
     # the claim table's and grading's names, and the claims of their own modules
     "ACCURACY_FLOOR", "CLAIMS", "COMPLETENESS_LIMIT", "GROWS", "LEVEL", "MIN_HALF", "N_PERMUTATIONS", "OUTCOMES",
     "OUTPUT_AGAINST", "OUTPUT_SHOWN", "SCALE_WORDS", "SHARED_TARGET", "WHOLE_LAYER", "Claim", "Threshold",
@@ -123,14 +123,3 @@ def claim_modules() -> list:
 
     return [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)
             if m.name != "run"]
-
-
-def workload(num: str):
-    """Chapter ``num``'s own measurement calls (a :data:`~depthutils.perf.plan.Workload`), from the ``WORKLOADS`` of
-    the claim module that states them; None for a chapter whose calls are its registered measurements alone
-    (chapters 0 and 1), which the plan counts from :data:`~depthutils.measures.MEASUREMENTS`."""
-    return next((m.WORKLOADS[num] for m in claim_modules() if num in getattr(m, "WORKLOADS", {})), None)
-
-
-# the claim modules, reachable as ``claims.contributions`` and so on once the package is imported
-claim_modules()

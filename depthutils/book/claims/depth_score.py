@@ -13,7 +13,6 @@ from depthutils.book.grading import Verdict, _verdict, combine, grade, interval_
 from depthutils.book.plotstyle import BAND, integer_ticks, subplots, title
 from depthutils.measures.depth_score import DepthScoreResult
 from depthutils.measures.depth_score import depth_score as measure
-from depthutils.perf.plan import score_prompts
 
 __all__ = ["RUN", "figure", "score_frame", "verdict"]
 
@@ -112,20 +111,3 @@ RUN = Run("N = 20 problems per difficulty level (P1's N): few-shot sums of one d
           lambda r, f: verdict(r), figure,
           "The depth score per difficulty level on this model, with its 95% bootstrap interval where the model "
           "solved enough problems.", chapter="06")
-
-
-def calls(info, p, k, n_per_level=None, max_new_tokens=None, n_by_family=None):
-    """One depth-score call on the prompts of ``p``'s ``tasks`` (chapters 6 and 8)."""
-    prompts = score_prompts(info, p["tasks"], n_per_level or p["n_per_level"], p["seed"],
-                            max_new_tokens or p["max_new_tokens"], n_by_family)
-    return [(info, "depth_score", dict(prompts=prompts, fast=k.fast, batch=k.batch))]
-
-
-def workload(models, p, k):
-    """Chapter 6's calls: the depth score on every level of the chapter's tasks (and its held-out multi-hop
-    prompts)."""
-    held = {"multihop_heldout": p["n_heldout"]} if "n_heldout" in p else None
-    return [c for info in models for c in calls(info, p, k, n_by_family=held)]
-
-
-WORKLOADS = {"06": workload}

@@ -8,14 +8,13 @@ import numpy as np
 import seaborn as sns
 from matplotlib.lines import Line2D
 
-from depthutils.analysis.study import METRICS, OWN_TASKS, Study, reference_spread
+from depthutils.analysis.study import METRICS, Study, reference_spread
 from depthutils.book.claim_table import CLAIMS, GROWS, LEVEL, SCALE_WORDS, Claim
 from depthutils.book.claims import degenerate, degenerate_sentence
 from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, grade, interval_text, not_tested
 from depthutils.book.plotstyle import integer_ticks, lines, long_form, subplots, yerr
 from depthutils.core.depth import layer_depth
 from depthutils.core.numbers import enclose, listing, plain
-from depthutils.perf.plan import capped, prompt_tokens
 
 __all__ = ["cot_figure", "curves_figure", "ratio_figure", "verdicts"]
 
@@ -190,24 +189,3 @@ def cot_figure(study, base: str, cot: str):
     fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=2)
     fig.suptitle(f"Base vs chain-of-thought: {base} vs {cot}\n(bars: 95% bootstrap CI over prompts)")
     return fig
-
-
-def calls(info, Ts, k):
-    """One effective-depth call on ``Ts`` tokens (chapters 8 and 10 run it on their own prompts)."""
-    return [(info, "effective_depth", dict(Ts=Ts))]
-
-
-def workload(models, p, k):
-    """Chapter 9's calls: the curves of every model on each task's prompts (AIME's cut at ``aime_max_tokens``)."""
-    out = []
-    for info in models:
-        for task in p["tasks"]:
-            n = p["aime_n"] if task == "aime24" else p["n_per_task"]
-            rows = prompt_tokens(info, task, None, **({"heldout": True} if task in OWN_TASKS else {}))
-            if task == "aime24":
-                rows = [r for r in rows if r[0] <= p["aime_max_tokens"]]
-            out += calls(info, capped([T for T, _ in rows[:n]], p.get("max_tokens"), info.shape), k)
-    return out
-
-
-WORKLOADS = {"09": workload}

@@ -12,7 +12,6 @@ from depthutils.book.plotstyle import BAND, CMAPS, COLORS, LABELS, heatmap, inte
 from depthutils.core.numbers import numbered
 from depthutils.measures.future_effects import FutureEffectsResult
 from depthutils.measures.future_effects import future_effects as measure
-from depthutils.perf.plan import dataset_tokens
 
 __all__ = ["RUN", "figure", "verdict"]
 
@@ -86,18 +85,3 @@ RUN = Run.on_gsm8k(
     "The effect of skipping each layer (rows) on each later layer (columns) and on the output (P1 Fig. 3), "
     "on this model.", note=", 4 positions each (P1's N); the headline variant: whole layers, effect on future tokens",
     options=dict(part="layer", mode="future"), chapter="02")
-
-
-def workload(models, p, k):
-    """Chapter 2's calls (the plan's :data:`~depthutils.perf.plan.Workload`): future effects on the chapter's prompts,
-    for each part and mode."""
-    return [(info, "future_effects", dict(Ts=dataset_tokens(info, p), fast=k.fast, part=part, mode=mode, batch=k.batch))
-            for info in models for part in p["parts"] for mode in p["modes"]]
-
-
-def calls(info, Ts, k, **work):
-    """One future-effects call on ``Ts`` tokens (chapters 8 and 10 run it on their own prompts)."""
-    return [(info, "future_effects", dict(Ts=Ts, fast=k.fast, batch=k.batch, **work))]
-
-
-WORKLOADS = {"02": workload}

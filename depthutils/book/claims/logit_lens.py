@@ -2,16 +2,13 @@
 models."""
 from __future__ import annotations
 
-from depthutils import data
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.claims.run import Run
 from depthutils.book.grading import Verdict, _verdict, combine, interval_text, judge
 from depthutils.book.plotstyle import BAND_NOTE, integer_ticks, lines, long_form, subplots, title
 from depthutils.core.depth import LENS_AXIS
-from depthutils.ladder.registry import is_embedded
 from depthutils.measures.logit_lens import LogitLensResult
 from depthutils.measures.logit_lens import logit_lens as measure
-from depthutils.perf.plan import capped, dataset_tokens, prompt_tokens
 
 __all__ = ["RUN", "figure", "verdict"]
 
@@ -58,29 +55,3 @@ RUN = Run.on_gsm8k(
     20, measure, verdict, figure,
     "The logit lens on each layer's input hₗ (P1 Fig. 4) on this model: KL to the output and top-5 "
     "overlap, with 95% bootstrap bands over prompts.", note=" (P1's N)", chapter="03")
-
-
-def workload(models, p, k):
-    """Chapter 3's calls beside the lens (which the plan counts as the chapter's registered measurement): the tuned
-    readout's fit and evaluation (locally only), and the early exit on an embedded model's own tasks or another
-    model's GSM8K answers (the facts it knows, which its fact check chooses when it runs, are not counted)."""
-    out = []
-    for info in models:
-        if not k.remote:
-            fit = capped([info.count(t.text) for t in data.heldout_text(p.get("fit_texts", 100))], p.get("max_tokens"),
-                         info.shape)
-            out.append((info, "tuned_lens", dict(Ts=dataset_tokens(info, p), fit_Ts=fit)))
-        sets = ("addition", "multihop") if is_embedded(info.name) else ("gsm8k",)
-        rows = [r for name in sets for r in prompt_tokens(info, name, p["n_examples"], **(
-            {"seed": p.get("seed", 123)} if name != "gsm8k" else {}))]
-        out.append((info, "early_exit", dict(Ts=capped([T for T, _ in rows], p.get("max_tokens"), info.shape),
-                                             answers=[a for _, a in rows], readouts=not k.remote)))
-    return out
-
-
-def calls(info, Ts, k):
-    """One logit-lens call on ``Ts`` tokens (chapter 8 runs it on its own prompts)."""
-    return [(info, "logit_lens", dict(Ts=Ts))]
-
-
-WORKLOADS = {"03": workload}

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from depthutils import data
 from depthutils.book.claim_table import CLAIMS, LEVEL, N_PERMUTATIONS, OUTCOMES, SHARED_TARGET
 from depthutils.book.grading import _verdict, band, grade, interval_text, not_tested
 from depthutils.book.legends import below
@@ -33,7 +32,6 @@ from depthutils.book.plotstyle import CMAPS, ROBUST_PERCENTILE, heatmap, robust_
 from depthutils.core.depth import layer_depth
 from depthutils.core.numbers import enclose
 from depthutils.measures.cross_model_mapping import MappingResult
-from depthutils.perf.plan import capped
 
 __all__ = ["NULL_WORDS", "against_null", "curves_figure", "distance_band", "figure", "null_facts", "null_figure",
            "pair_name", "verdict"]
@@ -252,18 +250,3 @@ def null_figure(trained, untrained, control=None):
         below(fig, axes[0, :1], facecolor=KEY_FACE)
     fig.suptitle(f"{source} mapped onto a trained model and onto its nulls")
     return fig
-
-
-def workload(models, p, k):
-    """Chapter 7's calls: each source mapped onto the last model (the target), or one model onto itself, fitted on
-    held-out text and the task prompts."""
-    texts = data.heldout_text(p["n_texts"]) + data.load("addition", p["n_task_prompts"]) + \
-        data.load("multihop", p["n_task_prompts"])
-    sources = models[:-1] if len(models) > 1 else models
-    return [(info, "cross_model_mapping", dict(tgt=models[-1].shape, held_out=p["held_out"], same=len(models) == 1,
-                                               Ts=capped([info.count(t.text) for t in texts], p.get("max_tokens"),
-                                                         info.shape)))
-            for info in sources]
-
-
-WORKLOADS = {"07": workload}

@@ -28,7 +28,7 @@ class Run:
     #: ``verdict[_<name>]_<slug>_<key>``; a model not run gets "not run" for each of ``glue_keys``
     glue: Callable | None = None
     glue_keys: tuple = ()
-    #: the chapter whose headline this is ("01"), its key in :data:`depthutils.book.realruns.RUNS`
+    #: the chapter whose headline this is ("01"), its key in :func:`depthutils.book.realruns.run_of`
     chapter: str = ""
     #: the keyword options ``measure`` and ``what`` take (a chapter's parameters pass them: chapters 4 and 5's
     #: ``real_sample``), each with its default

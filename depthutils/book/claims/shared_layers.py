@@ -9,12 +9,11 @@ from matplotlib.lines import Line2D
 
 from depthutils.analysis.depth_use import MEASURES, DepthUse
 from depthutils.book.claim_table import CLAIMS
-from depthutils.book.claims import depth_score, effective_depth, embedding_peak_words, future_effects, logit_lens
+from depthutils.book.claims import embedding_peak_words
 from depthutils.book.claims.depth_score import score_frame
 from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, grade, interval_text, not_tested
 from depthutils.book.plotstyle import BAND_NOTE, CMAPS, COLUMN_IN, heatmap, integer_ticks, lineplot, long_form
 from depthutils.core.depth import layer_depth
-from depthutils.perf.plan import dataset_tokens
 
 __all__ = ["figure", "verdict"]
 
@@ -87,17 +86,3 @@ def figure(result):
     fig.legend(handles=keys[lens] + keys[score], loc="outside lower center", ncol=2)
     fig.suptitle(f"Does a shared-layer model use more of its depth?\n({BAND_NOTE})")
     return fig
-
-
-def workload(models, p, k):
-    """Chapter 8's calls: on each model, chapters 2's, 3's and 9's measurements on the chapter's prompts, and
-    chapter 6's depth score on its tasks."""
-    out = []
-    for info in models:
-        Ts = dataset_tokens(info, p)
-        out += future_effects.calls(info, Ts, k) + logit_lens.calls(info, Ts, k) + effective_depth.calls(info, Ts, k)
-        out += depth_score.calls(info, p, k, n_per_level=p.get("n_per_level", 10), max_new_tokens=48)
-    return out
-
-
-WORKLOADS = {"08": workload}

@@ -27,11 +27,10 @@ from depthutils.book.grading import Verdict, _verdict, grade, interval_text
 from depthutils.core.progress import progress
 from depthutils.core.results import bootstrap
 from depthutils.measures.integrated_gradients import IGResult
-from depthutils.perf.plan import dataset_tokens
 
 __all__ = ["CONTEXT_MEASURES", "MIN_PROMPTS", "KindSample", "by_kind", "verdict", "kind_of", "per_prompt",
            "prompt_labels", "run_sample", "sample_facts", "sample_figure", "sample_mean", "worked", "erasure_figure",
-           "attribution_figure", "FIGURES", "WORKLOADS", "RUNS"]
+           "attribution_figure", "FIGURES", "RUNS"]
 
 #: what chapters 4 and 5 measure at a context position, by the ``what`` they pass to :func:`context`
 CONTEXT_MEASURES = {"erasing the residual": "the effect on the answer of erasing the residual (replacing it by "
@@ -210,39 +209,6 @@ def verdict(results: dict, what: str, facts: FactPrompts | None = None) -> Verdi
     return _verdict(c, outcome, "; ".join(parts) + f" ({what}).", notes, value="; ".join(values), rows=rows,
                     criterion=criterion)
 
-
-def _pairs(p):
-    return [(p["arithmetic_prompt"], p["arithmetic_answer"]), (p["multihop_prompt"], p["multihop_answer"])]
-
-
-def erasure_workload(models, p, k):
-    """Chapter 4's calls: the residual's means on the baseline prompts, then the erasure of each worked prompt."""
-    out = []
-    for info in models:
-        out.append((info, "residual_means", dict(Ts=dataset_tokens(info, p, "baseline_n", "baseline_dataset"))))
-        for ctx, ans in _pairs(p):
-            T = info.count(ctx + ans)
-            out.append((info, "residual_erasure", dict(T=T - 1, n_pred=max(1, T - info.count(ctx)), fast=k.fast,
-                                                       batch=k.batch)))
-    return out
-
-
-def attribution_workload(models, p, k):
-    """Chapter 5's calls: integrated gradients on each worked prompt at the chapter's ``steps``, and on the first at
-    the dense reference and the Gauss–Legendre rule it is checked against."""
-    out = []
-    for info in models:
-        for i, (ctx, ans) in enumerate(_pairs(p)):
-            T = info.count(ctx + ans)
-            ig = dict(T=T, n_pred=max(1, T - info.count(ctx)), fast=k.fast, batch=p["batch_size"],
-                      layers_per_pass=k.layers_per_pass)
-            rules = [(p["steps"], "riemann")] + ([(p["reference_steps"], "gauss"), (p["gauss_steps"], "gauss")]
-                                                 if i == 0 else [])
-            out += [(info, "integrated_gradients", dict(ig, steps=steps, rule=rule)) for steps, rule in rules]
-    return out
-
-
-WORKLOADS = {"04": erasure_workload, "05": attribution_workload}
 
 
 # the figures and the real-model runs, which read the sample machinery above

@@ -1,4 +1,4 @@
-"""Chapters 4 and 5 on the named real models (:data:`RUNS`, which :data:`depthutils.book.realruns.RUNS` collects):
+"""Chapters 4 and 5 on the named real models (:data:`RUNS`, which :func:`depthutils.book.realruns.run_of` collects):
 a sample of the prompts each model answers (the fact check, :func:`facts_for`), erased or attributed prompt by
 prompt, graded per kind."""
 from __future__ import annotations

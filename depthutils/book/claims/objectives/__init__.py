@@ -39,19 +39,17 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 
 from depthutils.analysis.objectives import Comparison, ObjectivesResult
-from depthutils.analysis.objectives_tables import prompts as objective_prompts
 from depthutils.book.claim_table import ACCURACY_FLOOR, CLAIMS
-from depthutils.book.claims import effective_depth, future_effects
 from depthutils.book.grading import Verdict, _verdict
 from depthutils.core.numbers import interval
 from depthutils.ladder.objectives import GEOMETRIES, N_ACCURACY, NULL, OBJECTIVE_LABELS, TRAIN_STEPS
-from depthutils.ladder.registry import OBJECTIVE_TASKS, SPECS
+from depthutils.ladder.registry import OBJECTIVE_TASKS
 from depthutils.ladder.word_problems import TASKS
 from depthutils.measures.curves import OVERLAP_THRESHOLD
 
 __all__ = ["GRADED", "PREDICTIONS", "PAIRS", "CONDITIONS", "SHORT", "SHORT_LABELS", "ALPHA", "Z_ALPHA", "MAJORITY",
            "MIN_COMPOSED", "NOT_RUN", "OBJECTIVE_TASKS", "floor", "grade", "apart", "pair_outcome", "claim_outcome",
-           "Condition", "condition", "Grading", "null_words", "cell", "grading", "criterion", "verdict", "workload", "WORKLOADS"]
+           "Condition", "condition", "Grading", "null_words", "cell", "grading", "criterion", "verdict"]
 
 #: the graded measures, each predicted larger for A than Q+A and for Q+A than LM
 GRADED = ("later", "output", "ed_kl", "ed_overlap", "depth")
@@ -335,17 +333,3 @@ def verdict(g: Grading, task: str) -> Verdict:
     return _verdict(c, m.outcome(), numbers, notes, criterion=criterion(task),
                     value=f"{TASKS[task].name.upper()}: A − Q+A {m.pair(PAIRS[0])}, Q+A − LM {m.pair(PAIRS[1])}",
                     parts=m.parts())
-
-
-def workload(models, p, k):
-    """Chapter 10's calls: each shipped run re-measured at the answer position of its task's prompts (the curves and
-    the lens, and future effects at that one position)."""
-    out = []
-    for info in models:
-        task = SPECS.get(info.name.rsplit("/", 1)[-1], {}).get("task", OBJECTIVE_TASKS[0])
-        Ts = [info.count(q.context) for q in objective_prompts(task)]
-        out += effective_depth.calls(info, Ts, k) + future_effects.calls(info, Ts, k, n_t=1)
-    return out
-
-
-WORKLOADS = {"10": workload}

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown, display
 
-from depthutils.book.claims import workload
 from depthutils.book.report import glue_facts
 from depthutils.book.runner import find_chapter, parameters
 from depthutils.perf.plan import Plan, chapter_parameters, duration, gigabytes, make_plan
+from depthutils.perf.workloads import workload
 
 #: the chapters a reader runs on one large model (7 and 8 compare two models, 0 is the identity check)
 PAGE_CHAPTERS = ("01", "02", "03", "04", "05", "06", "09")
