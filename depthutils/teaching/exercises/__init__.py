@@ -18,15 +18,23 @@ what differs: which layer or position, by how much, and the likely mistake when 
 what a known mistake gives (the layer's input instead of its output, batch row 0, the KL the wrong
 way round, position 0, ...). It leaves the model as it found it, whatever the student's code did.
 
-One module per chapter (``ch00`` … ``ch10``) holds that chapter's exercises, their cases and the
+One module per chapter (``ch00`` … ``ch10``) holds that chapter's exercises (a chapter's page imports its own:
+``from depthutils.teaching.exercises import ch02 as exercises``, whose ``task``, ``check``, ``show`` and
+``solution`` are the ones above; :func:`load_all` imports every chapter's), their cases and the
 mistakes their checkers name; :mod:`.core` holds what they share (the :class:`Exercise` record and the
 checker), :mod:`.guard` what protects a check from the student's code, :mod:`.inputs` the model and
 token ids the cases use. The reference solutions are in :mod:`depthutils.teaching.solutions`.
 """
 from __future__ import annotations
 
-from depthutils.teaching.exercises import ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10  # noqa: F401  each registers its exercises
-from depthutils.teaching.exercises.core import ATOL, EXERCISES, RTOL, Exercise, check, show, solution, source, task
+from depthutils.teaching.exercises.core import ATOL, RTOL, Exercise, check, load_all, show, solution, source, task
 from depthutils.teaching.exercises.inputs import _model, batch
 
-__all__ = ["ATOL", "EXERCISES", "RTOL", "Exercise", "batch", "check", "show", "solution", "source", "task"]
+__all__ = ["ATOL", "EXERCISES", "RTOL", "Exercise", "batch", "check", "load_all", "show", "solution", "source", "task"]
+
+
+def __getattr__(name: str):
+    """``exercises.EXERCISES``: every chapter's exercises, their modules imported on first use (:func:`load_all`)."""
+    if name == "EXERCISES":
+        return load_all()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

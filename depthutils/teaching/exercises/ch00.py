@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import torch
 
-from depthutils.teaching.exercises.core import _LAYER_INPUT, _NEXT_LAYER, Exercise, register
+from depthutils.teaching.exercises.core import (  # noqa: F401  check … task: the page's exercises.…
+    _LAYER_INPUT,
+    _NEXT_LAYER,
+    Exercise,
+    check,
+    register,
+    show,
+    solution,
+    task,
+)
 from depthutils.teaching.exercises.inputs import _hidden, batch
 
 

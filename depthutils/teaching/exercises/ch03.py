@@ -9,7 +9,16 @@ from __future__ import annotations
 import torch
 
 from depthutils.measures.logit_lens import prompt_lens
-from depthutils.teaching.exercises.core import _LAYER_OUTPUT, _PREVIOUS_LAYER, Exercise, register
+from depthutils.teaching.exercises.core import (  # noqa: F401  check … task: the page's exercises.…
+    _LAYER_OUTPUT,
+    _PREVIOUS_LAYER,
+    Exercise,
+    check,
+    register,
+    show,
+    solution,
+    task,
+)
 from depthutils.teaching.exercises.inputs import _rows, batch
 
 

@@ -14,7 +14,7 @@ from depthutils import data
 from depthutils.core.prompts import Prompt
 from depthutils.measures.residual_erasure import residual_erasure, residual_means
 from depthutils.teaching import solutions
-from depthutils.teaching.exercises.core import Exercise, register
+from depthutils.teaching.exercises.core import Exercise, check, register, show, solution, task  # noqa: F401  check … task: the page's exercises.…
 from depthutils.teaching.exercises.inputs import _answer, _model
 
 

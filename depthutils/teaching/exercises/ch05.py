@@ -14,7 +14,16 @@ import torch
 from depthutils.core.prompts import Prompt
 from depthutils.measures.integrated_gradients import integrated_gradients
 from depthutils.teaching import solutions
-from depthutils.teaching.exercises.core import _LAYER_INPUT, _NEXT_LAYER, Exercise, register
+from depthutils.teaching.exercises.core import (  # noqa: F401  check … task: the page's exercises.…
+    _LAYER_INPUT,
+    _NEXT_LAYER,
+    Exercise,
+    check,
+    register,
+    show,
+    solution,
+    task,
+)
 from depthutils.teaching.exercises.inputs import _answer, _model
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from depthutils.measures.depth_score_result import DepthScoreResult, score
-from depthutils.teaching.exercises.core import Exercise, register
+from depthutils.teaching.exercises.core import Exercise, check, register, show, solution, task  # noqa: F401  check … task: the page's exercises.…
 
 
 def _random_D(L: int, seed: int, zero_rows: tuple = ()) -> np.ndarray:

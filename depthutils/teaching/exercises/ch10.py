@@ -11,7 +11,7 @@ import torch
 
 from depthutils.ladder import registry
 from depthutils.ladder.objectives import IGNORE, ObjectiveBatches
-from depthutils.teaching.exercises.core import Exercise, register
+from depthutils.teaching.exercises.core import Exercise, check, register, show, solution, task  # noqa: F401  check … task: the page's exercises.…
 
 
 @lru_cache(maxsize=None)

@@ -86,12 +86,25 @@ def register(*exercises: Exercise) -> None:
         EXERCISES[ex.id] = ex
 
 
+def load_all() -> dict[str, Exercise]:
+    """:data:`EXERCISES` with every chapter's exercises (each chapter's module imported; a chapter's page imports
+    its own only)."""
+    import importlib
+    import pkgutil
+
+    package = __name__.rpartition(".")[0]
+    for module in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        if re.fullmatch(r"ch\d\d", module.name):
+            importlib.import_module(f"{package}.{module.name}")
+    return EXERCISES
+
+
 def get_path(id: str) -> Exercise:
     """The exercise with id ``id``, or number ``id`` (``"1.2"``: chapter 1's second exercise)."""
     if id in EXERCISES:
         return EXERCISES[id]
-    for ex in EXERCISES.values():
-        if ex.number == id:
+    for ex in load_all().values():
+        if id in (ex.id, ex.number):
             return ex
     raise DepthError(f"No exercise {id!r}; the exercises are: "
                      f"{', '.join(f'{e.id} ({e.number})' for e in EXERCISES.values())}.")
@@ -213,8 +226,10 @@ def check(id: str, fn: Callable, lm=None) -> None:
 
 
 def solution(id: str) -> Callable:
-    """The reference solution of exercise ``id`` (a function of :mod:`depthutils.teaching.solutions`)."""
-    return getattr(solutions, get_path(id).id)
+    """The reference solution of exercise ``id`` (a function of :mod:`depthutils.teaching.solutions`, in its
+    chapter's module)."""
+    ex = get_path(id)
+    return getattr(getattr(solutions, f"ch{ex.chapter[:2]}"), ex.id)
 
 
 def source(id: str) -> str:

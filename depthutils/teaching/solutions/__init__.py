@@ -11,21 +11,11 @@ library's measurements also handle the families that post-norm or scale what a l
 A decoder layer of today's ``transformers`` returns a tensor ``[batch, tokens, hidden]``, not
 a tuple: ``output[0]`` would be batch row 0.
 
-One module per chapter (``ch00`` … ``ch10``), as the exercises are (:mod:`depthutils.teaching.exercises`); the
+One module per chapter (``ch00`` … ``ch10``, each imported when first used), as the exercises are (:mod:`depthutils.teaching.exercises`); the
 helpers they share are in ``common``.
 """
-from depthutils.teaching.solutions import ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10  # noqa: E402
-from depthutils.teaching.solutions.ch00 import *  # noqa: F401,F403
-from depthutils.teaching.solutions.ch01 import *  # noqa: F401,F403
-from depthutils.teaching.solutions.ch02 import *  # noqa: F401,F403
-from depthutils.teaching.solutions.ch03 import *  # noqa: F401,F403
-from depthutils.teaching.solutions.ch04 import *  # noqa: F401,F403
-from depthutils.teaching.solutions.ch05 import *  # noqa: F401,F403
-from depthutils.teaching.solutions.ch06 import *  # noqa: F401,F403
-from depthutils.teaching.solutions.ch07 import *  # noqa: F401,F403
-from depthutils.teaching.solutions.ch08 import *  # noqa: F401,F403
-from depthutils.teaching.solutions.ch09 import *  # noqa: F401,F403
-from depthutils.teaching.solutions.ch10 import *  # noqa: F401,F403
+import importlib
+
 from depthutils.teaching.solutions.common import (
     _answer_gradient,
     _layer_parts,
@@ -34,4 +24,18 @@ from depthutils.teaching.solutions.common import (
     _run_hooked,
 )
 
-__all__ = [name for chapter in (ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10) for name in chapter.__all__]
+#: the chapters' modules, each imported when first used (a chapter's page loads its own only)
+CHAPTERS = tuple(f"ch{n:02d}" for n in range(11))
+__all__ = list(CHAPTERS)
+
+
+def __getattr__(name: str):
+    """``solutions.ch02`` imports chapter 2's module; ``solutions.skip_effect`` finds the solution in its chapter."""
+    if name in CHAPTERS:
+        return importlib.import_module(f"{__name__}.{name}")
+    if not name.startswith("_"):
+        for chapter in CHAPTERS:
+            module = importlib.import_module(f"{__name__}.{chapter}")
+            if name in module.__all__:
+                return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
