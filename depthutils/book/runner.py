@@ -28,7 +28,7 @@ from depthutils.perf.plan import chapter_parameters, preflight
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTER_DIR = ROOT / "chapters"
-BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "references.bib",
+BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "using_depthutils.md", "references.bib",
               "favicon.png", "_static")
 #: pages that are notebooks but not chapters: executed (no parameters) into the staged book at each build
 PAGES = ("bigger_models.ipynb",)

@@ -123,7 +123,8 @@ def _book_is_fresh() -> bool:
     index = HTML / "index.html"
     if not index.exists():
         return False
-    sources = list(chapters().values()) + [ROOT / "intro.md", ROOT / "instructors.md", ROOT / "_toc.yml",
+    sources = list(chapters().values()) + [ROOT / "intro.md", ROOT / "instructors.md", ROOT / "using_depthutils.md",
+                                           ROOT / "_toc.yml",
                                            ROOT / "_config.yml", ROOT / "depthutils" / "book" / "overview.py",
                                            ROOT / "depthutils" / "book" / "claim_table.py"] + \
         [ROOT / page for page in PAGES] + list(EXECUTED.glob("*.ipynb"))
