@@ -170,6 +170,23 @@ def test_chapters_are_numbered_in_the_order_of_the_sidebar():
         assert title.startswith(f"# {int(num)} · "), (path.name, title)
 
 
+def test_every_page_of_the_toc_is_staged():
+    """``book`` builds a staged copy (chapters, ``BOOK_FILES``, ``PAGES``): a page listed in ``_toc.yml`` but not
+    staged would be missing from the build, and a staged page that is a file of the repository must exist."""
+    import yaml
+
+    from depthutils.book.runner import BOOK_FILES
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    staged = {f"chapters/{p.stem}" for p in chapters().values()} | {name.rsplit(".", 1)[0] for name in PAGES} \
+        | {name[:-3] for name in BOOK_FILES if name.endswith(".md")}
+    missing = [f for f in files if f not in staged]
+    assert not missing, f"pages of _toc.yml the build does not stage: {missing}"
+    assert all((ROOT / name).exists() for name in BOOK_FILES), BOOK_FILES
+    assert "using_depthutils" in files  # the reference appendix is in the book
+
+
 def test_the_publishing_workflow_builds_with_readme_command_1():
     """.github/workflows/book.yml cannot run here: parse it and check that it builds the book the README's way
     and publishes _build/html to GitHub Pages."""
