@@ -1,4 +1,4 @@
-"""The README's "Adding a measurement", checked: every registered measurement has an example (run by
+"""CONTRIBUTING.md's "Adding a measurement", checked: every registered measurement has an example (run by
 ``plan --check``, the remote tests and ``tests/measures/test_examples.py``), a cost its chapter's plan counts, and
 a claim that grades it (or the measurement it feeds), whose verdict has its row in the intro's overview."""
 from __future__ import annotations

@@ -123,7 +123,8 @@ def _book_is_fresh() -> bool:
     index = HTML / "index.html"
     if not index.exists():
         return False
-    sources = list(chapters().values()) + [ROOT / "intro.md", ROOT / "instructors.md", ROOT / "_toc.yml",
+    sources = list(chapters().values()) + [ROOT / "intro.md", ROOT / "instructors.md", ROOT / "using_depthutils.md",
+                                           ROOT / "_toc.yml",
                                            ROOT / "_config.yml", ROOT / "depthutils" / "book" / "overview.py",
                                            ROOT / "depthutils" / "book" / "claim_table.py"] + \
         [ROOT / page for page in PAGES] + list(EXECUTED.glob("*.ipynb"))
@@ -167,6 +168,23 @@ def test_chapters_are_numbered_in_the_order_of_the_sidebar():
     for num, path in chapters().items():
         title = nbformat.read(path, as_version=4).cells[0].source.splitlines()[0]
         assert title.startswith(f"# {int(num)} · "), (path.name, title)
+
+
+def test_every_page_of_the_toc_is_staged():
+    """``book`` builds a staged copy (chapters, ``BOOK_FILES``, ``PAGES``): a page listed in ``_toc.yml`` but not
+    staged would be missing from the build, and a staged page that is a file of the repository must exist."""
+    import yaml
+
+    from depthutils.book.runner import BOOK_FILES
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    staged = {f"chapters/{p.stem}" for p in chapters().values()} | {name.rsplit(".", 1)[0] for name in PAGES} \
+        | {name[:-3] for name in BOOK_FILES if name.endswith(".md")}
+    missing = [f for f in files if f not in staged]
+    assert not missing, f"pages of _toc.yml the build does not stage: {missing}"
+    assert all((ROOT / name).exists() for name in BOOK_FILES), BOOK_FILES
+    assert "using_depthutils" in files  # the reference appendix is in the book
 
 
 def test_the_publishing_workflow_builds_with_readme_command_1():

@@ -4,7 +4,8 @@ The papers' words are ``../shared/reference/paper_quotes.md`` beside the reposit
 quotations); a statement may also rest on the project's specification or on P2's Table 1 there. The texts
 checked: every field of every claim (:mod:`depthutils.book.claim_table`, its paper values computed), every string
 literal of the package (verdict texts, captions, tables), every cell of the chapters and of
-``bigger_models.ipynb``, and ``intro.md``, ``instructors.md`` and ``README.md``.
+``bigger_models.ipynb``, and ``intro.md``, ``instructors.md``, ``using_depthutils.md``, ``README.md`` and
+``CONTRIBUTING.md``.
 """
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ def texts() -> list[tuple[str, str]]:
         out += [(str(path.relative_to(ROOT)), s) for s in _strings(path.read_text(encoding="utf-8"))]
     for path in [*sorted((ROOT / "chapters").glob("*.ipynb")), ROOT / "bigger_models.ipynb"]:
         out += [(path.name, s) for s in _cells(path)]
-    for name in ("intro.md", "instructors.md", "README.md"):
+    for name in ("intro.md", "instructors.md", "using_depthutils.md", "README.md", "CONTRIBUTING.md"):
         out.append((name, (ROOT / name).read_text(encoding="utf-8")))
     return out
 

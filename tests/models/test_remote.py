@@ -266,16 +266,17 @@ def test_logit_lens_never_ships_logits(pair, texts, monkeypatch):
 
 
 def readme_ndif_example() -> list[str]:
-    """The README's NDIF example for another host (the line that starts with NDIF_HOST=), as argv."""
-    lines = [ln for ln in (ROOT / "README.md").read_text().splitlines() if ln.startswith("NDIF_HOST=")]
-    assert len(lines) == 1, "the README has one NDIF_HOST example"
+    """The NDIF example for another host of the book's appendix, ``using_depthutils.md`` (the line that starts with
+    NDIF_HOST=), as argv."""
+    lines = [ln for ln in (ROOT / "using_depthutils.md").read_text().splitlines() if ln.startswith("NDIF_HOST=")]
+    assert len(lines) == 1, "using_depthutils.md has one NDIF_HOST example"
     host, python, *args = shlex.split(lines[0])
     assert host == f"NDIF_HOST={HOST}" and python == "python", lines[0]
     return [sys.executable, *args]
 
 
 def test_a_remote_chapter_leaks_no_key(remote_env, tmp_path):
-    """The README's NDIF example, run with NDIF_API_KEY set to a marker: the chapter runs remotely and
+    """The appendix's NDIF example, run with NDIF_API_KEY set to a marker: the chapter runs remotely and
     leaves the marker in no executed notebook, figure, cache entry or output of the run."""
     out = tmp_path / "out"
     env = {**os.environ, "NDIF_API_KEY": MARKER, "NDIF_HOST": remote_env}
