@@ -10,9 +10,19 @@ The package root is the public API: the measurements, one per paper measurement 
 * :func:`load_model` loads an embedded alias, a local folder, a named real model or a hub id;
 * :mod:`depthutils.data` loads the papers' data sets.
 
+Each measurement's module is imported the first time its name is used (``du.logit_lens``), so a chapter loads the
+measurements it calls and no others; the names are imported by name below for editors and type checkers.
+
+Example::
+
+    import depthutils as du
+    lm = du.load_model("default")                      # the embedded 8-layer model
+    r = du.logit_lens(lm, du.data.load("gsm8k", 4))    # a LogitLensResult: kl, overlap [layers]
+    print(r.summary())
+
 Subpackages by role, each importing only from the layers before it (``tests/test_layers.py`` checks it)::
 
-    core ← ladder ← data ← models ← cost ← measures ← analysis ← perf, teaching ← book ← __main__
+    core ← ladder ← data ← models ← cost ← measures ← analysis ← teaching ← book ← perf ← __main__
 
 * :mod:`~depthutils.core`: errors, results and statistics, prompts and encoding, progress bars, the cache, numbers as
   the prose prints them;
@@ -23,17 +33,18 @@ Subpackages by role, each importing only from the layers before it (``tests/test
 * :mod:`~depthutils.cost`: what a pass costs, a model's shape, the chunks and the memory budget;
 * :mod:`~depthutils.measures`: one module per measurement, each stating its own cost;
 * :mod:`~depthutils.analysis`: P2's study, the facts a model knows, the shared-layer outlook;
-* :mod:`~depthutils.perf`: the plan, its check and the benchmark;
 * :mod:`~depthutils.teaching`: exercises, checkers and solutions;
-* :mod:`~depthutils.book`: the runner, the glued prose, claims and grading, figures, the real-model sections.
+* :mod:`~depthutils.book`: the runner, the glued prose, claims and grading, figures, the real-model sections;
+* :mod:`~depthutils.perf`: the makers' tools, apart from what a chapter loads: the plan, its check, the chapters'
+  workloads and the benchmark.
 
-Importing :mod:`depthutils` loads the first six layers; ``depthutils.claims``, ``depthutils.study`` and
-``depthutils.exercises`` load theirs when first used.
+Importing :mod:`depthutils` loads the first five layers and the measurements' registry, not the measurements.
 """
 from __future__ import annotations
 
 import importlib as _importlib
 import os as _os
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -53,6 +64,33 @@ from depthutils.core.results import Result  # noqa: E402
 from depthutils.measures import MEASUREMENTS  # noqa: E402
 from depthutils.models import ModelHandle, load_model  # noqa: E402
 
+if TYPE_CHECKING:  # the measurements, each from its module; at run time :func:`__getattr__` imports them on first use
+    from depthutils.measures.contributions import contributions
+    from depthutils.measures.cross_model_mapping import cross_model_mapping
+    from depthutils.measures.depth_score import depth_score
+    from depthutils.measures.early_exit import early_exit
+    from depthutils.measures.effective_depth import effective_depth
+    from depthutils.measures.future_effects import future_effects
+    from depthutils.measures.integrated_gradients import integrated_gradients
+    from depthutils.measures.logit_lens import logit_lens
+    from depthutils.measures.norm_growth import norm_growth
+    from depthutils.measures.residual_erasure import residual_erasure, residual_means
+    from depthutils.measures.residual_stream import residual_stream
+    from depthutils.measures.tuned_lens import tuned_lens
+
+__all__ = ["residual_stream", "contributions", "norm_growth", "future_effects", "logit_lens", "early_exit",
+           "tuned_lens", "residual_means", "residual_erasure", "integrated_gradients", "depth_score",
+           "cross_model_mapping", "effective_depth",
+           "load_model", "ModelHandle", "Prompt", "Result", "DepthError", "data", "MEASUREMENTS"]
+
+
+def __getattr__(name: str):
+    """``depthutils.logit_lens``: the measurement's function, its module imported on first use
+    (:data:`~depthutils.measures.MEASUREMENTS` says where each one lives)."""
+    if name in MEASUREMENTS:
+        return MEASUREMENTS[name].measure()
+    raise AttributeError(f"module 'depthutils' has no attribute {name!r}")
+
 
 def _import_every_result_kind() -> None:
     """Import every module of :mod:`depthutils.measures` and :mod:`depthutils.analysis`, where the package's
@@ -65,21 +103,3 @@ def _import_every_result_kind() -> None:
 
 
 _results.KIND_FINDERS.append(_import_every_result_kind)
-
-#: the later layers' modules that ``depthutils.<name>`` reaches, imported on first use
-_LAZY = {"claims": "depthutils.book.claims", "study": "depthutils.analysis.study",
-         "exercises": "depthutils.teaching.exercises"}
-
-#: the measurements, each by its name: ``depthutils.logit_lens`` is the function of ``depthutils.measures.logit_lens``
-globals().update({_name: _m.measure() for _name, _m in MEASUREMENTS.items()})
-
-__all__ = [*MEASUREMENTS, "load_model", "ModelHandle", "Prompt", "Result", "DepthError", "data", "claims",
-           "exercises", "study"]
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        module = _importlib.import_module(_LAZY[name])
-        globals()[name] = module
-        return module
-    raise AttributeError(f"module 'depthutils' has no attribute {name!r}")

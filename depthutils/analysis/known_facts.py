@@ -61,6 +61,12 @@ from depthutils.core.results import atomic_write
 from depthutils.cost import budget
 from depthutils.ladder.registry import is_embedded
 
+#: chapters 4 and 5 (and chapter 3's early exit on a real model) grade only prompts the model answers, by greedy decoding (the fact check), and a prompt near
+#: that decision can flip with the dtype's rounding: in bfloat16 SmolLM2 "answers" a two-hop prompt it does not
+#: answer in float32 (``bench --only dtype``), so these sections run in float32, the faithful computation of
+#: the dequantized weights
+FACT_CHECK_DTYPE = "float32"
+
 #: the candidates the book tries on a real model: sums of two one-digit numbers, the well-known facts, MQuAKE's
 SAMPLE_CANDIDATES = dict(tried=40, tried_arithmetic=40, operands=2, curated=True)
 #: the kinds of prompt graded, as the verdict names them

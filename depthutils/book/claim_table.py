@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from depthutils.analysis.study import reference_cot_tolerance
+from depthutils.analysis.p2_table import reference_cot_tolerance
 from depthutils.book.paper_values import (
     p2_cot_short,
     p2_difficulty_short,

@@ -3,8 +3,9 @@
 forms of the intro's overview."""
 from __future__ import annotations
 
-from depthutils.analysis.study import METRICS, reference_cells, reference_cot_tolerance, reference_gains
+from depthutils.analysis.p2_table import reference_cells, reference_cot_tolerance, reference_gains
 from depthutils.core.numbers import number
+from depthutils.measures.effective_depth import METRICS
 
 __all__ = ["p2_cot_short", "p2_difficulty_short", "p2_lens", "p2_lens_short", "p2_scale_short", "p2_values"]
 

@@ -16,7 +16,7 @@ Counted, per call:
 * memory: ``saved`` (what the call keeps for its whole length: the clean run's residuals, logits and
   probabilities for the stack path, a KV cache for generation) and ``work`` (the largest step: one
   layer's activations on a batch, the batch's logits in float32, the activations backward needs).
-* NDIF: requests (one per call, split under :data:`depthutils.models.remote.REQUEST_BYTES`) and the bytes
+* NDIF: requests (one per call, split under :data:`depthutils.models.requests.REQUEST_BYTES`) and the bytes
   the requests' saved results download.
 
 The activation constants (:data:`ACT_H`, :data:`ACT_I`, :data:`SAVED_H`, :data:`SAVED_I`, …) count
@@ -30,7 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from depthutils.core.errors import DepthError
-from depthutils.models.remote import REQUEST_BYTES
+from depthutils.models.requests import REQUEST_BYTES
 
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 #: live tensors of one layer call, per row and position, in units of H and of the MLP width I

@@ -27,15 +27,13 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 
+from depthutils.ladder.registry import NULL
 from depthutils.ladder.word_problems import TASKS, Z10, WordTask
 
 #: the objectives, in the order of the authors' hypothesis (most depth used first)
 OBJECTIVES = ("a", "qa", "lm")
 #: how each objective is named in the book
 OBJECTIVE_LABELS = {"a": "A (answer only)", "qa": "Q+A", "lm": "LM (Q+A + text)"}
-#: the null control's runs: objective A from the same initial weights on another draw of the task examples, so
-#: A against A′ pairs runs as the objectives are paired (by seed) where no objective differs
-NULL = "a2"
 NULL_LABEL = "A′ (answer only, other examples)"
 #: step counts trained on, and the longer chains only evaluated (outside the training range)
 TRAIN_STEPS = (1, 2, 3, 4, 5, 6)

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from depthutils.ladder.objectives import NULL
-
+#: the objectives experiment's null control (:mod:`depthutils.ladder.objectives`): objective A from the same initial
+#: weights on another draw of the task examples, so A against A′ pairs runs as the objectives are paired (by seed)
+#: where no objective differs
+NULL = "a2"
 #: ``depthutils/ladder/registry.py`` -> repository root is two levels above the package.
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Folder holding the shipped models (Hugging Face format, one folder each).

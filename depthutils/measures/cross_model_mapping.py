@@ -34,7 +34,7 @@ from depthutils.measures import counted
 from depthutils.measures.example import TOKENS, Example, held_out_texts
 from depthutils.models.architectures import check_residual
 from depthutils.models.each import each
-from depthutils.models.remote import batches
+from depthutils.models.requests import batches
 
 
 @dataclass
@@ -237,7 +237,7 @@ def cross_model_mapping(source, target, texts, *, held_out: float = 0.5, ridge: 
     xtx = xty = W = None
     tokens = 0
     errors, counts = [], []
-    # residuals a request at a time (each under the size budget of depthutils.models.remote.REQUEST_BYTES): the
+    # residuals a request at a time (each under the size budget of depthutils.models.requests.REQUEST_BYTES): the
     # fitting prompts come first, so the maps are solved before the first scoring prompt is reached
     size = lambda enc: max(_residual_bytes(source, enc), _residual_bytes(target, enc))  # noqa: E731
     done = 0

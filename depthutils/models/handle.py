@@ -19,7 +19,7 @@ from __future__ import annotations  # noqa: I001 (sorted; the long import kept o
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nnsight
 import torch
@@ -31,12 +31,15 @@ from depthutils.ladder.registry import ALIASES, is_embedded
 from depthutils.models.architectures import (
     ARCHITECTURES, Arch, ShapeError, get_path, rewrap, supported_families, unwrap)
 from depthutils.models.devices import _dense_bf16, _pick_device, _pick_dtype, auto_dtype
-from depthutils.models.remote import DEFAULT_TIMEOUT, Backend, ndif_reachable
+from depthutils.models.requests import DEFAULT_TIMEOUT
 from depthutils.models.sources import _local_revision, _resolve_local, _tokenizer
 from depthutils.models.stack import batch_invariant
 from depthutils.models.start_token import check_option as check_start
 from depthutils.models.start_token import describe as describe_start
 from depthutils.models.start_token import resolve as resolve_start
+
+if TYPE_CHECKING:
+    from depthutils.models.remote import Backend
 
 __all__ = ["Arch", "ARCHITECTURES", "ModelHandle", "load_model", "loaded_dtypes", "unwrap"]
 
@@ -186,6 +189,8 @@ class ModelHandle:
     def backend(self, what: str, bar: bool = True) -> Backend:
         """The backend of one NDIF request for ``what`` (a measurement's name, for its status bar and
         its error messages): see :mod:`depthutils.models.remote`."""
+        from depthutils.models.remote import Backend  # the NDIF client, loaded only for a remote model
+
         return Backend(self.nn.to_model_key(), name=self.name, what=what, timeout=self.timeout, jobs=self.jobs,
                        bar_enabled=bar)
 
@@ -337,6 +342,8 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
             raise DepthError(f"timeout must be a positive number of seconds, got {timeout!r}.")
         if not os.environ.get("NDIF_API_KEY"):
             raise DepthError("remote=True needs an NDIF API key in the environment variable NDIF_API_KEY.")
+        from depthutils.models.remote import ndif_reachable
+
         if not ndif_reachable():
             raise DepthError(f"Cannot reach NDIF (the remote execution service) at {nnsight.CONFIG.API.HOST}: check "
                              "your connection or NDIF_HOST, or run with remote=False on a model that fits here.")

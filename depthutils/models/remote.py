@@ -26,13 +26,8 @@ from nnsight.schema.response import Status
 
 from depthutils.core.errors import DepthError
 from depthutils.core.progress import bar
+from depthutils.models.requests import DEFAULT_TIMEOUT, REQUEST_BYTES, batches  # noqa: F401  the requests' sizes
 
-#: seconds a remote request may take from sending to its downloaded result, NDIF's queue included:
-#: a 70B model's queue on NDIF can hold a job for many minutes (``load_model(..., timeout=)``)
-DEFAULT_TIMEOUT = 3600.0
-#: the size budget of one request: the results a session saves (and the client downloads) stay under
-#: this, else :func:`each` splits the prompts over several sessions
-REQUEST_BYTES = 256 * 2**20
 #: how long the reachability probe after a lost connection waits
 PROBE_SECONDS = 3.0
 #: how a job's state reads on the bar
@@ -208,24 +203,6 @@ def _why(e: Exception) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # one request per measurement call
-
-def batches(items: list, nbytes: Callable[[Any], int] | None, budget: int | None = None) -> list[list]:
-    """``items`` in order, grouped so that each group's results (``nbytes(item)`` each) stay under
-    ``budget`` (default :data:`REQUEST_BYTES`); one group when ``nbytes`` is None. An item larger than
-    the budget goes alone."""
-    budget = REQUEST_BYTES if budget is None else budget
-    if nbytes is None:
-        return [items] if items else []
-    groups, size = [], 0
-    for x in items:
-        n = nbytes(x)
-        if not groups or size + n > budget:
-            groups.append([])
-            size = 0
-        groups[-1].append(x)
-        size += n
-    return groups
-
 
 def in_sessions(model, fn: Callable, items: list, what: str, *, nbytes: Callable[[Any], int] | None = None,
                 enabled: bool = True) -> list:

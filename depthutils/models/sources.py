@@ -9,11 +9,13 @@ from pathlib import Path
 
 from depthutils.core.errors import DepthError
 from depthutils.ladder.registry import resolve_alias
-from depthutils.models.real.fetch import REAL_MODELS, ensure
+from depthutils.models.real.catalog import REAL_MODELS
 
 
 def _resolve_local(name: str) -> Path | None:
     if name in REAL_MODELS:  # a named real model: its verified cached folder, fetched on first use
+        from depthutils.models.real.fetch import ensure
+
         return ensure(name)
     p = resolve_alias(name)
     if p is not None:

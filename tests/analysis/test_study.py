@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from conftest import build_tiny
 
-from depthutils.analysis.study import METRICS, _markdown, reference_facts, reference_table, study, tokens_note
+from depthutils.analysis.p2_table import reference_facts, reference_table, table_markdown
+from depthutils.analysis.study import METRICS, study, tokens_note
 from depthutils.core import cache
 from depthutils.measures.curves import ed_cos, ed_kl, ed_overlap, ratio
 
@@ -27,7 +28,7 @@ def test_study_caches_per_model_and_task_and_the_table_recomputes(tiny_root, tmp
                     {"cos": r.mean_cos, "kl": r.kl, "overlap": r.overlap}[metric])
                 cells.append((ed, ratio(ed, len(r.kl)), None))
         rows.append((model, 3, cells))
-    assert _markdown(tasks, rows) == s2.markdown(intervals=False)
+    assert table_markdown(tasks, rows) == s2.markdown(intervals=False)
     # with intervals: every defined cell carries a bracket that contains its ratio
     table = s2.markdown()
     assert "bootstrap" in table
@@ -42,10 +43,10 @@ def test_study_caches_per_model_and_task_and_the_table_recomputes(tiny_root, tmp
 
 
 def test_undefined_cells_show_as_a_dash_with_a_footnote():
-    table = _markdown(["gsm8k"], [("m", 4, [(None, None, None), (2, 0.75, (0.5, 0.75)), (3, 1.0, None)])])
+    table = table_markdown(["gsm8k"], [("m", 4, [(None, None, None), (2, 0.75, (0.5, 0.75)), (3, 1.0, None)])])
     assert "| m | 4 | —¹ | 2 (0.75) [0.50–0.75] | 3 (1.00) |" in table
     assert "¹ undefined" in table
-    assert "¹" not in _markdown(["gsm8k"], [("m", 4, [(1, 0.5, None), (2, 0.75, None), (3, 1.0, None)])])
+    assert "¹" not in table_markdown(["gsm8k"], [("m", 4, [(1, 0.5, None), (2, 0.75, None), (3, 1.0, None)])])
 
 
 def test_reference_table_is_p2s():
@@ -66,7 +67,7 @@ def test_reference_facts_are_the_band_of_p2s_table():
     """Chapter 9 glues P2's band from the table instead of typing it: per-model medians over the tasks."""
     import pandas as pd
 
-    from depthutils.analysis.study import P2_TASKS, REFERENCE_CSV
+    from depthutils.analysis.p2_table import P2_TASKS, REFERENCE_CSV
 
     table = pd.read_csv(REFERENCE_CSV)
     for m in METRICS:

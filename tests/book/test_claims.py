@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from depthutils.analysis.study import Study, reference_spread
+from depthutils.analysis.p2_table import reference_spread
+from depthutils.analysis.study import Study
 from depthutils.book import claims
 from depthutils.book.claims import CLAIMS, OUTCOMES, combine, grade
 from depthutils.book.claims.mapping import against_null
@@ -423,7 +424,7 @@ def test_p2s_values_are_computed_from_its_table():
     """Independently of :mod:`depthutils.analysis.study`: P2's Table 1 read with the csv module."""
     import csv
 
-    from depthutils.analysis.study import REFERENCE_CSV, reference_gains
+    from depthutils.analysis.p2_table import REFERENCE_CSV, reference_gains
     rows = {r["model"]: r for r in csv.DictReader(REFERENCE_CSV.open())}
     tasks = ("hellaswag", "gsm8k", "aime24")
     mean = lambda name, m, ts=tasks: sum(float(rows[name][f"{m}_{t}_ratio"]) for t in ts) / len(ts)  # noqa: E731
@@ -465,7 +466,7 @@ def _shared_table() -> dict:
 
 
 def test_the_carried_table_is_the_shared_reference():
-    from depthutils.analysis.study import REFERENCE_CSV
+    from depthutils.analysis.p2_table import REFERENCE_CSV
     if not SHARED_REFERENCE.exists():
         pytest.skip("no ../shared/reference beside the repository")
     with REFERENCE_CSV.open(newline="") as f:

@@ -178,7 +178,7 @@ def test_chapter_4_says_where_it_departs_from_p1s_notebook_on_position_0():
 
 def test_chapter_9_suggests_p2s_own_base_and_long_cot_pairs():
     """P2's appendix B pairs R1-Distill-Qwen-1.5B and -7B with Qwen2.5-Math, and -14B and -32B with Qwen2.5."""
-    from depthutils.analysis.study import cot_pairs
+    from depthutils.analysis.p2_table import cot_pairs
 
     p2 = [("Qwen/Qwen2.5-Math-1.5B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"),
           ("Qwen/Qwen2.5-Math-7B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"),

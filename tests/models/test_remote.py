@@ -33,6 +33,7 @@ from depthutils.analysis.study import study
 from depthutils.core.encoding import encode_all
 from depthutils.measures import MEASUREMENTS
 from depthutils.models import remote as du_remote
+from depthutils.models import requests as du_requests
 from depthutils.models.remote import RemoteFault
 
 pytestmark = pytest.mark.remote
@@ -203,9 +204,9 @@ def test_the_size_budget_splits_a_call_into_few_requests(pair, requests, monkeyp
              for e in encode_all(remote, texts)[1]]  # what a request downloads per prompt, as estimated
     whole = du.cross_model_mapping(remote, remote, texts, progress_bar=False)
     assert len(requests) == 1
-    monkeypatch.setattr(du_remote, "REQUEST_BYTES", max(sizes) * 2)  # at most two prompts per request
+    monkeypatch.setattr(du_requests, "REQUEST_BYTES", max(sizes) * 2)  # at most two prompts per request
     split = du.cross_model_mapping(remote, remote, texts, progress_bar=False)
-    assert len(requests) - 1 == len(du_remote.batches(list(sizes), lambda n: n)) >= 2, requests
+    assert len(requests) - 1 == len(du_requests.batches(list(sizes), lambda n: n)) >= 2, requests
     assert_same(whole, split)
     assert_same(du.cross_model_mapping(local, local, texts, progress_bar=False), split)
 

@@ -12,7 +12,9 @@ effective-depth metrics chapters 8 and 9 leave out, and the claim table's and gr
 """
 from __future__ import annotations
 
-from depthutils.analysis.study import METRICS, Study, reference_floor_cells
+from typing import TYPE_CHECKING
+
+from depthutils.analysis.p2_table import reference_floor_cells
 from depthutils.book.claim_table import (
     ACCURACY_FLOOR,
     CLAIMS,
@@ -43,6 +45,10 @@ from depthutils.book.grading import (
     paper_vs_run,
 )
 from depthutils.measures.curves import peaks_at_embedding
+from depthutils.measures.effective_depth import METRICS
+
+if TYPE_CHECKING:
+    from depthutils.analysis.study import Study
 
 #: the verdict and grading names; each claim module (``claims.contributions`` and the others) is reached as an
 #: attribute

@@ -8,7 +8,8 @@ import numpy as np
 import seaborn as sns
 from matplotlib.lines import Line2D
 
-from depthutils.analysis.study import METRICS, Study, reference_spread
+from depthutils.analysis.p2_table import reference_spread
+from depthutils.analysis.study import METRICS, Study
 from depthutils.book.claim_table import CLAIMS, GROWS, LEVEL, SCALE_WORDS, Claim
 from depthutils.book.claims import degenerate, degenerate_sentence
 from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, grade, interval_text, not_tested

@@ -7,9 +7,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from depthutils import data
-from depthutils.analysis.known_facts import SAMPLE_CANDIDATES, FactPrompts, prompts_for
+from depthutils.analysis.known_facts import FACT_CHECK_DTYPE, SAMPLE_CANDIDATES, FactPrompts, prompts_for
 from depthutils.book.claim_table import CLAIMS
-from depthutils.book.claims.context.runs import FACT_CHECK_DTYPE, SAMPLE, facts_for
 from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, interval_text, judge
 from depthutils.book.legends import band_key, below
 from depthutils.book.plotstyle import COLUMN_IN, lines, long_form, subplots, title
@@ -247,10 +246,16 @@ def tuned_on(lm, *, n: int = 20, fit_texts: int = FIT_TEXTS, positions: int | No
     readout: ``({name: result}, FactPrompts or None)``."""
     from depthutils.ladder.registry import is_embedded
 
+    if is_embedded(lm):
+        facts = None
+    elif facts is None:  # a real model's facts: chapters 4 and 5's check
+        from depthutils.book.claims.context.runs import SAMPLE, facts_for
+
+        facts = facts_for(lm, SAMPLE)
     readouts = fit_readouts(lm, data.heldout_text(fit_texts), max_tokens=max_tokens, progress_bar=progress_bar)
     lens = tuned_lens(lm, data.load("gsm8k", n), readouts=readouts, positions=positions, max_tokens=max_tokens,
                       progress_bar=progress_bar)
-    exits, facts = early_exit_on(lm, n=n, seed=seed, facts=None if is_embedded(lm) else (facts or facts_for(lm, SAMPLE)),
+    exits, facts = early_exit_on(lm, n=n, seed=seed, facts=facts,
                                  readouts=readouts, max_tokens=max_tokens, progress_bar=progress_bar)
     return {**exits, LENS_KEY: lens}, facts
 

@@ -4,7 +4,7 @@ prompt, graded per kind."""
 from __future__ import annotations
 
 from depthutils import data
-from depthutils.analysis.known_facts import CHAIN_OPERANDS, KINDS, SAMPLE_CANDIDATES, prompts_for
+from depthutils.analysis.known_facts import CHAIN_OPERANDS, FACT_CHECK_DTYPE, KINDS, SAMPLE_CANDIDATES, prompts_for
 from depthutils.book.claim_table import COMPLETENESS_LIMIT
 from depthutils.book.claims.context import MIN_PROMPTS, by_kind, run_sample, verdict
 from depthutils.book.claims.context.figures import sample_figure
@@ -17,11 +17,6 @@ from depthutils.models.real.catalog import cache_root
 __all__ = ["FACT_CHECK_DTYPE", "SAMPLE", "DRAWN", "SUMS_TRIED", "FACTS", "IG_RULE", "facts_for", "RUNS"]
 
 
-#: chapters 4 and 5 grade only prompts the model answers, by greedy decoding (the fact check), and a prompt near
-#: that decision can flip with the dtype's rounding: in bfloat16 SmolLM2 "answers" a two-hop prompt it does not
-#: answer in float32 (``bench --only dtype``), so these sections run in float32, the faithful computation of
-#: the dequantized weights
-FACT_CHECK_DTYPE = "float32"
 
 
 #: chapters 4 and 5 on a real model grade a sample: the first ``SAMPLE`` counted prompts of each kind the model
