@@ -11,7 +11,8 @@ The package root is the public API: the measurements, one per paper measurement 
 * :mod:`depthutils.data` loads the papers' data sets.
 
 Each measurement's module is imported the first time its name is used (``du.logit_lens``), so a chapter loads the
-measurements it calls and no others; the names are imported by name below for editors and type checkers.
+measurements it calls and no others; ``__init__.pyi`` beside this file imports each by name for editors and type
+checkers.
 
 Example::
 
@@ -44,7 +45,6 @@ from __future__ import annotations
 
 import importlib as _importlib
 import os as _os
-from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -63,20 +63,6 @@ from depthutils.core.prompts import Prompt  # noqa: E402
 from depthutils.core.results import Result  # noqa: E402
 from depthutils.measures import MEASUREMENTS  # noqa: E402
 from depthutils.models import ModelHandle, load_model  # noqa: E402
-
-if TYPE_CHECKING:  # the measurements, each from its module; at run time :func:`__getattr__` imports them on first use
-    from depthutils.measures.contributions import contributions
-    from depthutils.measures.cross_model_mapping import cross_model_mapping
-    from depthutils.measures.depth_score import depth_score
-    from depthutils.measures.early_exit import early_exit
-    from depthutils.measures.effective_depth import effective_depth
-    from depthutils.measures.future_effects import future_effects
-    from depthutils.measures.integrated_gradients import integrated_gradients
-    from depthutils.measures.logit_lens import logit_lens
-    from depthutils.measures.norm_growth import norm_growth
-    from depthutils.measures.residual_erasure import residual_erasure, residual_means
-    from depthutils.measures.residual_stream import residual_stream
-    from depthutils.measures.tuned_lens import tuned_lens
 
 __all__ = ["residual_stream", "contributions", "norm_growth", "future_effects", "logit_lens", "early_exit",
            "tuned_lens", "residual_means", "residual_erasure", "integrated_gradients", "depth_score",

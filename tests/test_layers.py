@@ -57,7 +57,7 @@ def imports(name: str, path: Path):
 
 
 def test_the_package_has_at_most_twelve_entries_and_no_flat_prefix_groups():
-    entries = sorted(p.name for p in PKG.iterdir() if p.name != "__pycache__")
+    entries = sorted(p.name for p in PKG.iterdir() if p.name not in ("__pycache__", "__init__.pyi"))
     assert len(entries) <= 12, entries
     flat = [e for e in entries if e.endswith(".py") and e not in ("__init__.py", "__main__.py")]
     assert not flat, f"modules beside the subpackages: {flat}"
@@ -137,6 +137,20 @@ def test_every_subpackage_states_its_public_names():
             assert not missing, f"{name}.__all__ lists missing names {missing}"
 
 
+def test_the_root_names_every_measurement_by_name():
+    """``depthutils/__init__.py``'s ``__all__`` and its stub ``__init__.pyi`` (what editors and type checkers read)
+    name every registered measurement, each imported from the module the registry says holds it; nothing else."""
+    import depthutils as du
+
+    stub = (PKG / "__init__.pyi").read_text()
+    named = {name: module for module, names in re.findall(r"^from (depthutils\.measures\.\w+) import (.+)$", stub, re.M)
+             for name in re.findall(r"(\w+) as \1", names)}
+    assert named == {name: m.module for name, m in du.MEASUREMENTS.items()}
+    assert [n for n in du.__all__ if n in du.MEASUREMENTS] == list(du.MEASUREMENTS)
+    for name in du.MEASUREMENTS:
+        assert getattr(du, name).__module__ == du.MEASUREMENTS[name].module
+
+
 def _fresh(code: str) -> None:
     """Runs ``code`` in a fresh interpreter (nothing of the package imported before it)."""
     subprocess.run([sys.executable, "-c", code], check=True, cwd=PKG.parent)
@@ -192,3 +206,32 @@ def test_every_dotted_name_resolves():
                 if not resolves(dotted):
                     bad.append(f"{path.relative_to(PKG.parent)}:{line_no} {dotted}")
     assert not bad, "names that do not resolve:\n" + "\n".join(bad)
+
+
+def test_the_import_graph_has_no_circle():
+    """No module reaches itself through the imports of the package (module-level or inside a function): a
+    circle ties modules that should read one way (a package's ``__init__`` that imports its submodules at its end
+    and a submodule that imports the package back is one)."""
+    names = {name for name, _ in modules()}
+    graph = {}
+    for name, path in modules():
+        edges = set()
+        for target, imported, _ in imports(name, path):
+            subs = [f"{target}.{n}" for n in imported if f"{target}.{n}" in names]
+            edges |= set(subs) if subs and len(subs) == len(imported) else {target} | set(subs)
+        graph[name] = {e for e in edges if e in names and e != name}
+    circles, state = [], {}
+
+    def visit(node, stack):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                circles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not circles, "import circles:\n" + "\n".join(circles)

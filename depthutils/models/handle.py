@@ -38,8 +38,8 @@ from depthutils.models.start_token import check_option as check_start
 from depthutils.models.start_token import describe as describe_start
 from depthutils.models.start_token import resolve as resolve_start
 
-if TYPE_CHECKING:
-    from depthutils.models.remote import Backend
+if TYPE_CHECKING:  # the NDIF client's backend (depthutils.models.remote.Backend is one)
+    from nnsight.intervention.backends.remote import RemoteBackend
 
 __all__ = ["Arch", "ARCHITECTURES", "ModelHandle", "load_model", "loaded_dtypes", "unwrap"]
 
@@ -186,7 +186,7 @@ class ModelHandle:
             return self.nn.trace(input_ids, backend=self.backend("trace"))
         return self.nn.trace(input_ids if self.remote else input_ids.to(self.device))
 
-    def backend(self, what: str, bar: bool = True) -> Backend:
+    def backend(self, what: str, bar: bool = True) -> RemoteBackend:
         """The backend of one NDIF request for ``what`` (a measurement's name, for its status bar and
         its error messages): see :mod:`depthutils.models.remote`."""
         from depthutils.models.remote import Backend  # the NDIF client, loaded only for a remote model

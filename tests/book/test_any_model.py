@@ -1,7 +1,9 @@
 """Every chapter on a model from outside the project: a 128-token or 96-token context, a tokenizer
 that adds no BOS, two families. Each chapter runs through papermill with its default parameters
-(only the model changes), as a reader's `python -m depthutils run CHAPTER --model FOLDER` does. Chapter 10 measures
-the models of its own experiment and takes no model; the runner refuses one in one sentence."""
+(only the model changes), as a reader's `python -m depthutils run CHAPTER --model FOLDER` does, with a student's
+cell of their own after the model loads (a measurement the chapter's plan does not count): the chapter still runs to
+its verdict. Chapter 10 measures the models of its own experiment and takes no model; the runner refuses one in one
+sentence."""
 from __future__ import annotations
 
 import json
@@ -10,6 +12,7 @@ import nbformat
 import pytest
 from conftest import build_tiny
 
+from depthutils.book import runner
 from depthutils.book.runner import chapters, parameters, run_chapter
 
 pytestmark = pytest.mark.slow  # every chapter on outside models: half a minute to a minute each
@@ -23,6 +26,24 @@ def outsider(tiny_root):
     return {spec: build_tiny(spec[0], tiny_root, context=spec[1], add_bos=False) for spec in OUTSIDERS}
 
 
+#: a student's own cell, after the chapter's model is loaded: another chapter's measurement on a prompt of their own
+STUDENT_CELL = ("mine = du.{name}(du.load_model(model if 'model' in dir() else models[0]), "
+                "[du.Prompt.from_parts('2 + 3 = ', '5', 'mine')], progress_bar=False)\n"
+                "print('my own cell:', type(mine).__name__)")
+
+
+def with_student_cell(chapter: str, folder) -> str:
+    """A copy of chapter ``chapter`` in ``folder`` with :data:`STUDENT_CELL` after the cell that starts it."""
+    src = chapters()[chapter]
+    nb = nbformat.read(src, as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "report.start(" in c.source)
+    name = "logit_lens" if chapter == "01" else "contributions"
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(STUDENT_CELL.format(name=name)))
+    copy = folder / src.name
+    nbformat.write(nb, copy)
+    return copy
+
+
 def _outputs(nb) -> str:
     text = []
     for cell in nb.cells:
@@ -34,12 +55,16 @@ def _outputs(nb) -> str:
 
 @pytest.mark.parametrize("spec", OUTSIDERS, ids=lambda s: f"{s[0]}-ctx{s[1]}")
 @pytest.mark.parametrize("chapter", [n for n, p in chapters().items() if {"model", "models"} & set(parameters(p))])
-def test_every_chapter_runs_on_an_outside_model(outsider, tmp_path, chapter, spec):
+def test_every_chapter_runs_on_an_outside_model(outsider, tmp_path, chapter, spec, monkeypatch):
     path = outsider[spec]
+    (tmp_path / "src").mkdir()
+    copy = with_student_cell(chapter, tmp_path / "src")
+    monkeypatch.setattr(runner, "find_chapter", lambda _: copy)
     dest = run_chapter(chapter, model=str(path), out=tmp_path, quiet=True)
     nb = nbformat.read(dest, as_version=4)
     text = _outputs(nb)
-    assert "Verdict: " in text  # every chapter ends with its computed verdict
+    assert "my own cell: " in text  # the student's cell ran
+    assert "Verdict: " in text  # every chapter ends with its computed verdict, the student's cell notwithstanding
     if chapter in ("04", "05") and "Verdict: not tested" in text:
         # a model outside the ladder is graded only on prompts it answers (known_facts); a random one answers none,
         # so nothing is measured and the verdict says so, with the accuracy

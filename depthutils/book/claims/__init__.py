@@ -12,8 +12,6 @@ effective-depth metrics chapters 8 and 9 leave out, and the claim table's and gr
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from depthutils.analysis.p2_table import reference_floor_cells
 from depthutils.book.claim_table import (
     ACCURACY_FLOOR,
@@ -46,9 +44,6 @@ from depthutils.book.grading import (
 )
 from depthutils.measures.curves import peaks_at_embedding
 from depthutils.measures.effective_depth import METRICS
-
-if TYPE_CHECKING:
-    from depthutils.analysis.study import Study
 
 #: the verdict and grading names; each claim module (``claims.contributions`` and the others) is reached as an
 #: attribute
@@ -83,7 +78,7 @@ def embedding_peak_words() -> str:
             "construction" + (f"; P2's Table 1 has the same behaviour ({cells})" if cells else ""))
 
 
-def degenerate(study: Study, models, tasks, metric: str) -> str | None:
+def degenerate(study, models, tasks, metric: str) -> str | None:
     """Why ``metric`` cannot inform a comparison of ``models`` × ``tasks`` (None: it can): an effective depth
     that is undefined (no layer meets the condition) or at layer 0 (met already on ``h_0``, the embedding, for the
     lens curves; at the first layer's update for the cosine) in a measured cell says nothing about how deep the
@@ -102,7 +97,7 @@ def degenerate(study: Study, models, tasks, metric: str) -> str | None:
     return ", ".join(w for w in why if w) or None
 
 
-def degenerate_note(study: Study, models, tasks) -> str:
+def degenerate_note(study, models, tasks) -> str:
     """Which metrics are degenerate on ``models`` × ``tasks`` and why, as a phrase ("none" if all inform)."""
     why = {m: degenerate(study, models, tasks, m) for m in METRICS}
     bad = [f"{m} ({w})" for m, w in why.items() if w]
@@ -110,7 +105,7 @@ def degenerate_note(study: Study, models, tasks) -> str:
     return ("; ".join(bad) + (f" ({embedding_peak_words()})" if peak else "")) if bad else "none"
 
 
-def informative_metric(study: Study, models, tasks, order=("kl", "overlap", "cos")) -> str | None:
+def informative_metric(study, models, tasks, order=("kl", "overlap", "cos")) -> str | None:
     """The first metric of ``order`` that is not degenerate on ``models`` × ``tasks`` (:func:`degenerate`): the one a
     chapter's prose reads; None when none informs."""
     return next((m for m in order if not degenerate(study, models, tasks, m)), None)
@@ -120,6 +115,17 @@ def degenerate_sentence(metric: str, why: str) -> str:
     """The verdict's note on a metric left out as degenerate (:func:`degenerate`)."""
     return (f"{metric} is degenerate on these models ({why}): not counted."
             + (f" ({embedding_peak_words()[0].upper()}{embedding_peak_words()[1:]}.)" if _PEAK in why else ""))
+
+
+def __getattr__(name: str):
+    """``claims.contributions`` and the other claim modules, each imported when first used (a chapter imports its
+    own: ``from depthutils.book.claims import contributions as claim``)."""
+    import importlib
+    import importlib.util
+
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def claim_modules() -> list:

@@ -8,7 +8,7 @@ import numpy as np
 
 from depthutils.analysis.known_facts import KINDS
 from depthutils.book.claim_table import CLAIMS, LEVEL
-from depthutils.book.claims.context import KindSample
+from depthutils.book.claims.context.sample import KindSample
 from depthutils.book.grading import interval_text
 from depthutils.book.legends import below
 from depthutils.book.plotstyle import CMAPS, ROBUST_PERCENTILE, heatmap, model_name, robust_max, subplots

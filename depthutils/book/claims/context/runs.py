@@ -6,8 +6,8 @@ from __future__ import annotations
 from depthutils import data
 from depthutils.analysis.known_facts import CHAIN_OPERANDS, FACT_CHECK_DTYPE, KINDS, SAMPLE_CANDIDATES, prompts_for
 from depthutils.book.claim_table import COMPLETENESS_LIMIT
-from depthutils.book.claims.context import MIN_PROMPTS, by_kind, run_sample, verdict
 from depthutils.book.claims.context.figures import sample_figure
+from depthutils.book.claims.context.sample import MIN_PROMPTS, by_kind, run_sample, verdict
 from depthutils.book.claims.run import Run
 from depthutils.core.errors import DepthError
 from depthutils.measures.integrated_gradients import integrated_gradients
