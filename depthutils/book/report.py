@@ -23,6 +23,7 @@ from depthutils.book.claims import Verdict, paper_vs_run
 from depthutils.book.grading import interval_text
 from depthutils.book.plotstyle import save
 from depthutils.core.numbers import as_shown, listing
+from depthutils.ladder.registry import is_embedded
 from depthutils.measures import CALLS
 from depthutils.models.handle import loaded_dtypes
 from depthutils.models.real.catalog import REAL_MODELS
@@ -209,10 +210,27 @@ def glue_markdown(name: str, text: str) -> None:
         _glue(name, Markdown(text), display=False)
 
 
+#: the controlled depth ladder a reviewer's section runs on (same data, tokens and width; 4 to 16 layers)
+LADDER = ("ladder-4", "ladder-8", "ladder-12", "ladder-16")
+
+
+def ladder_for(ladder, model) -> list[str]:
+    """The models a chapter's reviewer section runs on: ``ladder="auto"`` gives :data:`LADDER` when the chapter's own
+    ``model`` is an embedded one (the book's run, a class's) and none when a reader re-runs the chapter on a model of
+    their own, whose time goes to that model; a list is taken as it is."""
+    if ladder == "auto":
+        return list(LADDER) if is_embedded(model) else []
+    return list(ladder)
+
+
 def ladder_table(results: dict, keys: dict[str, str], grade=None) -> str:
     """A Markdown table, one row per model (``{model: result}``), or per model and set of prompts (``{model: {set:
     result}}``): each fact of ``keys`` (``{fact: column}``) with its 95% bootstrap interval over prompts, and the
-    outcome of ``grade`` (a function of one model's result(s), returning a verdict) where given."""
+    outcome of ``grade`` (a function of one model's result(s), returning a verdict) where given; a sentence saying
+    how to run them when there are none (:func:`ladder_for`)."""
+    if not results:
+        return ("*Not run on the ladder: with `ladder = \"auto\"` it runs when the chapter runs on an embedded model; "
+                "set `ladder = [\"ladder-4\", \"ladder-16\"]` (any embedded models) to run it beside yours.*")
     sets = any(isinstance(rs, dict) for rs in results.values())
     head = ["model", *(["set"] if sets else []), *keys.values()] + (["verdict"] if grade else [])
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

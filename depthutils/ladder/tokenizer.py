@@ -85,18 +85,3 @@ def load_tokenizer(path: Path):
     return PreTrainedTokenizerFast.from_pretrained(str(path))
 
 
-def check_tokenizer(tok) -> list[str]:
-    """Sanity checks; returns a list of problems (empty if all good)."""
-    problems = []
-    sample = "In the beginning God created the heaven and the earth. 5 + 7 + 5 = 17\nÆ café"
-    ids = tok(sample)["input_ids"]
-    if ids[0] != tok.bos_token_id:
-        problems.append("BOS not prepended")
-    if tok.decode(ids, skip_special_tokens=True) != sample:
-        problems.append("round trip failed")
-    for d in "0123456789":
-        if len(tok(d, add_special_tokens=False)["input_ids"]) != 1:
-            problems.append(f"digit {d} is not a single token")
-    if len(tok("1234567890", add_special_tokens=False)["input_ids"]) != 10:
-        problems.append("digits merged")
-    return problems

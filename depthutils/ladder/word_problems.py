@@ -31,7 +31,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import product
 
 from depthutils.ladder.examples import HELDOUT_MOD, Example, stable_hash
 
@@ -187,8 +186,3 @@ def affine_form(ops) -> tuple[int, int]:
     return a % 10, b % 10
 
 
-def all_chains(task: WordTask, steps: int):
-    """Every ``(start, ops)`` of ``steps`` operations (``points · |ops|^steps`` of them)."""
-    for start in range(task.points):
-        for ops in product(task.op_names, repeat=steps):
-            yield start, list(ops)

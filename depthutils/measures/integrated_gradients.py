@@ -49,7 +49,6 @@ PARTS = ("layer", "attn", "mlp")
 #: interpolation points per forward+backward of P1's code (and of the batched path, by default)
 P1_BATCH = 16
 RULES = quad.RULES
-quadrature = quad.quadrature  # nodes and weights of a fixed rule (kept here for older scripts)
 
 
 @dataclass

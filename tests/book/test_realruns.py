@@ -134,3 +134,17 @@ def test_a_section_holds_one_model_at_a_time(tiny_root, monkeypatch, tmp_path):
     assert len(out) == len(REAL_MODELS) == len(held) == 2
     assert held == [[True], [False, True]]
     assert all(ref() is None for ref in alive)
+
+
+def test_a_reviewer_section_runs_the_ladder_beside_an_embedded_model_only(tiny_root):
+    """``ladder="auto"``: the book's and a class's run (an embedded model) measure the ladder too; a reader's own model
+    keeps its time (no ladder model) and the page says how to ask for it; a list is taken as given."""
+    from conftest import build_tiny
+
+    from depthutils.book import report
+
+    assert report.ladder_for("auto", "default") == list(report.LADDER)
+    assert report.ladder_for("auto", "ladder-16") == list(report.LADDER)
+    assert report.ladder_for("auto", str(build_tiny("llama", tiny_root))) == []
+    assert report.ladder_for(["ladder-4"], "/some/model") == ["ladder-4"]
+    assert "ladder = " in report.ladder_table({}, {"growth": "‖h‖ growth"})

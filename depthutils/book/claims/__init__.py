@@ -50,7 +50,7 @@ from depthutils.measures.effective_depth import METRICS
 __all__ = [
     # defined here
     "verdict", "degenerate", "degenerate_note", "degenerate_sentence",
-    "embedding_peak_words", "informative_metric", "claim_modules",
+    "embedding_peak_words", "informative_metric",
     # the claim table's and grading's names, and the claims of their own modules
     "ACCURACY_FLOOR", "CLAIMS", "COMPLETENESS_LIMIT", "GROWS", "LEVEL", "MIN_HALF", "N_PERMUTATIONS", "OUTCOMES",
     "OUTPUT_AGAINST", "OUTPUT_SHOWN", "SCALE_WORDS", "SHARED_TARGET", "WHOLE_LAYER", "Claim", "Threshold",
@@ -128,10 +128,3 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def claim_modules() -> list:
-    """Every claim module of this package (:mod:`depthutils.book.claims.contributions` and the others), imported."""
-    import importlib
-    import pkgutil
-
-    return [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)
-            if m.name != "run"]
