@@ -20,10 +20,10 @@ import nbformat
 import pytest
 from nbval_book import EXECUTED
 
-from depthutils.book import plan_page
 from depthutils.book.runner import PAGES, ROOT, chapters, find_chapter, parameters
 from depthutils.core.errors import DepthError
 from depthutils.models.real.catalog import REAL_MODELS
+from depthutils.perf import plan_page
 
 HTML = ROOT / "_build" / "html"
 

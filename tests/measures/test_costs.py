@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 import depthutils as du
-from depthutils.book.claims import workload
 from depthutils.cost.budget import shape_of
 from depthutils.cost.model_info import model_info
 from depthutils.measures import MEASUREMENTS, cost_of
 from depthutils.measures import future_effects as fe
 from depthutils.perf.plan import Knobs, chapter_costs
+from depthutils.perf.workloads import workload
 
 #: chapter 2's call, as the plan reads it: one part, one mode, two GSM8K prompts
 CH02 = {"parts": ["layer"], "modes": ["future"], "n_examples": 2, "dataset": "gsm8k"}
