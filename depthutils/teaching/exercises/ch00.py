@@ -8,16 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from depthutils.teaching.exercises.core import (  # noqa: F401  check … task: the page's exercises.…
-    _LAYER_INPUT,
-    _NEXT_LAYER,
-    Exercise,
-    check,
-    register,
-    show,
-    solution,
-    task,
-)
+from depthutils.teaching.exercises.core import _LAYER_INPUT, _NEXT_LAYER, Exercise, register
 from depthutils.teaching.exercises.inputs import _hidden, batch
 
 
@@ -114,3 +105,6 @@ STRETCH = Exercise(
     number="0.3")
 
 register(EXERCISE, STRETCH)
+
+# a chapter's page imports this module as its ``exercises``: exercises.task(…), exercises.check(…), exercises.show(…)
+from depthutils.teaching.exercises.core import check, show, solution, task  # noqa: E402, F401

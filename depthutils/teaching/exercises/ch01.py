@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from depthutils.teaching.exercises.core import _NEXT_LAYER, Exercise, check, register, show, solution, task  # noqa: F401  check … task: the page's exercises.…
+from depthutils.teaching.exercises.core import _NEXT_LAYER, Exercise, register
 from depthutils.teaching.exercises.inputs import _hidden, _stats, batch
 
 
@@ -101,3 +101,6 @@ STRETCH = Exercise(
     number="1.3")
 
 register(EXERCISE, STRETCH)
+
+# a chapter's page imports this module as its ``exercises``: exercises.task(…), exercises.check(…), exercises.show(…)
+from depthutils.teaching.exercises.core import check, show, solution, task  # noqa: E402, F401

@@ -13,7 +13,7 @@ import torch
 from depthutils.core.prompts import Prompt
 from depthutils.measures.future_effects import future_effects
 from depthutils.teaching import solutions
-from depthutils.teaching.exercises.core import Exercise, check, register, show, solution, task  # noqa: F401  check … task: the page's exercises.…
+from depthutils.teaching.exercises.core import Exercise, register
 from depthutils.teaching.exercises.inputs import _model, _one
 
 
@@ -156,3 +156,6 @@ STRETCH = Exercise(
     number="2.3")
 
 register(EXERCISE, STRETCH)
+
+# a chapter's page imports this module as its ``exercises``: exercises.task(…), exercises.check(…), exercises.show(…)
+from depthutils.teaching.exercises.core import check, show, solution, task  # noqa: E402, F401

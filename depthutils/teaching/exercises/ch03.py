@@ -9,16 +9,7 @@ from __future__ import annotations
 import torch
 
 from depthutils.measures.logit_lens import prompt_lens
-from depthutils.teaching.exercises.core import (  # noqa: F401  check … task: the page's exercises.…
-    _LAYER_OUTPUT,
-    _PREVIOUS_LAYER,
-    Exercise,
-    check,
-    register,
-    show,
-    solution,
-    task,
-)
+from depthutils.teaching.exercises.core import _LAYER_OUTPUT, _PREVIOUS_LAYER, Exercise, register
 from depthutils.teaching.exercises.inputs import _rows, batch
 
 
@@ -110,3 +101,6 @@ STRETCH = Exercise(
     number="3.3")
 
 register(EXERCISE, STRETCH)
+
+# a chapter's page imports this module as its ``exercises``: exercises.task(…), exercises.check(…), exercises.show(…)
+from depthutils.teaching.exercises.core import check, show, solution, task  # noqa: E402, F401

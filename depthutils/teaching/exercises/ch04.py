@@ -14,7 +14,7 @@ from depthutils import data
 from depthutils.core.prompts import Prompt
 from depthutils.measures.residual_erasure import residual_erasure, residual_means
 from depthutils.teaching import solutions
-from depthutils.teaching.exercises.core import Exercise, check, register, show, solution, task  # noqa: F401  check … task: the page's exercises.…
+from depthutils.teaching.exercises.core import Exercise, register
 from depthutils.teaching.exercises.inputs import _answer, _model
 
 
@@ -142,3 +142,6 @@ STRETCH = Exercise(
     number="4.3")
 
 register(EXERCISE, STRETCH)
+
+# a chapter's page imports this module as its ``exercises``: exercises.task(…), exercises.check(…), exercises.show(…)
+from depthutils.teaching.exercises.core import check, show, solution, task  # noqa: E402, F401

@@ -14,16 +14,7 @@ import torch
 from depthutils.core.prompts import Prompt
 from depthutils.measures.integrated_gradients import integrated_gradients
 from depthutils.teaching import solutions
-from depthutils.teaching.exercises.core import (  # noqa: F401  check … task: the page's exercises.…
-    _LAYER_INPUT,
-    _NEXT_LAYER,
-    Exercise,
-    check,
-    register,
-    show,
-    solution,
-    task,
-)
+from depthutils.teaching.exercises.core import _LAYER_INPUT, _NEXT_LAYER, Exercise, register
 from depthutils.teaching.exercises.inputs import _answer, _model
 
 
@@ -136,3 +127,6 @@ EXERCISE_GAUSS = Exercise(
     number="5.4")
 
 register(EXERCISE, EXERCISE_GAUSS)
+
+# a chapter's page imports this module as its ``exercises``: exercises.task(…), exercises.check(…), exercises.show(…)
+from depthutils.teaching.exercises.core import check, show, solution, task  # noqa: E402, F401

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from depthutils.measures.depth_score_result import DepthScoreResult, score
-from depthutils.teaching.exercises.core import Exercise, check, register, show, solution, task  # noqa: F401  check … task: the page's exercises.…
+from depthutils.teaching.exercises.core import Exercise, register
 
 
 def _random_D(L: int, seed: int, zero_rows: tuple = ()) -> np.ndarray:
@@ -132,3 +132,6 @@ EXERCISE_SLOPE = Exercise(
     number="6.3")
 
 register(EXERCISE_SLOPE)
+
+# a chapter's page imports this module as its ``exercises``: exercises.task(…), exercises.check(…), exercises.show(…)
+from depthutils.teaching.exercises.core import check, show, solution, task  # noqa: E402, F401

@@ -13,7 +13,7 @@ import torch
 
 from depthutils import data
 from depthutils.measures.cross_model_mapping import MappingResult, fit_maps, residuals, with_bias
-from depthutils.teaching.exercises.core import Exercise, check, register, show, solution, task  # noqa: F401  check … task: the page's exercises.…
+from depthutils.teaching.exercises.core import Exercise, register
 from depthutils.teaching.exercises.inputs import _encoded, _model
 
 
@@ -135,3 +135,6 @@ EXERCISE_DISTANCE = Exercise(
     number="7.3")
 
 register(EXERCISE, EXERCISE_DISTANCE)
+
+# a chapter's page imports this module as its ``exercises``: exercises.task(…), exercises.check(…), exercises.show(…)
+from depthutils.teaching.exercises.core import check, show, solution, task  # noqa: E402, F401

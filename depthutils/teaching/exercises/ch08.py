@@ -11,7 +11,7 @@ import torch
 
 from depthutils.core.results import halves
 from depthutils.teaching.exercises.ch02 import _future_of
-from depthutils.teaching.exercises.core import Exercise, check, register, show, solution, task  # noqa: F401  check … task: the page's exercises.…
+from depthutils.teaching.exercises.core import Exercise, register
 from depthutils.teaching.exercises.inputs import _one
 
 
@@ -141,3 +141,6 @@ EXERCISE_RATIO = Exercise(
     number="8.3")
 
 register(EXERCISE, EXERCISE_RATIO)
+
+# a chapter's page imports this module as its ``exercises``: exercises.task(…), exercises.check(…), exercises.show(…)
+from depthutils.teaching.exercises.core import check, show, solution, task  # noqa: E402, F401

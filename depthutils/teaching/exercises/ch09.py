@@ -13,7 +13,7 @@ import torch
 
 from depthutils.measures.curves import ed_kl
 from depthutils.teaching import solutions
-from depthutils.teaching.exercises.core import Exercise, check, register, show, solution, task  # noqa: F401  check … task: the page's exercises.…
+from depthutils.teaching.exercises.core import Exercise, register
 from depthutils.teaching.exercises.inputs import _model, _stats, batch
 
 
@@ -111,3 +111,6 @@ EXERCISE_COS = Exercise(
     number="9.3")
 
 register(EXERCISE, EXERCISE_COS)
+
+# a chapter's page imports this module as its ``exercises``: exercises.task(…), exercises.check(…), exercises.show(…)
+from depthutils.teaching.exercises.core import check, show, solution, task  # noqa: E402, F401

@@ -11,7 +11,7 @@ import torch
 
 from depthutils.ladder import registry
 from depthutils.ladder.objectives import IGNORE, ObjectiveBatches
-from depthutils.teaching.exercises.core import Exercise, check, register, show, solution, task  # noqa: F401  check … task: the page's exercises.…
+from depthutils.teaching.exercises.core import Exercise, register
 
 
 @lru_cache(maxsize=None)
@@ -109,3 +109,6 @@ EXERCISE_LOSS = Exercise(
     cases=_loss_cases, reference=_loss_reference, mistakes=_loss_mistakes, model="objective-z10-a-1", number="10.3")
 
 register(EXERCISE_LOSS)
+
+# a chapter's page imports this module as its ``exercises``: exercises.task(…), exercises.check(…), exercises.show(…)
+from depthutils.teaching.exercises.core import check, show, solution, task  # noqa: E402, F401
