@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import re
 import subprocess
 import sys
@@ -235,3 +236,23 @@ def test_the_import_graph_has_no_circle():
         if node not in state:
             visit(node, [node])
     assert not circles, "import circles:\n" + "\n".join(circles)
+
+
+def test_every_name_a_chapter_reads_from_a_module_exists():
+    """``claim.COMPLETENESS_LIMIT``, ``exercises.check``, ``du.logit_lens``: every attribute a chapter's code reads from
+    a module it imports from the package exists (a module's names move; the chapters must follow)."""
+    root = PKG.parent
+    bad = []
+    for path in sorted(root.glob("chapters/*.ipynb")) + [root / "bigger_models.ipynb"]:
+        cells = json.loads(path.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        aliases = {"du": "depthutils"}
+        for module, names in re.findall(r"^from (depthutils[\w.]*) import ([^\n(]+)$", code, re.M):
+            for n in names.split(","):
+                name, _, alias = n.strip().partition(" as ")
+                aliases[(alias or name).strip()] = f"{module}.{name.strip()}"
+        for alias, dotted in aliases.items():
+            for attr in sorted(set(re.findall(rf"(?<![\w.]){alias}\.(\w+)", code))):
+                if not resolves(f"{dotted}.{attr}"):
+                    bad.append(f"{path.name}: {alias}.{attr} ({dotted}.{attr})")
+    assert not bad, "names the chapters read that do not exist:\n" + "\n".join(bad)

@@ -17,6 +17,7 @@ explains why a max is not).
 """
 from __future__ import annotations
 
+from depthutils.book.claim_table import COMPLETENESS_LIMIT
 from depthutils.book.claims.context.figures import (
     FIGURES,
     attribution_figure,
@@ -39,6 +40,6 @@ from depthutils.book.claims.context.sample import (
     worked,
 )
 
-__all__ = ["CONTEXT_MEASURES", "MIN_PROMPTS", "KindSample", "by_kind", "verdict", "kind_of", "per_prompt",
+__all__ = ["COMPLETENESS_LIMIT", "CONTEXT_MEASURES", "MIN_PROMPTS", "KindSample", "by_kind", "verdict", "kind_of", "per_prompt",
            "prompt_labels", "run_sample", "sample_facts", "sample_figure", "sample_mean", "worked", "erasure_figure",
            "attribution_figure", "FIGURES", "RUNS"]
