@@ -252,6 +252,8 @@ def test_every_name_a_chapter_reads_from_a_module_exists():
                 name, _, alias = n.strip().partition(" as ")
                 aliases[(alias or name).strip()] = f"{module}.{name.strip()}"
         for alias, dotted in aliases.items():
+            if not resolves(dotted):
+                bad.append(f"{path.name}: imports {dotted}")
             for attr in sorted(set(re.findall(rf"(?<![\w.]){alias}\.(\w+)", code))):
                 if not resolves(f"{dotted}.{attr}"):
                     bad.append(f"{path.name}: {alias}.{attr} ({dotted}.{attr})")
