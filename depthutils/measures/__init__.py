@@ -75,7 +75,7 @@ _DEPTH = [0]
 
 
 def counted(function: Callable) -> Callable:
-    """A measurement's function, counting its outermost calls in :data:`CALLS` (a chapter's run is checked against
+    """A measurement's function, counting its outermost calls in :data:`CALLS` (the tests check a chapter's run against
     the calls its plan counts)."""
     @functools.wraps(function)
     def measured(*args, **kwargs):
