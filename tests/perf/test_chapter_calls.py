@@ -35,7 +35,9 @@ def test_each_chapter_calls_only_what_its_plan_counts(chapter):
     calls = glued(nbformat.read(path, as_version=4), "calls")
     assert calls is not None, f"{path.name} glued no calls"
     calls = json.loads(calls)
-    assert calls, f"{path.name} made no measurement call of its own"
+    # chapter 10 measures through analysis.at_answer, which runs the measurements' parts (curves_and_lens,
+    # layer_skips), not their counted functions; every other chapter calls its measurements
+    assert calls or chapter == "10", f"{path.name} made no measurement call of its own"
     assert not unplanned(chapter, calls), f"chapter {chapter} called {unplanned(chapter, calls)}, which its plan " \
         "does not count: add the call to its workload in depthutils/perf/workloads.py"
 
