@@ -19,7 +19,7 @@ from __future__ import annotations  # noqa: I001 (sorted; the long import kept o
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import nnsight
 import torch
@@ -37,9 +37,6 @@ from depthutils.models.stack import batch_invariant
 from depthutils.models.start_token import check_option as check_start
 from depthutils.models.start_token import describe as describe_start
 from depthutils.models.start_token import resolve as resolve_start
-
-if TYPE_CHECKING:  # the NDIF client's backend (depthutils.models.remote.Backend is one)
-    from nnsight.intervention.backends.remote import RemoteBackend
 
 __all__ = ["Arch", "ARCHITECTURES", "ModelHandle", "load_model", "loaded_dtypes", "unwrap"]
 
@@ -186,9 +183,9 @@ class ModelHandle:
             return self.nn.trace(input_ids, backend=self.backend("trace"))
         return self.nn.trace(input_ids if self.remote else input_ids.to(self.device))
 
-    def backend(self, what: str, bar: bool = True) -> RemoteBackend:
+    def backend(self, what: str, bar: bool = True):
         """The backend of one NDIF request for ``what`` (a measurement's name, for its status bar and
-        its error messages): see :mod:`depthutils.models.remote`."""
+        its error messages): a :class:`depthutils.models.remote.Backend`."""
         from depthutils.models.remote import Backend  # the NDIF client, loaded only for a remote model
 
         return Backend(self.nn.to_model_key(), name=self.name, what=what, timeout=self.timeout, jobs=self.jobs,
@@ -342,8 +339,7 @@ def load_model(name_or_path: str, *, device: str = "auto", dtype: Any = "auto", 
             raise DepthError(f"timeout must be a positive number of seconds, got {timeout!r}.")
         if not os.environ.get("NDIF_API_KEY"):
             raise DepthError("remote=True needs an NDIF API key in the environment variable NDIF_API_KEY.")
-        from depthutils.models.remote import ndif_reachable
-
+        from depthutils.models.remote import ndif_reachable  # the NDIF client, loaded only for a remote model
         if not ndif_reachable():
             raise DepthError(f"Cannot reach NDIF (the remote execution service) at {nnsight.CONFIG.API.HOST}: check "
                              "your connection or NDIF_HOST, or run with remote=False on a model that fits here.")
