@@ -62,8 +62,9 @@ def cmd_run(args) -> int:
     params = {name: parse_value(value) for name, value in args.param}
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
     path = find_chapter(args.chapter)
-    if not (set(params) - set(parameters(path))):  # an unknown parameter: run_chapter says so in one sentence
-        num, p = chapter_parameters(path, parameters(path), args.model, models, params)
+    defaults = parameters(path)
+    if not (set(params) - set(defaults)):  # an unknown parameter: run_chapter says so in one sentence
+        num, p = chapter_parameters(path, defaults, args.model, models, params)
         plan = preflight(num, p, workload(num))  # stops here, before any weights load
         if plan is not None and plan.batch_size:
             print(f"{path.stem}: plan: peak {plan.peak_memory_bytes / 1e9:.1f} GB of "
