@@ -55,18 +55,6 @@ class Verdict:
         parts = set(self.parts or (self.outcome,))
         return "both ways" if {"shown", "not shown"} <= parts else "inconclusive"
 
-    def markdown(self, title: str = "") -> str:
-        """The verdict as Markdown; ``title`` names it where a chapter shows several (chapter 9's three
-        questions), so their headings differ."""
-        kind = self.mixed_kind()
-        said = [f"{kind}: {MIXED_KINDS[kind]}"] if kind else []
-        said += [f"on {title}"] if title else []
-        head = f"**Verdict: {self.outcome}** ({'; '.join(said)})." if said else f"**Verdict: {self.outcome}.**"
-        lines = [head, "", f"- *Claim:* {self.claim}", f"- *Criterion:* {self.criterion}",
-                 f"- *This run:* {self.numbers}"]
-        lines += [f"- *Note:* {n}" for n in self.notes]
-        return "\n".join(lines)
-
 
 # ------------------------------------------------------------------------------------ the rule
 
@@ -189,6 +177,11 @@ def _prompt_text(meta: dict) -> str:
     return f"N = {meta['n']} ({meta['dataset']})"
 
 
+def run_models(metas) -> str:
+    """The models a run's results (their ``meta``) ran on, in words: ``"ladder-8 (8 layers)"``; "—" for none."""
+    return ", ".join(dict.fromkeys(f"{m['model']} ({m['n_layers']} layers)" for m in metas if m.get("model"))) or "—"
+
+
 def paper_vs_run(verdict: Verdict, metas) -> str:
     """The "paper vs this run" table of a verdict's claim: the paper's facts (models, prompts, what its text
     gives) beside this run's, from the results' ``meta`` (a list; "—" where the run has no counterpart); the
@@ -197,16 +190,15 @@ def paper_vs_run(verdict: Verdict, metas) -> str:
     the same two rows for each of the verdict's companions (:attr:`Verdict.also`), the claim rows then named by
     what each claim is about (:attr:`Claim.question`)."""
     c = CLAIMS[verdict.key]
-    models = ", ".join(dict.fromkeys(f"{m['model']} ({m['n_layers']} layers)" for m in metas if m.get("model")))
     prompts = "; ".join(dict.fromkeys(_prompt_text(m) for m in metas if m.get("n")))
-    run = {"models": models or "—", "prompts": prompts or "—", **verdict.rows}
+    run = {"models": run_models(metas), "prompts": prompts or "—", **verdict.rows}
     rows = {**dict(c.paper_facts), **{k: dict(c.paper_facts).get(k, "—") for k in run}}
     out = [f"| | {c.paper} ({c.where}) | this run |", "|---|---|---|"]
     out += [f"| {k} | {v} | {run.get(k, '—')} |" for k, v in rows.items()]
     for v in [verdict, *verdict.also]:
         c = CLAIMS[v.key]
         label = f"claim on {c.question}" if verdict.also and c.question else "claim"
-        out.append(f"| {label} | {c.sentence} | **{v.outcome}** |")
+        out.append(f"| {label} | {c.sentence} | graded in the verdict box below |")
         run_value = v.value or (f"— (not tested: {v.numbers})" if v.outcome == "not tested" else "—")
         out.append(f"| {c.short} | {c.paper_says()} | {run_value} |")
     return "\n".join(out)

@@ -38,8 +38,7 @@ except ImportError:
 
 __all__ = ["run_of", "runs", "section", "uncontrolled", "available", "why_not_run", "slug", "TITLES", "one_line", "measure_run"]
 
-#: how the pages name the real models
-TITLES = {"smollm2-135m": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M"}
+TITLES = report.TITLES  # how the pages name the real models
 
 
 def slug(name: str) -> str:

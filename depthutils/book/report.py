@@ -20,13 +20,16 @@ from IPython.display import Image, Markdown
 
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.claims import Verdict, paper_vs_run
-from depthutils.book.grading import interval_text
+from depthutils.book.grading import MIXED_KINDS, interval_text, run_models
 from depthutils.book.plotstyle import save
 from depthutils.core.numbers import as_shown, listing
 from depthutils.ladder.registry import is_embedded
 from depthutils.measures import CALLS
 from depthutils.models.handle import loaded_dtypes
 from depthutils.models.real.catalog import REAL_MODELS
+
+#: how the pages name the real models
+TITLES = {"smollm2-135m": "SmolLM2-135M", "gemma3-270m": "Gemma 3 270M"}
 
 try:
     from myst_nb import glue as _glue
@@ -71,12 +74,14 @@ def sample(results: dict, out_dir: str, name: str, prefix: str) -> None:
 
 def paper(v: Verdict, *results) -> Markdown:
     """The "paper vs this run" table of a verdict's claim (see :func:`depthutils.book.claims.paper_vs_run`), this
-    run's side read from the ``results`` (results, or dicts/lists of them)."""
+    run's side read from the ``results`` (results, or dicts/lists of them). The models the results ran on are kept
+    in the verdict's ``rows["models"]``, where its box (:func:`box`) names them."""
     metas = []
     for r in results:
         for one in (r.values() if isinstance(r, dict) else r if isinstance(r, (list, tuple)) else [r]):
             if one is not None:
                 metas.append(one.meta)
+    v.rows.setdefault("models", run_models(metas))
     return Markdown(paper_vs_run(v, metas))
 
 
@@ -112,15 +117,15 @@ def cell(v: Verdict) -> str:
 
 
 def verdict(v: Verdict | dict[str, Verdict], prefix: str = "verdict", real: dict | None = None) -> Markdown:
-    """Glue the outcome as ``{prefix}`` and return the verdict as Markdown for the chapter's last cell.
+    """Glue the outcome as ``{prefix}`` and return the chapter's verdict box as Markdown (:func:`box`).
 
-    Several verdicts (``{name: Verdict}``) are glued as ``{prefix}_{name}`` and shown one after another. For the
+    Several verdicts (``{name: Verdict}``) are glued as ``{prefix}_{name}``, one row of the box each. For the
     intro's overview (:mod:`depthutils.book.overview`), each one's :func:`cell` is glued as
     ``{prefix}[_{name}]_cell`` and the paper's value of its statistic as ``{prefix}[_{name}]_paper``. ``real``
-    (``{model title: Verdict}``, from :func:`depthutils.book.realruns.section`) adds one line per real model.
+    (``{model title: Verdict}``, from :func:`depthutils.book.realruns.section`) adds one row per real model; a
+    chapter with a real-model section passes it even when empty, and the box then says they did not run.
     """
     named = v if isinstance(v, dict) else {"": v}
-    parts = []
     for name, one in named.items():
         if _glue is not None:
             glue_name = f"{prefix}_{name}" if name else prefix
@@ -128,11 +133,75 @@ def verdict(v: Verdict | dict[str, Verdict], prefix: str = "verdict", real: dict
             _glue(f"{glue_name}_cell", cell(one), display=False)
             claim = CLAIMS.get(one.key)
             _glue(f"{glue_name}_paper", claim.paper_says() if claim else "—", display=False)
-        parts.append(one.markdown(QUESTIONS.get(name, name) if len(named) > 1 else ""))
-    if real:
-        parts.append("**On the real models** (their sections above): " + "; ".join(
-            f"{title}: **{one.outcome}**" + (f", {one.value}" if one.value else "") for title, one in real.items()) + ".")
-    return Markdown("\n\n".join(parts))
+    return Markdown(box(named, real))
+
+
+def _word(v: Verdict) -> str:
+    kind = v.mixed_kind()
+    return f"**{v.outcome}**" + (f" ({kind})" if kind else "")
+
+
+def _cell_text(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def box(named: dict[str, Verdict], real: dict | None = None) -> str:
+    """The chapter's verdict box, in Markdown: a headline naming every model's outcome (the pretrained models'
+    first), a table with one row per model (and per question, ``named`` holding several), with the statistic, this
+    run's value and interval and the outcome; then the claim and its criterion, once each; then the embedded
+    model's numbers and notes, collapsed. ``real``: ``{title: Verdict}`` of the pretrained models that ran (None: the
+    chapter has no real-model section)."""
+    own = {name: one for name, one in named.items()}
+    label = next((one.rows.get("models") for one in own.values() if one.rows.get("models")), "this chapter's models")
+    rows = []  # (question, model, verdict)
+    for title, one in (real or {}).items():
+        rows.append(("", title, one))
+    for name, one in own.items():
+        rows.append((QUESTIONS.get(name, name), label, one))
+    head = ["question"] if len(own) > 1 else []
+    lines = ["| " + " | ".join(head + ["model", "statistic", "this run [95% interval]", "verdict"]) + " |",
+             "|" + "---|" * (len(head) + 4)]
+    for question, model, one in rows:
+        claim = CLAIMS.get(one.key)
+        stat = claim.short or claim.statistic if claim else "—"
+        value = one.value or (one.numbers if one.outcome == "not tested" else "—")
+        cells = ([question] if head else []) + [model, stat, value, _word(one)]
+        lines.append("| " + " | ".join(_cell_text(c) for c in cells) + " |")
+    if real is not None:
+        for title in TITLES.values():
+            if title not in real:
+                lines.append("| " + " | ".join(([""] if head else []) + [title, "—", "not run in this build (its section "
+                                                                         "says why)", "—"]) + " |")
+    said = []
+    for outcome in dict.fromkeys(one.outcome for one in (real or {}).values()):
+        titles = [t for t, one in real.items() if one.outcome == outcome]
+        said.append(f"**{outcome}** on the pretrained {listing(titles)}")
+    for name, one in own.items():
+        on = f"{QUESTIONS.get(name, name)}, " if len(own) > 1 else ""
+        said.append(f"**{one.outcome}** on {on}{label}")
+    first = said[0].replace("**", "", 1)
+    headline = f"**Verdict: {first}" + (f"; {'; '.join(said[1:])}" if len(said) > 1 else "") + "."
+    if real == {}:
+        headline += " The pretrained models did not run in this build."
+    kinds = dict.fromkeys(one.mixed_kind() for _, _, one in rows if one.mixed_kind())
+    legend = [f"*mixed ({kind})*: {MIXED_KINDS[kind]}." for kind in kinds]
+    out = ['<div class="verdict-box">', "", headline, "", *lines, "", *legend, "", "</div>", ""]
+    groups: dict[str, dict[str, list]] = {}  # claim -> criterion -> the questions graded by it
+    for name, one in own.items():
+        groups.setdefault(one.claim, {}).setdefault(one.criterion, []).append(QUESTIONS.get(name, name))
+    for claim, criteria in groups.items():
+        on = f" ({'; '.join(q for qs in criteria.values() for q in qs)})" if len(groups) > 1 else ""
+        out.append(f"- *Claim{on}:* {claim}")
+        for criterion, names in criteria.items():
+            on = f" ({'; '.join(names)})" if len(criteria) > 1 else ""
+            out.append(f"- *Criterion{on}:* {criterion}")
+    detail = []
+    for name, one in own.items():
+        on = f" ({QUESTIONS.get(name, name)})" if len(own) > 1 else ""
+        detail.append(f"- *This run{on}:* {one.numbers}")
+    detail += [f"- *Note:* {n}" for n in dict.fromkeys(n for one in own.values() for n in one.notes)]
+    out += ["", "<details><summary>This run's numbers and notes, in full</summary>", "", *detail, "", "</details>"]
+    return "\n".join(out)
 
 
 #: the chapter's clock: its number, when it started, and the seconds its sections on the real models took
@@ -171,8 +240,9 @@ def ran_in() -> None:
 
     ``ran_in``: seconds since :func:`start`, whole; ``ran_in_real``: those of them spent on the real models
     (:func:`count_real`); ``ran_in_own``: the rest, the chapter's run on its own models. ``ran_on``:
-    :func:`machine`, then the dtype of every model the chapter loaded (the chapter's "This chapter ran in N s on …"
-    line); ``ran_dtype``: the dtype(s) of the chapter's own models, those that are not named real models;
+    :func:`machine`, then the dtype of every model the chapter loaded (its header line
+    names it); ``ran_dtype``: the dtype(s) of the chapter's own models, those that are not named real models;
+    ``ran_times``: both times in a sentence (:func:`times`), the chapter's header line;
     ``calls``: the chapter's own measurement calls (:data:`depthutils.measures.CALLS`, as JSON), which the tests
     compare with the chapter's plan (a chapter itself never refuses a call: a reader's own cell may make any)."""
     if _glue is not None:
@@ -182,9 +252,20 @@ def ran_in() -> None:
         _glue("ran_in_own", f"{total - _CLOCK['real']:.0f}", display=False)
         dtypes = loaded_dtypes()
         _glue("ran_on", machine() + precisions(dtypes), display=False)
+        _glue("ran_times", times(total, _CLOCK["real"], machine() + precisions(dtypes)), display=False)
         own = [d for name, d in dtypes.items() if name not in REAL_MODELS]
         _glue("ran_dtype", " and ".join(dict.fromkeys(own)) or "—", display=False)
         _glue("calls", json.dumps(dict(sorted(CALLS.items()))), display=False)
+
+
+def times(total: float, real: float, on: str) -> str:
+    """The chapter's header line on its run time: a class run's (default parameters: the chapter's own models, no
+    pretrained model), and, where the build also ran the pretrained models' sections, the build's whole run."""
+    if real < 0.5:
+        return f"This chapter ran in {total:.0f} s with its default parameters, on {on}."
+    return (f"A class run (default parameters: the embedded models only) takes about {total - real:.0f} s here: this "
+            f"build's run less its pretrained-model sections. This build's whole run, with those sections, took "
+            f"{total:.0f} s, on {on}.")
 
 
 def precisions(dtypes: dict[str, str]) -> str:

@@ -94,7 +94,8 @@ def test_every_chapter_ends_with_a_computed_verdict():
         assert last.cell_type == "code" and "report.verdict(" in last.source, path.name
         assert any(c.cell_type == "markdown" and c.source.startswith("## Verdict") for c in nb.cells[-2:])
         text = "".join(o.get("data", {}).get("text/markdown", "") for o in last.get("outputs", []))
-        assert text.startswith("**Verdict: ") and "*Criterion:*" in text, path.name
+        assert text.startswith('<div class="verdict-box">') and "**Verdict: " in text, path.name
+        assert "*Criterion" in text and text.count("*Claim") >= 1, path.name
 
 
 def test_run_chapter_with_another_local_model(tmp_path):

@@ -91,14 +91,26 @@ def test_chapter_6_states_the_grading_order_in_its_prose():
     assert "inside one layer over the levels supports the claim (this is decided first" in markdown("06")
 
 
-def test_several_verdicts_on_one_page_have_different_headings():
-    """Chapter 9 shows three verdicts; main headed each "Verdict: mixed." alike."""
+def test_a_verdict_box_names_every_model_and_states_each_claim_once():
+    """Chapter 9 shows three verdicts, one row each, each claim and criterion once; a chapter with a real-model
+    section names every real model, the pretrained models' outcome first, and never repeats a verdict in full."""
+    from dataclasses import replace
+
     from depthutils.book import report
     from depthutils.book.grading import not_tested
     vs = {k: not_tested(k, "this run has one model.") for k in ("scale", "cot", "difficulty")}
-    heads = [line for line in report.verdict(vs).data.splitlines() if line.startswith("**Verdict")]
-    assert len(heads) == 3 and len(set(heads)) == 3, heads
-    assert report.verdict(vs["scale"]).data.startswith("**Verdict: not tested.**")
+    text = report.verdict(vs).data
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "not tested" in line]
+    assert len(rows) == 3 and len(set(rows)) == 3, rows
+    assert text.count("*Claim (") == 3 and text.count("*Criterion") == 3
+    one = replace(not_tested("logit_lens", "x"), outcome="not shown", value="0.25 [0.25, 0.25]", rows={"models": "ladder-8 (8 layers)"})
+    real = {"SmolLM2-135M": replace(one, outcome="shown", value="0.70 [0.63, 0.77]")}
+    text = report.verdict(one, real=real).data
+    assert "**Verdict: shown** on the pretrained SmolLM2-135M; **not shown** on ladder-8 (8 layers)." in text
+    assert "| Gemma 3 270M | — | not run in this build" in text and "| SmolLM2-135M |" in text
+    assert text.count("*Claim:*") == 1 and text.count("*Criterion:*") == 1 and text.count(one.claim) == 1
+    assert "The pretrained models did not run" in report.verdict(one, real={}).data
+    assert "SmolLM2" not in report.verdict(one).data  # a chapter with no real-model section names none
 
 
 def test_the_intros_table_sets_its_notation_as_math():
