@@ -177,9 +177,11 @@ def _prompt_text(meta: dict) -> str:
     return f"N = {meta['n']} ({meta['dataset']})"
 
 
-def run_models(metas) -> str:
-    """The models a run's results (their ``meta``) ran on, in words: ``"ladder-8 (8 layers)"``; "—" for none."""
-    return ", ".join(dict.fromkeys(f"{m['model']} ({m['n_layers']} layers)" for m in metas if m.get("model"))) or "—"
+def run_models(metas, embedded=lambda name: False) -> str:
+    """The models a run's results (their ``meta``) ran on, in words: ``"ladder-8 (8 layers)"``, or ``"ladder-8 (8
+    layers, embedded)"`` where ``embedded(name)`` says it is one of the book's own models; "—" for none."""
+    return ", ".join(dict.fromkeys(f"{m['model']} ({m['n_layers']} layers{', embedded' * embedded(m['model'])})"
+                                   for m in metas if m.get("model"))) or "—"
 
 
 def paper_vs_run(verdict: Verdict, metas) -> str:

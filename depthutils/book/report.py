@@ -81,7 +81,7 @@ def paper(v: Verdict, *results) -> Markdown:
         for one in (r.values() if isinstance(r, dict) else r if isinstance(r, (list, tuple)) else [r]):
             if one is not None:
                 metas.append(one.meta)
-    v.rows.setdefault("models", run_models(metas))
+    v.rows.setdefault("models", run_models(metas, is_embedded))
     return Markdown(paper_vs_run(v, metas))
 
 
