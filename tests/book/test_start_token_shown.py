@@ -10,14 +10,18 @@ import re
 from html.parser import HTMLParser
 
 import pytest
+from markdown_it import MarkdownIt
 from test_book import HTML, built_book
 
 from depthutils.book import overview, realruns
 from depthutils.book.runner import ROOT, chapters
+from depthutils.core.numbers import literal
 from depthutils.models import start_token
 
 #: elements whose text a reader never reads
 SKIP = {"head", "script", "style", "svg", "math"}
+#: elements that end a line of text (their neighbours' words do not run together)
+BLOCKS = {"p", "div", "pre", "li", "td", "th", "br", "summary", "details", "figcaption", "h1", "h2", "h3", "h4"}
 #: the sentence that names the start token (:func:`depthutils.models.start_token.describe`)
 NAMED = re.compile(r"holds(.{0,60}?), the start token")
 
@@ -33,6 +37,8 @@ class _Text(HTMLParser):
     def handle_starttag(self, tag, attrs):
         if tag in SKIP:
             self.skipping += 1
+        if tag in BLOCKS:
+            self.parts.append("\n")
 
     def handle_endtag(self, tag):
         if tag in SKIP and self.skipping:
@@ -47,7 +53,7 @@ def page_text(html: str) -> str:
     parser = _Text()
     parser.feed(html)
     parser.close()
-    return re.sub(r"\s+", " ", "".join(parser.parts))
+    return re.sub(r"\s+", " ", "".join(parser.parts)).strip()
 
 
 def vanished_start_tokens(html: str, tokens=()) -> list[str]:
@@ -66,7 +72,12 @@ def test_the_check_catches_a_token_taken_for_a_tag():
     assert vanished_start_tokens(raw, ["<bos>"])[1] == "the start token '<bos>' is not on the page"
     # the section's collapsed details, which escape it (depthutils.core.numbers.literal), pass
     shown = realruns.details("Position 0 holds <bos>, the start token (prepend_bos auto: measured).", []).data
-    assert "&lt;bos&gt;" in shown and vanished_start_tokens(shown, ["<bos>"]) == []
+    assert vanished_start_tokens(shown, ["<bos>"]) == [] and "&lt;bos&gt;" in shown
+    # a Markdown output, as myst-nb renders it (GFM: raw HTML passes through): unescaped it vanishes, escaped it reads
+    sentence = "Position 0 holds {}, the start token, which no measurement intervenes on."
+    gfm = MarkdownIt("gfm-like")
+    assert vanished_start_tokens(gfm.render(sentence.format("<bos>")), ["<bos>"])
+    assert vanished_start_tokens(gfm.render(sentence.format(literal("<bos>"))), ["<bos>"]) == []
     # SmolLM2's tokens open with "<|", which no browser takes for a tag; escaped or not, they are read
     assert vanished_start_tokens("<p>Position 0 holds <|endoftext|>, the start token.</p>", ["<|endoftext|>"]) == []
 
