@@ -3,8 +3,10 @@ SmolLM2-135M and Gemma 3 270M, beside the embedded model's, on the same page.
 
 A chapter's ``real_models`` parameter lists the models to run (``[]``: none, the default of a chapter run on
 its own; ``python -m depthutils book`` passes the ones it could fetch, see :func:`available`). One call,
-:func:`section`, runs them, shows each one's figure (captioned), numbers and verdict, the model that can test
-the claim first, and glues each verdict as ``verdict_<slug>`` (with ``_cell`` and ``_dtype`` for the intro's
+:func:`section`, runs them and shows each one, the model that can test the claim first: one short paragraph (its
+layers, precision, time and memory, and what it measures), its captioned figure, then, collapsed (:func:`details`),
+its start token, prompts and printed numbers; its grade is stated once, in the chapter's verdict box. It glues each
+verdict as ``verdict_<slug>`` (with ``_cell`` and ``_dtype`` for the intro's
 overview, :mod:`depthutils.book.overview`). Their time counts as the real models' in the chapter's run time
 (:func:`depthutils.book.report.count_real`).
 """
@@ -26,7 +28,7 @@ from depthutils.book.claim_table import CLAIMS, OUTCOMES
 from depthutils.book.claims.run import Run
 from depthutils.book.plotstyle import save
 from depthutils.core.errors import DepthError
-from depthutils.core.numbers import as_shown
+from depthutils.core.numbers import as_shown, literal
 from depthutils.measures import MEASUREMENTS, uncounted
 from depthutils.models.handle import load_model
 from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root, terms_accepted
@@ -36,7 +38,8 @@ try:
 except ImportError:
     _glue = None
 
-__all__ = ["run_of", "runs", "section", "uncontrolled", "available", "why_not_run", "slug", "TITLES", "one_line", "measure_run"]
+__all__ = ["run_of", "runs", "section", "uncontrolled", "available", "why_not_run", "slug", "TITLES", "one_line", "details",
+           "DETAILS", "measure_run"]
 
 TITLES = report.TITLES  # how the pages name the real models
 
@@ -116,17 +119,30 @@ def glue_name(key: str) -> str:
 
 
 def one_line(v, title: str) -> str:
-    """A real model's verdict in one line: its outcome and numbers; the claim and its criterion are stated once,
-    in the chapter's verdict."""
-    kind = f" ({v.mixed_kind()})" if v.mixed_kind() else ""
-    return f"**{title}: {v.outcome}{kind}.** {v.numbers} *(The claim and its criterion: the chapter's verdict.)*"
+    """Where a real model's verdict is: the chapter's verdict box, which states every model's outcome, statistic and
+    interval once (the section shows the run, not its grade)."""
+    return f"*{literal(title)}'s grade is in the chapter's verdict box at the end.*"
+
+
+#: the label of a real model's collapsed details
+DETAILS = "Details: start token, prompts and per-prompt numbers"
+
+
+def details(start: str, printed: list[str], notes=()) -> HTML:
+    """A real model's provenance and printed numbers, one click away: what position 0 holds and how that was chosen
+    (``start``), the summaries a run prints (``printed``: kept line for line, tables aligned) and the verdict's
+    ``notes``, in a collapsed ``<details>``, every string escaped (:func:`depthutils.core.numbers.literal`)."""
+    text = "\n".join(printed)
+    parts = [f"<p>{literal(start)}</p>", f"<pre>{literal(text)}</pre>" if text else "",
+             *(f"<p>Note: {literal(n)}</p>" for n in notes)]
+    return HTML(f'<details class="real-model-details"><summary>{DETAILS}</summary>{"".join(parts)}</details>')
 
 
 def _figure_html(png, alt: str, caption: str) -> HTML:
     """A captioned figure (the saved PNG, inlined) that opens full size on a click, as the book's own figures do."""
     src = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
-    return HTML(f'<figure class="real-model-figure"><a href="{src}"><img src="{src}" alt="{alt}" '
-                f'style="max-width:100%"></a><figcaption>{caption}</figcaption></figure>')
+    return HTML(f'<figure class="real-model-figure"><a href="{src}"><img src="{src}" alt="{literal(alt)}" '
+                f'style="max-width:100%"></a><figcaption>{literal(caption)}</figcaption></figure>')
 
 
 @dataclass(frozen=True)
@@ -165,7 +181,8 @@ def _value(v, dtype: str) -> str:
 
 
 def section(chapter: str | dict, real_models, out_dir: str = "figures", **options) -> dict:
-    """Run chapter ``chapter``'s headline on each model of ``real_models`` and show it; returns ``{name: Verdict}``.
+    """Run chapter ``chapter``'s headline on each model of ``real_models`` and show it (see the module's docstring);
+    returns ``{name: Verdict}``, for the chapter's verdict box (:func:`depthutils.book.report.verdict`'s ``real``).
 
     ``chapter`` is a chapter's number (its :func:`run_of`), or a section's own run: the keyword arguments of a
     :class:`Run` with its ``key`` ``"<chapter>-<name>"`` (a reviewer's question: ``REAL_RUN`` of a module of
@@ -198,21 +215,21 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", **option
         m = done[name]
         results, v, facts = m.results, m.verdict, m.facts
         title = TITLES[name]
-        display(Markdown(f"**{title}.** {run.words(**options)}; {m.n_layers} layers, in {m.precision}. {m.start} "
-                         f"Measured in {m.seconds:.0f} s, with peak resident memory {m.peak:.1f} GiB "
-                         "(this chapter's process)."))
+        statistic = CLAIMS[v.key].short if v.key in CLAIMS else "chapter's headline statistic"
+        display(Markdown(f"**{title}**: {m.n_layers} layers, in {literal(m.precision)}; measured in {m.seconds:.0f} s, "
+                         f"peak resident memory {m.peak:.1f} GiB (this chapter's process). Its run measures the "
+                         f"{literal(statistic)} on {literal(run.words(**options))}."))
         many = results if isinstance(results, dict) else {"": results}
         for key, r in ({"": results} if run.together else many).items():
             fig = run.figure(r)
             png, _ = save(fig, out_dir, f"real_{slug(name)}_{chapter}{'_' + key if key else ''}")  # PNG and PDF
             plt.close(fig)
             label = f" ({key} prompt)" if key else ""
-            display(_figure_html(png, f"{CLAIMS[v.key].short if v.key in CLAIMS else 'figure'} on {title}{label}",
+            display(_figure_html(png, f"{statistic} on {title}{label}",
                                  f"{run.caption} Model: {title}{label}."))
-        if facts is not None:
-            print(f"{title} · prompts: {facts.summary()}")
-        for key, r in many.items():
-            print(f"{title}{' · ' + key if key else ''}: {r.summary()}")
+        printed = [f"{title} · prompts: {facts.summary()}"] if facts is not None else []
+        printed += [f"{title}{' · ' + key if key else ''}: {r.summary()}" for key, r in many.items()]
+        display(details(m.start, printed, v.notes))
         display(Markdown(one_line(v, title)))
         if _glue is not None:
             _glue(f"{glue_name(chapter)}_{slug(name)}", _value(v, m.dtype_name), display=False)

@@ -4,13 +4,17 @@ decimal point, and lists of layers in words.
 Every interval the book prints goes through :func:`interval`, whose ends are :func:`enclose`'s: a percentile
 bootstrap interval of a statistic that takes few values (a difference of layer indices, a max over prompts) can
 leave out its own point estimate, and the book then reports the smallest interval that holds both.
+
+A model's own strings (its start token ``<bos>``, a prompt) go into a page's Markdown or HTML through :func:`literal`,
+so that a browser shows them instead of taking them for tags.
 """
 from __future__ import annotations
 
+import html
 import math
 import re
 
-__all__ = ["number", "enclose", "interval", "plain", "rounded", "significant", "listing", "numbered", "as_shown"]
+__all__ = ["number", "enclose", "interval", "plain", "rounded", "significant", "listing", "numbered", "as_shown", "literal"]
 
 #: a formatted number whose every digit is 0 behind a minus sign: ``-0.00``, ``-0.0e+00``, ``-0%``
 _NEGATIVE_ZERO = re.compile(r"\s*-[0.]+(e[+-]?\d+)?%?\s*")
@@ -110,3 +114,11 @@ def as_shown(value, missing: str = "undefined"):
     if isinstance(value, float) and value == 0:
         return 0.0
     return value
+
+
+def literal(text) -> str:
+    """``text`` as a Markdown or HTML output shows it, character for character: ``<bos>`` reads ``&lt;bos&gt;`` in the
+    source, so that the browser shows the token instead of taking it for a tag and dropping it. Markdown keeps an
+    entity as the character it stands for, so one escaping serves both; text/plain (a print, a ``{glue:text}``) is
+    escaped by the page and needs none."""
+    return html.escape(str(text))

@@ -235,8 +235,9 @@ class Result:
                 f"({context_note(fit['max_tokens'], meta.get('bos'))}).")
 
     def summary(self) -> str:
-        """The findings, wrapped for a notebook, then how the prompts were fitted."""
-        return "\n".join(t for t in (wrap(self.findings()), self.fitting()) if t)
+        """The findings, one line (the page wraps it at its text width: ``_static/book.css``), then how the prompts
+        were fitted."""
+        return "\n".join(t for t in (self.findings(), self.fitting()) if t)
 
     def table(self, *names: str, digits: int = 3) -> str:
         """A plain-text table of per-layer arrays (rounded, so notebook outputs stay comparable)."""
@@ -299,7 +300,8 @@ def describe(prompts) -> tuple[str, int]:
 
 
 def wrap(text: str, width: int = 96) -> str:
-    """A summary sentence wrapped for a notebook output (no horizontal scrolling in the book)."""
+    """A sentence wrapped for a terminal (``width`` columns). Not for the book: a page wraps its outputs at the text
+    width itself (``_static/book.css``), and a line broken here is broken again there."""
     import textwrap
 
     return textwrap.fill(text, width=width, subsequent_indent="  ")

@@ -6,6 +6,7 @@ import pytest
 from depthutils.book import realruns
 from depthutils.book.runner import chapters, parameters, real_parameters
 from depthutils.core.errors import DepthError
+from depthutils.core.numbers import literal
 from depthutils.models import start_token
 from depthutils.models.real import fetch
 from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root
@@ -84,7 +85,8 @@ def test_chapter_1_on_smollm2_shows_a_captioned_figure_and_its_verdict(tmp_path,
     doc = start_token.recorded("smollm2-135m")  # the start as measured on this machine, and its sentence
     value = doc["values"][doc["choice"]]
     sentence = start_token.describe(None, doc["tokens"]["bos"] if value is True else value)  # ends with "."
-    assert any("N = 20 GSM8K" in s and sentence[:-1] in s for s in shown)
+    assert any("N = 20 GSM8K" in s for s in shown)
+    assert any("<details" in s and literal(sentence[:-1]) in s for s in shown)  # the start token, escaped, collapsed
 
 
 def test_plan_takes_a_named_real_model_from_its_cache_not_the_hub(tiny_root, monkeypatch):
@@ -148,3 +150,29 @@ def test_a_reviewer_section_runs_the_ladder_beside_an_embedded_model_only(tiny_r
     assert report.ladder_for("auto", str(build_tiny("llama", tiny_root))) == []
     assert report.ladder_for(["ladder-4"], "/some/model") == ["ladder-4"]
     assert "ladder = " in report.ladder_table({}, {"growth": "‖h‖ growth"})
+
+
+def test_a_section_shows_a_paragraph_a_figure_its_details_collapsed_and_where_its_grade_is(tiny_root, monkeypatch,
+                                                                                          tmp_path, capsys):
+    """Per model: one paragraph, the figure, then the start token and the printed summaries in a collapsed
+    ``<details>`` (escaped: the tiny tokenizer's start token is ``<|bos|>``), then a pointer to the verdict box;
+    nothing printed on the page, no grade in the section."""
+    import depthutils
+    from tests.conftest import build_tiny
+
+    folder = build_tiny("llama", tiny_root)
+    monkeypatch.setattr(realruns, "load_model", lambda name, dtype: depthutils.load_model(
+        str(folder), device="cpu", dtype="float32"))
+    shown = []
+    monkeypatch.setattr(realruns, "display", lambda obj: shown.append(getattr(obj, "data", str(obj))))
+    monkeypatch.setattr(realruns, "_glue", lambda name, value, display: None)
+    out = realruns.section("01", ["smollm2-135m"], str(tmp_path))
+    assert list(out) == ["SmolLM2-135M"] and capsys.readouterr().out == ""
+    para, figure, details, pointer, why_not = shown
+    assert para.startswith("**SmolLM2-135M**: 3 layers, in float32") and "peak resident memory" in para
+    assert "<figure" in figure and "<details" not in para + figure
+    assert details.startswith('<details class="real-model-details"><summary>Details: start token, prompts and')
+    assert "Position 0 holds &lt;|bos|&gt;, the start token" in details and "<|bos|>" not in details
+    assert "SmolLM2-135M: " in details and "<pre>" in details  # the run's printed summary
+    assert pointer == "*SmolLM2-135M's grade is in the chapter's verdict box at the end.*"
+    assert out["SmolLM2-135M"].outcome not in para + pointer and "Gemma 3 270M" in why_not
