@@ -299,14 +299,6 @@ def describe(prompts) -> tuple[str, int]:
     return "+".join(sources), len(prompts)
 
 
-def wrap(text: str, width: int = 96) -> str:
-    """A sentence wrapped for a terminal (``width`` columns). Not for the book: a page wraps its outputs at the text
-    width itself (``_static/book.css``), and a line broken here is broken again there."""
-    import textwrap
-
-    return textwrap.fill(text, width=width, subsequent_indent="  ")
-
-
 def halves(values) -> tuple[float, float]:
     """Means over the first and the second half of the layers (the middle layer goes to the first);
     NaN entries (undefined, or left out as structural zeros) are skipped."""
