@@ -53,13 +53,15 @@ class Threshold:
 class Headline:
     """A claim's row in the intro's overview: the claim and the paper's value in a few words, the glue name of the
     verdict's outcome (``"verdict"``, or ``"verdict_<tag>"`` for a chapter's second verdict), whether the real models
-    run it, and its chapter where that is not the claim's (chapter 5 grades chapter 4's claim)."""
+    run it, its chapter where that is not the claim's (chapter 5 grades chapter 4's claim), and, for a reviewer's
+    question, the question as the overview's second table asks it."""
 
     words: str
     paper: str | Callable[[], str]
     glue: str = "verdict"
     real: bool = False
     chapter: str = ""
+    question: str = ""  # a reviewer's row: the question, worded so that *shown* answers it yes, with both answers
 
 
 @dataclass(frozen=True)
@@ -242,7 +244,9 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_facts=(("models", "— (P1 ran no such split)"),
                        ("groups", "— (the reviewer's split: neither, only the deeper, only the shallower, both)")),
           overview=(Headline("Reviewer: problems only the deeper model solves use no more depth", "no number",
-                             "verdict_only_deeper"),)),
+                             "verdict_only_deeper", question="Do the problems only the deeper model solves use at "
+                             "most one layer more of its depth than those both solve? (*shown*: yes; *not shown*: no, "
+                             "they use more)"),)),
     Claim("mapping", "07", "P1", "abstract; linear maps from a shallow to a deep model",
           "“layers with the same relative depth map best to each other, suggesting that the larger model simply "
           "spreads the same computations out over its many layers”",
@@ -313,7 +317,9 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                       "reviewer's mechanism would put this ratio at or above 1)",
           paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems")),
           overview=(Headline("Reviewer: that fall is only the residual's norm growing", "no number", "verdict_norms",
-                             real=True),)),
+                             real=True, question="Is the second half's smaller relative contribution only the "
+                             "residual's norm growing? (*shown*: yes, what a layer writes does not fall; *not shown*: "
+                             "no, it falls too)"),)),
     Claim("early_exit", "03", "P1", "§5's discussion; a reviewer's question on it and the authors' reply (OpenReview)",
           "in our words: P1's discussion suggests the second half might be wasteful (distribution matching); a "
           "reviewer asked whether that matching is still necessary, and the authors were unsure how many layers it "
@@ -333,7 +339,9 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                       "P1's suggestion as less)",
           paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems (Fig. 4)")),
           overview=(Headline("Reviewer: cut at the middle, even a tuned readout loses most answers", "no number",
-                             "verdict_exit", real=True),)),
+                             "verdict_exit", real=True, question="Cut after its first half, with a tuned readout, does "
+                             "the model lose most of the answers the full model gets right? (*shown*: yes, it loses more "
+                             "than half; *not shown*: no, it keeps most)"),)),
     Claim("scale", "09", "P2", "abstract; Table 1",
           "“while the number of effective layers grows with model size, the effective depth ratio remains stable”",
           "the least-squares slope of the mean ED (over tasks, in layers) against L across the ladder (ED grows), "

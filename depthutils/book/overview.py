@@ -1,7 +1,9 @@
-"""The intro's overview: every chapter's verdicts in one table, one column per model that ran in the build.
+"""The intro's overview: every chapter's verdicts in two tables (the papers' claims, then P1's reviewers' questions),
+one column per model that ran in the build, and what held, in three sentences counted from the same verdicts.
 
-``python -m depthutils book`` (:func:`depthutils.book.runner.build_book`) writes it into the staged
-``intro.md`` in place of the line that starts with :data:`MARKER`, once every chapter is executed. Each cell
+``python -m depthutils book`` (:func:`depthutils.book.runner.build_book`) writes them into the staged
+``intro.md`` in place of the lines that start with :data:`MARKER` and :data:`SUMMARY`, once every chapter is
+executed. Each cell
 is a glue reference to a chapter's ``{prefix}_cell`` (the chapter's own model, glued by
 :func:`depthutils.book.report.verdict`) or ``{prefix}_{slug}_cell`` (a real model, glued by
 :func:`depthutils.book.realruns.section`): the verdict and its number (:func:`depthutils.book.report.cell`).
@@ -25,10 +27,15 @@ from depthutils.models.real.catalog import REAL_MODELS
 
 #: the line of the source intro.md that the table replaces
 MARKER = "% OVERVIEW"
-#: the table's caption
-CAPTION = ("The papers' claims, graded in this build. A cell: the verdict · this run's value of the claim's statistic "
-           "(its first graded part; the chapter gives every part with its interval). Reviewer: a question P1's "
-           "reviewers asked, in our words. —: not run for that claim.")
+#: the line of the source intro.md that the build's summary in three sentences replaces (:func:`summary`)
+SUMMARY = "% SUMMARY"
+#: P1's OpenReview forum, where its reviewers' questions and the authors' replies stand
+FORUM = "https://openreview.net/forum?id=Kz6eUL86XP"
+#: the tables' captions
+CAPTION = ("The papers' claims, graded in this build. A cell: the verdict · this run's value of the row's statistic "
+           "(its first graded part; the chapter gives every part with its interval). —: not run for that claim.")
+REVIEW_CAPTION = ("P1's reviewers' questions, graded in this build (the questions in our words). A cell: the answer "
+                  "(*shown*: yes, *not shown*: no) · this run's value of the row's statistic. —: not run.")
 OUTCOME_WORDS = (("shown", "the evidence supports the claim"),
                  ("mixed", "the evidence points both ways (one part shown, another not) or is inconclusive (the "
                            "interval does not decide); the chapter's verdict says which"),
@@ -39,8 +46,8 @@ OUTCOME_WORDS = (("shown", "the evidence supports the claim"),
 @dataclass(frozen=True)
 class Row:
     """One verdict of the table: its chapter, its claim (a key of the claim table), the glue name of its outcome,
-    the claim and the paper's value in a few words, and whether the real models run it (from the claim's
-    :class:`~depthutils.book.claim_table.Headline`)."""
+    the claim and the paper's value in a few words, whether the real models run it and, for a reviewer's question,
+    the question (from the claim's :class:`~depthutils.book.claim_table.Headline`)."""
 
     chapter: str
     claim: str
@@ -48,6 +55,12 @@ class Row:
     words: str
     paper: str | Callable[[], str]
     real: bool = False
+    question: str = ""
+
+    @property
+    def statistic(self) -> str:
+        """The statistic the row grades, in a few words (the claim's :attr:`~depthutils.book.claim_table.Claim.short`)."""
+        return CLAIMS[self.claim].short
 
     @property
     def where(self) -> str:
@@ -58,8 +71,11 @@ class Row:
 
 #: every verdict a chapter glues, in book order: each claim's :class:`~depthutils.book.claim_table.Headline` rows
 #: (the claim table's order within a chapter)
-ROWS = tuple(sorted((Row(h.chapter or c.chapter, c.key, h.glue, h.words, h.paper, h.real)
+ROWS = tuple(sorted((Row(h.chapter or c.chapter, c.key, h.glue, h.words, h.paper, h.real, h.question)
                      for c in CLAIMS.values() for h in c.overview), key=lambda r: r.chapter))
+#: the papers' claims (the first table) and the reviewers' questions (the second)
+CLAIM_ROWS = tuple(r for r in ROWS if not r.question)
+REVIEW_ROWS = tuple(r for r in ROWS if r.question)
 
 # ------------------------------------------------------------------------------------ what the run glued
 
@@ -144,17 +160,11 @@ def table(models: list[str], run: dict | None = None) -> str:
         raise DepthError(f"The overview names unknown real models {', '.join(unknown)}; the named real models are "
                          f"{', '.join(REAL_MODELS)}.")
     models = [m for m in REAL_MODELS if m in models]
-    head = ["ch.", "the claim", "the paper's value", "embedded", *(TITLES[m] for m in models)]
-    rows = []
-    for r in ROWS:
-        paper = r.paper() if callable(r.paper) else r.paper
-        cells = [f"[{int(r.chapter)}](chapters/{stems()[r.chapter]})", r.words, paper,
-                 _ref(r.chapter, f"{r.prefix}_cell")]
-        cells += [_ref(r.chapter, f"{r.prefix}_{slug(m)}_cell") if r.real else "—" for m in models]
-        rows.append("| " + " | ".join(cells) + " |")
     blocks = ["The verdict words: " + "; ".join(f"*{w}*: {what}" for w, what in OUTCOME_WORDS) + ".",
-              "\n".join([f"```{{table}} {CAPTION}", ":name: overview", ":class: overview", "",
-                         "| " + " | ".join(head) + " |", "|" + "---|" * len(head), *rows, "```"]),
+              _markdown(CLAIM_ROWS, models, "overview", CAPTION),
+              f"P1's reviewers asked questions on [OpenReview]({FORUM}). The chapters grade three of them, each "
+              "worded (ours) so that *shown* answers it yes and *not shown* answers it no:",
+              _markdown(REVIEW_ROWS, models, "overview-reviewers", REVIEW_CAPTION),
               "\n".join([note(None, run), *(note(m, run) for m in models)])]
     for name in REAL_MODELS:
         if name not in models:
@@ -164,16 +174,91 @@ def table(models: list[str], run: dict | None = None) -> str:
     return "\n\n".join(blocks)
 
 
+def head(reviewers: bool, models: list[str]) -> list[str]:
+    """The header of the claims' table (``reviewers`` False) or of the reviewers' questions' table."""
+    first = ["ch.", "the reviewer's question", "statistic"] if reviewers else \
+        ["ch.", "the claim", "statistic", "the paper's value"]
+    return [*first, "embedded", *(TITLES[m] for m in models)]
+
+
+def _markdown(rows: tuple[Row, ...], models: list[str], name: str, caption: str) -> str:
+    """One table: a row per verdict, a glued cell per model (``—`` where the real models do not run it)."""
+    reviewers = bool(rows[0].question)
+    lines = []
+    for r in rows:
+        paper = r.paper() if callable(r.paper) else r.paper
+        cells = [f"[{int(r.chapter)}](chapters/{stems()[r.chapter]})", r.question if reviewers else r.words,
+                 r.statistic, *([] if reviewers else [paper]), _ref(r.chapter, f"{r.prefix}_cell")]
+        cells += [_ref(r.chapter, f"{r.prefix}_{slug(m)}_cell") if r.real else "—" for m in models]
+        lines.append("| " + " | ".join(cells) + " |")
+    top = head(reviewers, models)
+    return "\n".join([f"```{{table}} {caption}", f":name: {name}", ":class: overview", "",
+                      "| " + " | ".join(top) + " |", "|" + "---|" * len(top), *lines, "```"])
+
+
+# ------------------------------------------------------------------------------------ the summary
+
+def outcome(value: object) -> str | None:
+    """The outcome word a glued verdict starts with (``"shown"``, ``"mixed: 0.6 […] (float32)"``); None for a
+    verdict that was not run or not glued."""
+    if not isinstance(value, str):
+        return None
+    return next((o for o in ("not shown", "not tested", "shown", "mixed") if value.startswith(o)), None)
+
+
+def _tally(found: list[tuple[Row, str]], words: dict[str, str]) -> str:
+    """``"3 shown (chapters 0, 1 and 9), 1 mixed (chapter 3) and 1 not tested"``: each outcome counted, with the
+    chapters it holds in for every outcome but *not tested*, in the words ``words`` gives the outcomes."""
+    parts = []
+    for o in ("shown", "mixed", "not shown", "not tested"):
+        where = [r.chapter for r, got in found if got == o]
+        if where:
+            places = [str(int(c)) for c in dict.fromkeys(where)]
+            parts.append(f"{len(where)} {words.get(o, o)}" + ("" if o == "not tested" else f" ({_where(places)})"))
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _found(run, rows, name: str | None) -> list[tuple[Row, str]]:
+    """The outcome of each row of ``rows`` that ran on ``name`` (None: the chapters' own models)."""
+    got = [(r, outcome(run.get(r.chapter, {}).get(r.prefix if name is None else f"{r.prefix}_{slug(name)}")))
+           for r in rows if name is None or r.real]
+    return [(r, o) for r, o in got if o]
+
+
+def summary(run: dict, models: list[str]) -> str:
+    """What held in this build, in three sentences counted from the outcomes the executed chapters glued: the
+    papers' claims on the pretrained models that ran, the same on the chapters' own (embedded) models, and the
+    reviewers' questions. Counts and chapter numbers only, so it stays true for any run."""
+    on = [(TITLES[m], _found(run, CLAIM_ROWS, m)) for m in models]
+    on = [(title, found) for title, found in on if found]
+    first = ("On the pretrained models, the papers' claims came out " + "; ".join(
+        f"{_tally(found, {})} of {len(found)} verdicts on {title}" for title, found in on) + ".") if on else (
+        "No pretrained model ran in this build, so only the embedded models speak below.")
+    own = _found(run, CLAIM_ROWS, None)
+    second = (f"On the project's small embedded models, the {len(own)} verdicts on the papers' claims came out "
+              f"{_tally(own, {})}.") if own else "No chapter's own verdict was found in this build."
+    answers = {"shown": "yes", "not shown": "no", "mixed": "undecided"}
+    asked = [(title, _found(run, REVIEW_ROWS, m)) for title, m in (("the embedded models", None),
+                                                                    *((TITLES[m], m) for m in models))]
+    asked = [(title, found) for title, found in asked if found]
+    third = ("P1's reviewers' questions were answered " + "; ".join(
+        f"{_tally(found, answers)} on {title}" for title, found in asked) + ".") if asked else ""
+    return " ".join(s for s in (first, second, third) if s)
+
+
+def _replace(lines: list[str], marker: str, text: str, intro: Path) -> list[str]:
+    at = [i for i, line in enumerate(lines) if line.startswith(marker)]
+    if len(at) != 1:
+        raise DepthError(f"{intro} must hold one line starting with {marker!r}, where the overview's text goes.")
+    return lines[:at[0]] + [text] + lines[at[0] + 1:]
+
+
 def write(intro: Path, chapter_dir: Path) -> list[str]:
-    """Replace the :data:`MARKER` line of the staged ``intro`` with the :func:`table` of the chapters executed in
-    ``chapter_dir``; returns the real models it shows."""
+    """Replace the :data:`SUMMARY` line of the staged ``intro`` with the :func:`summary` and its :data:`MARKER`
+    line with the :func:`table` of the chapters executed in ``chapter_dir``; returns the real models they show."""
     run = read_run(chapter_dir)
     models = models_run(run)
-    text = Path(intro).read_text(encoding="utf-8")
-    lines = text.splitlines()
-    at = [i for i, line in enumerate(lines) if line.startswith(MARKER)]
-    if len(at) != 1:
-        raise DepthError(f"{intro} must hold one line starting with {MARKER!r}, where the overview table goes.")
-    lines[at[0]] = table(models, run)
+    lines = Path(intro).read_text(encoding="utf-8").splitlines()
+    lines = _replace(_replace(lines, SUMMARY, summary(run, models), intro), MARKER, table(models, run), intro)
     Path(intro).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return models

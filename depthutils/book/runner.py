@@ -27,8 +27,8 @@ from depthutils.models.real.catalog import REAL_MODELS
 
 __all__ = ["CHAPTER_DIR", "ROOT", "chapters", "find_chapter", "parameters", "parse_value", "run_chapter",
            "build_book", "real_parameters", "kernel_config", "KERNEL_ENV", "PAGES", "COUNTS"]
-BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "using_depthutils.md", "references.bib",
-              "favicon.png", "_static")
+BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "using_depthutils.md", "references.md",
+              "references.bib", "favicon.png", "_static")
 #: pages that are notebooks but not chapters: executed (no parameters) into the staged book at each build
 PAGES = ("bigger_models.ipynb",)
 #: settings for every kernel the runner, the book and nbval start: no progress bars in pages

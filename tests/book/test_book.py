@@ -125,6 +125,7 @@ def _book_is_fresh() -> bool:
     if not index.exists():
         return False
     sources = list(chapters().values()) + [ROOT / "intro.md", ROOT / "instructors.md", ROOT / "using_depthutils.md",
+                                           ROOT / "references.md", ROOT / "references.bib",
                                            ROOT / "_toc.yml",
                                            ROOT / "_config.yml", ROOT / "depthutils" / "book" / "overview.py",
                                            ROOT / "depthutils" / "book" / "claim_table.py"] + \
@@ -324,25 +325,29 @@ def test_sidebar_order_and_the_intros_verdict_table(book_url, browser):
         "return Array.from(document.querySelectorAll('nav.bd-docs-nav a.reference.internal')).map(a => a.innerText.trim())")
     numbers = [int(t.split(" ·")[0]) for t in titles if re.match(r"\d+ ·", t)]
     assert numbers == list(range(len(chapters()))), titles
-    head, rows, cut = browser.execute_script("""
-        const t = document.querySelector('main table.overview, main #overview table, main table#overview');
-        return t ? [Array.from(t.querySelectorAll('thead th')).map(c => c.innerText.trim().replace('\u2019', "'")),
-                    Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText.trim())),
-                    t.scrollWidth > t.clientWidth + 1 || t.getBoundingClientRect().right > innerWidth]
-                 : [[], [], true];""")
     ran = overview.models_run(overview.read_run(ROOT / "_build" / "src" / "chapters"))
-    assert head == ["ch.", "the claim", "the paper's value", "embedded", *(overview.TITLES[m] for m in ran)], head
-    assert len(rows) == len(overview.ROWS) and not cut, (rows, cut)
     outcome = re.compile(r"(shown|mixed|not shown|not tested)( · [+\-−]?\d+(\.\d+)?(e[+\-]\d+)?)?")
-    for row, cells in zip(overview.ROWS, rows):
-        assert outcome.fullmatch(cells[3]), cells
-        for cell in cells[4:]:  # a real model's cell: its outcome, or "not run" where this chapter left it out
-            assert (outcome.fullmatch(cell) or cell == "not run") if row.real else cell == "—", cells
-        assert cells[2] not in ("", "—"), cells
+    for name, table_rows, reviewers in (("overview", overview.CLAIM_ROWS, False),
+                                        ("overview-reviewers", overview.REVIEW_ROWS, True)):
+        head, rows, cut = browser.execute_script("""
+            const t = document.querySelector('main table#' + arguments[0] + ', main #' + arguments[0] + ' table');
+            return t ? [Array.from(t.querySelectorAll('thead th')).map(c => c.innerText.trim().replace('\u2019', "'")),
+                        Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText.trim())),
+                        t.scrollWidth > t.clientWidth + 1 || t.getBoundingClientRect().right > innerWidth]
+                     : [[], [], true];""", name)
+        assert head == overview.head(reviewers, ran), head
+        assert len(rows) == len(table_rows) and not cut, (rows, cut)
+        first = 3 if reviewers else 4
+        for row, cells in zip(table_rows, rows):
+            assert outcome.fullmatch(cells[first]), cells
+            for cell in cells[first + 1:]:  # a real model's cell: its outcome, or "not run" where it was left out
+                assert (outcome.fullmatch(cell) or cell == "not run") if row.real else cell == "—", cells
+            assert cells[2] not in ("", "—"), cells
     text = browser.execute_script("return document.querySelector('main').innerText")
     for name in REAL_MODELS:
         assert ("fetch " + name in text) == (name not in ran), name
-    assert "{glue" not in text and "OVERVIEW" not in text
+    assert "{glue" not in text and "OVERVIEW" not in text and "% SUMMARY" not in text
+    assert "What held in this build" in text and "P1's reviewers' questions" in text
     links = browser.execute_script(
         "return Array.from(document.querySelectorAll('main table.overview td a')).map(a => a.getAttribute('href'))")
     assert {link.split("/")[-1].split(".")[0] for link in links} == {p.stem for p in chapters().values()}
@@ -427,15 +432,20 @@ def test_the_paper_vs_run_table_sets_the_same_statistic_side_by_side_in_a_browse
 
 
 def test_every_citation_links_to_its_paper_in_a_browser(book_url, browser):
-    """The papers are cited with links: every bibliography entry carries a link to the paper (arXiv),
-    and each is cited in the text by a link to it."""
-    browser.get(f"{book_url}/intro.html")
+    """Every work cited is on the References page, with a link to it where the bibliography gives one (the arXiv
+    abstract for an arXiv paper), and the intro's citations of P1 and P2 link to their entries there."""
+    browser.get(f"{book_url}/references.html")
     entries = browser.execute_script("""
         return Array.from(document.querySelectorAll('main [role="doc-biblioentry"]')).map(e => [e.id,
-          Array.from(e.querySelectorAll('a')).map(a => a.href).filter(h => h.startsWith('http'))]);""")
+          Array.from(e.querySelectorAll('a')).map(a => a.href).filter(h => h.startsWith('http')), e.innerText]);""")
+    bib = (ROOT / "references.bib").read_text()
+    assert len(entries) == len(re.findall(r"^@", bib, flags=re.M)), entries  # every entry, each once
+    arxiv = set(re.findall(r"eprint\s*=\s*\{([\d.]+)\}", bib))
+    linked = {h.rsplit("/", 1)[-1] for _, links, _ in entries for h in links if "arxiv.org/abs/" in h}
+    assert arxiv <= linked, arxiv - linked
+    browser.get(f"{book_url}/intro.html")
     cited = browser.execute_script(
         "return Array.from(document.querySelectorAll('main a.reference.internal')).map(a => a.getAttribute('href'))")
-    assert len(entries) >= 2, entries  # P1 and P2
-    for entry_id, links in entries:
-        assert any("arxiv.org" in h for h in links), (entry_id, links)
-        assert f"#{entry_id}" in cited, f"bibliography entry {entry_id} is never cited with a link"
+    for arxiv_id in ("2505.13898", "2512.14064"):  # P1 and P2
+        entry = next(i for i, links, _ in entries if any(h.endswith(arxiv_id) for h in links))
+        assert any(href.endswith(f"references.html#{entry}") for href in cited), (arxiv_id, cited)

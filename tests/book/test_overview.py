@@ -20,11 +20,14 @@ ALL = list(REAL_MODELS)
 SMOL = "smollm2-135m"
 
 
-def _table(text: str) -> tuple[list[str], list[list[str]]]:
-    """The header and rows of the overview's Markdown table."""
-    lines = [line for line in text.splitlines() if line.startswith("| ")]
+def _tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
+    """The header and rows of each of the overview's Markdown tables (the claims', then the reviewers')."""
     split = lambda line: [c.strip() for c in line.strip("|").split(" | ")]  # noqa: E731
-    return split(lines[0]), [split(line) for line in lines[1:]]
+    out = []
+    for block in text.split("```{table}")[1:]:
+        lines = [line for line in block.split("```")[0].splitlines() if line.startswith("| ")]
+        out.append((split(lines[0]), [split(line) for line in lines[1:]]))
+    return out
 
 
 def _glue(row: overview.Row, name: str) -> str:
@@ -34,15 +37,23 @@ def _glue(row: overview.Row, name: str) -> str:
 @pytest.mark.parametrize("models", [[], [SMOL], ALL], ids=["embedded only", "with SmolLM2", "both real models"])
 def test_a_column_per_model_that_ran_and_a_row_per_verdict(models):
     text = overview.table(models)
-    head, rows = _table(text)
-    assert head == ["ch.", "the claim", "the paper's value", "embedded", *(overview.TITLES[m] for m in models)]
-    assert len(rows) == len(overview.ROWS) and all(len(r) == len(head) for r in rows)
-    for row, cells in zip(overview.ROWS, rows):
-        assert cells[0] == f"[{int(row.chapter)}](chapters/{chapters()[row.chapter].stem})"
-        assert cells[2] and "**" not in cells[2] and len(cells[2]) <= 60  # the paper's value: plain and short
-        assert cells[3] == _glue(row, f"{row.prefix}_cell")
-        for m, cell in zip(models, cells[4:]):
-            assert cell == (_glue(row, f"{row.prefix}_{realruns.slug(m)}_cell") if row.real else "—")
+    (head, rows), (rhead, rrows) = _tables(text)
+    titles = [overview.TITLES[m] for m in models]
+    assert head == ["ch.", "the claim", "statistic", "the paper's value", "embedded", *titles]
+    assert rhead == ["ch.", "the reviewer's question", "statistic", "embedded", *titles]
+    assert len(rows) + len(rrows) == len(overview.ROWS) and all(len(r) == len(head) for r in rows)
+    assert all(len(r) == len(rhead) for r in rrows)
+    for table_rows, cells_rows, first in ((overview.CLAIM_ROWS, rows, 4), (overview.REVIEW_ROWS, rrows, 3)):
+        for row, cells in zip(table_rows, cells_rows):
+            assert cells[0] == f"[{int(row.chapter)}](chapters/{chapters()[row.chapter].stem})"
+            assert cells[2] == CLAIMS[row.claim].short and cells[2]  # the statistic the row grades
+            assert cells[first] == _glue(row, f"{row.prefix}_cell")
+            for m, cell in zip(models, cells[first + 1:]):
+                assert cell == (_glue(row, f"{row.prefix}_{realruns.slug(m)}_cell") if row.real else "—")
+    for row, cells in zip(overview.CLAIM_ROWS, rows):
+        assert cells[1] == row.words and cells[3] and "**" not in cells[3] and len(cells[3]) <= 60  # plain and short
+    for row, cells in zip(overview.REVIEW_ROWS, rrows):
+        assert cells[1] == row.question
     # a note per column, from the catalog; a line on how to add each model left out
     for m in models:
         spec = REAL_MODELS[m]
@@ -54,6 +65,23 @@ def test_a_column_per_model_that_ran_and_a_row_per_verdict(models):
     assert "- **embedded**:" in text
     for word, _ in overview.OUTCOME_WORDS:
         assert f"*{word}*:" in text.split("```")[0]  # defined once, above the table
+    between = text.split("```{table}")[1].rsplit("```", 1)[1]
+    assert f"[OpenReview]({overview.FORUM})" in between  # the reviewers' table is introduced with the forum's link
+
+
+def test_the_reviewers_questions_stand_apart_each_a_question_that_shown_answers_yes():
+    """A row whose claim is a reviewer's question reads as that question, with what *shown* and *not shown* answer,
+    in the second table; no paper's claim is in it, and no reviewer's question is among the papers' claims."""
+    reviewers = {key for key, c in CLAIMS.items() if "reviewer" in c.where}
+    assert {r.claim for r in overview.REVIEW_ROWS} == reviewers and len(reviewers) == 3
+    assert not {r.claim for r in overview.CLAIM_ROWS} & reviewers
+    assert not any(r.words.startswith("Reviewer") for r in overview.CLAIM_ROWS)
+    where = overview._where([str(int(r.chapter)) for r in overview.REVIEW_ROWS])
+    assert f"{where} also grade a\nquestion P1's reviewers asked" in (ROOT / "intro.md").read_text()
+    for r in overview.REVIEW_ROWS:
+        asked, answers = r.question.split("? (", 1)
+        assert asked[0].isupper() and "?" not in asked, r.question
+        assert answers.startswith("*shown*: yes") and "; *not shown*: no" in answers and answers.endswith(")"), r
 
 
 def test_every_claim_has_a_row_and_every_row_names_a_verdict_its_chapter_glues():
@@ -90,7 +118,7 @@ def _run(tmp_path, smol: bool) -> dict:
     for num, path in chapters().items():
         glues = {"ran_dtype": "float32"}
         for r in (r for r in overview.ROWS if r.chapter == num):
-            glues[f"{r.prefix}_cell"] = "shown · 0.30"
+            glues[r.prefix], glues[f"{r.prefix}_cell"] = "shown", "shown · 0.30"
             if r.real:
                 dtype = "float32" if num in ("00", "04", "05") or r.prefix == "verdict_exit" else "bfloat16"
                 glues[f"{r.prefix}_smollm2"] = f"mixed: 0.6 [0.4, 0.8] ({dtype})" if smol else "not run"
@@ -113,18 +141,47 @@ def test_the_models_that_ran_and_their_dtypes_are_read_from_the_glued_values(tmp
     assert overview.models_run(_run(tmp_path, smol=False)) == []
 
 
-def test_the_staged_intro_gets_the_table_in_place_of_its_marker(tmp_path):
+def test_the_staged_intro_gets_the_summary_and_the_tables_in_place_of_their_markers(tmp_path):
     _run(tmp_path, smol=True)
     intro = tmp_path / "intro.md"
     source = (ROOT / "intro.md").read_text()
-    assert sum(line.startswith(overview.MARKER) for line in source.splitlines()) == 1
+    for marker in (overview.SUMMARY, overview.MARKER):
+        assert sum(line.startswith(marker) for line in source.splitlines()) == 1
+    assert source.index(overview.SUMMARY) < source.index("## The two papers") < source.index(overview.MARKER)
     intro.write_text(source)
     assert overview.write(intro, tmp_path) == [SMOL]
     text = intro.read_text()
-    assert overview.MARKER not in text and "| SmolLM2-135M |" in text and "fetch gemma3-270m --accept-terms" in text
-    assert text.startswith(source.split(overview.MARKER)[0]) and text.endswith(source.split("\n## The default")[1])
+    assert overview.MARKER not in text and overview.SUMMARY not in text
+    assert "| SmolLM2-135M |" in text and "fetch gemma3-270m --accept-terms" in text
+    assert overview.summary(overview.read_run(tmp_path), [SMOL]) in text
+    assert text.startswith(source.split(overview.SUMMARY)[0]) and text.endswith(source.split("\n## The default")[1])
     with pytest.raises(DepthError, match="must hold one line starting with"):
         overview.write(intro, tmp_path)
+
+
+def test_the_summary_counts_the_glued_outcomes(tmp_path):
+    """What held, in three sentences: the papers' claims on each pretrained model that ran, on the embedded models,
+    and the reviewers' questions answered yes or no, each counted from what the chapters glued."""
+    run = _run(tmp_path, smol=True)  # every embedded verdict "shown · 0.30"; SmolLM2 "mixed" wherever it ran
+    text = overview.summary(run, [SMOL])
+    claims, real = len(overview.CLAIM_ROWS), [r for r in overview.CLAIM_ROWS if r.real]
+    assert f"came out {len(real)} mixed (chapters 0, 1, 2, 3, 4, 5 and 6) of {len(real)} verdicts on SmolLM2-135M." \
+        in text
+    assert f"the {claims} verdicts on the papers' claims came out {claims} shown (chapters 0, 1, 2, 3, 4, 5, 6, 7, " \
+           "8, 9 and 10)." in text  # a chapter named once however many of its verdicts share the outcome
+    asked = len(overview.REVIEW_ROWS)
+    real_asked = sum(r.real for r in overview.REVIEW_ROWS)
+    assert f"answered {asked} yes (chapters 1, 3 and 6) on the embedded models; {real_asked} undecided (chapters 1 " \
+           "and 3) on SmolLM2-135M." in text
+    assert text.count(". ") == 2 and text.endswith(".")  # three sentences
+    # a verdict the run did not glue is not counted; a build without real models says so
+    del run["01"]["verdict"]
+    assert f"the {claims - 1} verdicts on the papers' claims came out {claims - 1} shown" in overview.summary(run, [])
+    assert overview.summary(run, []).startswith("No pretrained model ran in this build")
+    # the outcome read from a glued value, whatever follows it
+    assert [overview.outcome(v) for v in ("not shown · 1.39", "mixed: 0.6 [0.4, 0.8] (bfloat16)", "shown",
+                                          "not tested", "not run", None)] == \
+        ["not shown", "mixed", "shown", "not tested", None, None]
 
 
 def test_a_cell_is_the_outcome_and_the_first_graded_number():

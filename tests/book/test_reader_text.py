@@ -34,14 +34,36 @@ def test_a_random_model_is_named_by_its_family_not_its_temporary_folder():
     assert lm.name == "random-olmo2" and loaded_dtypes()["random-olmo2"] == "float32"
 
 
-def test_every_paper_is_cited_with_a_link():
+def _cited(text: str) -> set[str]:
+    """The keys a page cites with {cite}, {cite:t} or {cite:p}."""
+    return {k.strip() for keys in re.findall(r"\{cite(?::[tp])?\}`([^`]+)`", text) for k in keys.split(",")}
+
+
+def test_every_work_the_book_cites_is_in_the_bibliography_with_a_link():
+    """references.bib holds every work a page cites and nothing no page cites; each entry links to the work (its
+    arXiv abstract where it has one), or gives its journal, volume and pages; P1 and P2 keep their arXiv links in
+    the intro, and the bibliography page is in the table of contents."""
     bib = (ROOT / "references.bib").read_text()
-    entries = re.findall(r"@\w+\{(\w+),(.*?)\n\}", bib, flags=re.S)
-    assert {k for k, _ in entries} == {"csordas2025depth", "hu2025effective"}
-    for key, body in entries:
-        assert re.search(r"url\s*=\s*\{https://arxiv\.org/abs/\d{4}\.\d{5}\}", body), key
+    entries = dict(re.findall(r"@\w+\{(\w+),(.*?)\n\}", bib, flags=re.S))
+    assert {"csordas2025depth", "hu2025effective"} <= set(entries)
+    for key, body in entries.items():
+        eprint = re.search(r"eprint\s*=\s*\{([\d.]+)\}", body)
+        if eprint:
+            assert re.search(rf"url\s*=\s*\{{https://arxiv\.org/abs/{re.escape(eprint.group(1))}\}}", body), key
+        else:
+            assert re.search(r"url\s*=\s*\{https://", body) or all(f in body for f in ("journal", "volume", "pages")), key
+    pages = [ROOT / "intro.md", ROOT / "using_depthutils.md", ROOT / "instructors.md"]
+    text = "\n".join(p.read_text() for p in pages) + "\n".join(markdown(num) for num in chapters())
+    text += "\n".join("".join(c["source"]) for c in json.loads((ROOT / "bigger_models.ipynb").read_text())["cells"]
+                      if c["cell_type"] == "markdown")
+    assert _cited(text) == set(entries), (_cited(text) ^ set(entries))
+    for name, key in (("Belrose", "belrose2023tuned"), ("Barrington", "barrington1989bounded"),
+                      ("Merrill", "merrill2024illusion"), ("MoEUT", "csordas2024moeut")):
+        assert key in _cited(text) and name in entries[key].replace("{MoEUT}", "MoEUT"), name
     intro = (ROOT / "intro.md").read_text()
     assert "https://arxiv.org/abs/2505.13898" in intro and "https://arxiv.org/abs/2512.14064" in intro
+    assert "```{bibliography}" in (ROOT / "references.md").read_text() and "```{bibliography}" not in intro
+    assert "- file: references" in (ROOT / "_toc.yml").read_text()
 
 
 def test_chapters_3_and_9_read_the_lens_on_layer_inputs():
@@ -119,3 +141,28 @@ def test_the_intros_table_sets_its_notation_as_math():
         if line.startswith("|"):
             outside = re.sub(r"\$[^$]*\$|`[^`]*`", "", line)
             assert not re.search(r"_\{|[A-Za-zΔ]_[a-z0-9]\b", outside), line
+
+
+def test_the_instructors_page_rates_and_times_every_exercise_and_starts_with_setup():
+    """One row per implement-it exercise (and chapter 5's prose 5.3) with its module's difficulty · importance on
+    one line and our estimate of its minutes; the 90-minute plan opens with the setup and its smoke test; the skip
+    list names every chapter's real-model and reviewer sections by their headings."""
+    from depthutils.teaching import exercises
+
+    text = (ROOT / "instructors.md").read_text()
+    rows = {m.group(1): m.groups()[1:] for m in re.finditer(
+        r"^\| (\d+\.\d) \| (.*?) \| (\d · \d|—) \| (\d+) \|$", text, flags=re.M)}
+    assert set(rows) == {ex.number for ex in exercises.EXERCISES.values()} | {"5.3"}, set(rows)
+    for ex in exercises.EXERCISES.values():
+        what, rating, minutes = rows[ex.number]
+        assert f"`{ex.id}`" in what and rating == f"{ex.difficulty} · {ex.importance}" and int(minutes) > 0, ex.number
+    assert "our estimate" in text and "5 is the hardest, or the most important" in text
+    plan = text.split("## A 90-minute session")[1]
+    first = [line for line in plan.splitlines() if line.startswith("| 0–")][0]
+    assert "Setup" in first and "python -m depthutils run 00" in first and "pip install -r requirements.txt" in first
+    skip = text.split("## What to skip in class")[1].split("\n## ")[0]
+    for num in chapters():
+        headings = [h for h in re.findall(r"^## (.*)$", markdown(num), flags=re.M)
+                    if h.startswith(("On real pretrained models", "A reviewer's question"))]
+        for h in headings:
+            assert f"*{h}*" in " ".join(skip.split()), (num, h)
