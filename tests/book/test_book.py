@@ -98,6 +98,24 @@ def test_every_chapter_ends_with_a_computed_verdict():
         assert "*Criterion" in text and text.count("*Claim") >= 1, path.name
 
 
+def test_no_chapter_states_a_verdict_twice():
+    """A claim's verdict in full (its word, claim and criterion) is stated once, in its box: the paper table and the
+    real-model sections point at it, and a chapter's several verdicts on one claim share one box."""
+    for path in chapters().values():
+        nb = nbformat.read(path, as_version=4)
+        texts = [o.get("data", {}).get("text/markdown", "") for c in nb.cells if c.cell_type == "code"
+                 for o in c.get("outputs", [])]
+        text = "\n".join(texts)
+        boxes = text.count('<div class="verdict-box">')
+        assert boxes >= 1 and text.count("**Verdict: ") == boxes, path.name
+        criteria = re.findall(r"^- \*Criterion[^*]*:\* (.*)$", text, flags=re.M)
+        claims = re.findall(r"^- \*Claim[^*]*:\* (.*)$", text, flags=re.M)
+        assert criteria and len(criteria) == len(set(criteria)) and len(claims) == len(set(claims)), path.name
+        assert "the chapter's verdict.)" not in text and "**On the real models** (their" not in text, path.name
+        paper_rows = re.findall(r"^\| claim[^|]*\|[^|]*\| ([^|]*) \|$", text, flags=re.M)
+        assert all(row == "graded in the verdict box below" for row in paper_rows), (path.name, paper_rows)
+
+
 def test_run_chapter_with_another_local_model(tmp_path):
     """`run 02 --model <another local model>`: here the 4-layer ladder model, by folder path."""
     from depthutils.ladder.registry import resolve_alias
@@ -279,7 +297,15 @@ def test_chapter_page_in_a_browser(book_url, browser, stem):
     for junk in ("Traceback (most recent call last)", "it/s]", "%|", "Warning:", "WARNING", "{glue", "glue:text",
                  "PosixPath(", "<Figure size"):
         assert junk not in text, f"{stem}: the page shows {junk!r}"
-    assert re.search(r"This chapter ran in \d+ s on \S", text), f"{stem}: no 'ran in N s' line"
+    assert re.search(r"This chapter ran in \d+ s with its default parameters, on \S|A class run \(default parameters: "
+                     r"the embedded models only\) takes about \d+ s here.*whole run, with those sections, took \d+ s, on \S",
+                     text), f"{stem}: no line on its run time"
+    # the verdict box names every pretrained model whose section ran on this page, with its outcome
+    ran = [title for title in ("SmolLM2-135M", "Gemma 3 270M") if f"{title}'s grade is in the chapter's verdict box" in text]
+    boxes = browser.execute_script("return Array.from(document.querySelectorAll('main div.verdict-box')).map(b => b.innerText)")
+    assert boxes, f"{stem}: no verdict box"
+    for title in ran:
+        assert any(re.search(rf"{re.escape(title)}\s.*(shown|mixed|not tested)", b) for b in boxes), f"{stem}: {title} ran, its box does not grade it"
     # every figure: a caption, an alt text that says something, and a link to its full size
     figures = browser.execute_script("""
         return Array.from(document.querySelectorAll('main img')).map(i => {
