@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from depthutils.core.errors import DepthError
+from depthutils.core.numbers import span
 from depthutils.measures.curves import OVERLAP_THRESHOLD
 from depthutils.measures.effective_depth import METRICS
 
@@ -87,7 +88,7 @@ def table_markdown(tasks, rows, level: float | None = None, metrics=METRICS) -> 
     out = ["| model | L | " + " | ".join(f"{m} · {t}" if len(metrics) > 1 else t for m in metrics for t in tasks) + " |",
            "|" + "---|" * (2 + len(metrics) * len(tasks))]
     undefined = no_fit = False
-    band = lambda iv: "" if iv is None else f" [{iv[0]:.2f}–{iv[1]:.2f}]"
+    band = lambda iv: "" if iv is None else f" {span(*iv, '.2f', '–')}"
     for name, L, cells in rows:
         undefined |= any(ed is None for ed, _, _ in cells)
         no_fit |= any(ed == NO_FIT for ed, _, _ in cells)

@@ -1,7 +1,7 @@
 """The book's one look, shared by every figure: colours and colour maps per quantity, seaborn's theme,
 long-form data, line plots with 95% bootstrap bands over prompts (token-weighted where the measurement
 averages over tokens), heatmaps with a labelled colorbar and a colour scale one cell cannot stretch, titles
-and saving as PNG and PDF.
+and saving as PNG and PDF, where lines drawn on the same points are made visible (:func:`coinciding`).
 
 Every figure is drawn for the width it is shown at: :data:`COLUMN_IN` inches, the width a figure takes in the
 book's text column (636–660 px of its 676–688 px at 1280 px and wider), with no text smaller than
@@ -21,6 +21,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.colors import to_hex
+from matplotlib.lines import Line2D
 
 from depthutils.core.results import atomic_write
 
@@ -231,6 +233,56 @@ def legibility(fig) -> dict:
             "min_font_pt": float(min(sizes, default=MIN_FONT_PT)), "overlaps": overlaps}
 
 
+#: two lines of one axes coincide where they differ by at most this share of the axes' y range at every point
+COINCIDE_SHARE = 0.005
+
+
+def _same(a, b, tol: float) -> bool:
+    """Whether lines ``a`` and ``b`` are drawn on the same points (x equal, y within ``tol``, NaN at the same places)."""
+    (xa, ya), (xb, yb) = (np.asarray(line.get_data(), float) for line in (a, b))
+    if xa.shape != xb.shape or xa.size < 2 or a.get_transform() != b.get_transform():
+        return False
+    return bool(np.array_equal(xa, xb, equal_nan=True) and np.array_equal(np.isnan(ya), np.isnan(yb))
+                and np.nanmax(np.abs(ya - yb), initial=0) <= tol)
+
+
+def _entry(legend, line):
+    """The one entry (handle, text) of ``legend`` drawn as ``line`` is (same colour, line style and marker), else
+    None."""
+    style = (to_hex(line.get_color()), line.get_linestyle(), line.get_marker())
+    found = [(h, t) for h, t in zip(legend.legend_handles, legend.texts)
+             if isinstance(h, Line2D) and (to_hex(h.get_color()), h.get_linestyle(), h.get_marker()) == style]
+    return found[0] if len(found) == 1 else None
+
+
+def coinciding(fig) -> list[tuple[str, str]]:
+    """Make lines that one axes of ``fig`` draws on the same points (within :data:`COINCIDE_SHARE` of its y range)
+    visible: the later of two is drawn dashed, with smaller markers, over the earlier, and so is its entry in each
+    legend, whose text adds ``(= earlier)``. :func:`save` calls it on every figure, after its legends are drawn.
+    Returns the pairs found as the legends name them (earlier, later; "?" where no legend has the line)."""
+    legends = [leg for f in (fig, *fig.subfigs) for leg in f.legends]
+    legends += [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    pairs = []
+    for ax in fig.axes:
+        lo, hi = ax.get_ylim()
+        drawn = [line for line in ax.get_lines() if line.get_visible() and np.asarray(line.get_xdata()).size > 1]
+        for i, later in enumerate(drawn):
+            earlier = next((e for e in drawn[:i] if _same(e, later, COINCIDE_SHARE * abs(hi - lo))), None)
+            if earlier is None or later.get_linestyle() != earlier.get_linestyle():
+                continue
+            entries = [(_entry(leg, earlier), _entry(leg, later)) for leg in legends]
+            names = [(a[1].get_text() if a else "?", b[1].get_text() if b else "?") for a, b in entries]
+            pairs.append(next((n for n in names if "?" not in n), names[0] if names else ("?", "?")))
+            handles = [b[0] for _, b in entries if b]
+            for artist in [later, *handles]:
+                artist.set_linestyle((0, (4, 3)))
+                artist.set_markersize(artist.get_markersize() * 0.6)
+            for a, b in entries:
+                if a and b:
+                    b[1].set_text(f"{b[1].get_text()} (= {a[1].get_text()})")
+    return pairs
+
+
 #: the PNG text chunks :func:`save` writes (read back by the browser test)
 PNG_KEYS = ("depthutils:dpi", "depthutils:min_font_pt", "depthutils:overlaps")
 
@@ -260,7 +312,9 @@ def fit_titles(fig) -> None:
 def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     """Write ``name.png`` and ``name.pdf`` into ``out_dir`` (atomically) and return the paths; titles wider than
     their place are wrapped first (:func:`fit_titles`); the PNG carries its resolution, its smallest font and the
-    number of overlapping tick labels (:func:`legibility`)."""
+    number of overlapping tick labels (:func:`legibility`). Lines drawn on the same points are made visible first
+    (:func:`coinciding`)."""
+    coinciding(fig)
     fit_titles(fig)
     seen = legibility(fig)
     meta = dict(zip(PNG_KEYS, (str(PNG_DPI), f"{seen['min_font_pt']:g}", str(len(seen["overlaps"])))))

@@ -3,7 +3,8 @@ decimal point, and lists of layers in words.
 
 Every interval the book prints goes through :func:`interval`, whose ends are :func:`enclose`'s: a percentile
 bootstrap interval of a statistic that takes few values (a difference of layer indices, a max over prompts) can
-leave out its own point estimate, and the book then reports the smallest interval that holds both.
+leave out its own point estimate, and the book then reports the smallest interval that holds both. An interval
+whose ends print alike (every resample gave one value) is printed once, with the words "zero width".
 
 A model's own strings (its start token ``<bos>``, a prompt) go into a page's Markdown or HTML through :func:`literal`,
 so that a browser shows them instead of taking them for tags.
@@ -14,7 +15,8 @@ import html
 import math
 import re
 
-__all__ = ["number", "enclose", "interval", "plain", "rounded", "significant", "listing", "numbered", "as_shown", "literal"]
+__all__ = ["number", "enclose", "span", "interval", "plain", "rounded", "significant", "listing", "numbered", "as_shown",
+           "literal"]
 
 #: a formatted number whose every digit is 0 behind a minus sign: ``-0.00``, ``-0.0e+00``, ``-0%``
 _NEGATIVE_ZERO = re.compile(r"\s*-[0.]+(e[+-]?\d+)?%?\s*")
@@ -46,17 +48,27 @@ def enclose(value, lo, hi) -> tuple:
     return min(lo, value), max(hi, value)
 
 
+def span(lo, hi, fmt=".2f", sep: str = ", ") -> str:
+    """``"[0.61, 0.77]"``: an interval's ends formatted with ``fmt`` (as :func:`number` takes) and joined by ``sep``;
+    ``"[0.25] (zero width)"`` where both ends print alike, never ``"[0.25, 0.25]"``."""
+    a, b = number(lo, fmt), number(hi, fmt)
+    return f"[{a}] (zero width)" if a == b else f"[{a}{sep}{b}]"
+
+
 def interval(value, lo=None, hi=None, fmt=".2f", ends=None, missing: str = "undefined") -> str:
     """``"0.66 [0.61, 0.77]"``: ``value`` formatted with ``fmt`` and its interval's ends with ``ends`` (default
     ``fmt``; each a format spec or a function, as :func:`number` takes), the interval widened to hold the value (:func:`enclose`), no negative zero anywhere; ``"0.66"`` without
-    an interval (an end None or NaN) and ``missing`` for a missing value."""
+    an interval (an end None or NaN), ``"0.25 (interval of zero width)"`` where both ends print as the value does
+    (else the ends by :func:`span`), and ``missing`` for a missing value."""
     if _missing(value):
         return missing
     text = number(value, fmt)
     if _missing(lo) or _missing(hi):
         return text
     lo, hi = enclose(value, lo, hi)
-    return f"{text} [{number(lo, ends or fmt)}, {number(hi, ends or fmt)}]"
+    if number(lo, ends or fmt) == number(hi, ends or fmt) == text:
+        return f"{text} (interval of zero width)"
+    return f"{text} {span(lo, hi, ends or fmt)}"
 
 
 def plain(x, digits: int = 1, missing: str = "undefined") -> str:

@@ -20,7 +20,7 @@ from matplotlib.ticker import MaxNLocator
 
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError
-from depthutils.core.numbers import rounded
+from depthutils.core.numbers import rounded, significant
 from depthutils.core.prompts import as_prompt
 from depthutils.measures import quadrature as quad
 from depthutils.measures.ig_path import Integrand
@@ -62,13 +62,16 @@ def rule_comparison(riemann: IGResult, gauss: IGResult, reference: IGResult) -> 
 def rule_table(rules: dict[str, IGResult], reference: IGResult, seconds: dict[str, float] | None = None) -> pd.DataFrame:
     """One row per rule: evaluations per layer, batched passes (NDIF requests when remote), seconds (when
     given), the error against ``reference`` and the rule's own error estimate, both as a share of the
-    largest |attribution| (BOS apart). Short column names keep the table inside the book's text column."""
+    largest |attribution| (BOS apart), each to two significant digits (:func:`~depthutils.core.numbers.significant`:
+    ``0.001``, ``0.31``, ``7.1e-05``, not padded to one number of decimals). Short column names keep the table inside
+    the book's text column."""
     rows = []
     for name, r in rules.items():
         L = r.attribution.shape[0]
         rows.append({"rule": name, "evals/layer": rounded(r.evaluations / L), "passes": r.rounds,
                      "seconds": None if seconds is None else round(seconds[name], 1),
-                     "error": float(f"{rule_error(r, reference):.2g}"), "own estimate": r.facts()["max_error"]})
+                     "error": significant(rule_error(r, reference), 2),
+                     "own estimate": significant(r.facts()["max_error"], 2)})
     df = pd.DataFrame(rows).set_index("rule")
     return df if seconds is not None else df.drop(columns="seconds")
 
@@ -188,19 +191,17 @@ def plot_profile(profile: Profile, nodes: int = 16):
 
 def prefer_adaptive(riemann: IGResult, adaptive: IGResult, reference: IGResult) -> dict:
     """Whether, on this run, the adaptive rule bought P1's accuracy for less: its error and P1's against
-    ``reference``, their evaluations per layer, and one sentence for a reader about to run a large model."""
+    ``reference``, their evaluations per layer, and one sentence saying what this run found (on its one prompt: no
+    advice for another model, whose cost on NDIF also counts requests, one per round of the adaptive rule)."""
     L = riemann.attribution.shape[0]
     e_r, e_a = rule_error(riemann, reference), rule_error(adaptive, reference)
     n_r, n_a = riemann.evaluations / L, adaptive.evaluations / L
     if e_a <= e_r and n_a <= n_r / 2:
-        sentence = (f"So here the adaptive rule was at least as accurate as P1's with {n_a / n_r:.0%} of its "
-                    "evaluations. On a 70B model, where each evaluation is a forward and backward pass of the whole "
-                    "model in NDIF's shared queue, that is the rule to prefer once its estimated error on your "
-                    "model is small; keep P1's rule where you need P1's own numbers.")
+        sentence = (f"So on this prompt the adaptive rule was at least as accurate as P1's with {n_a / n_r:.0%} of "
+                    "its evaluations.")
     else:
-        sentence = ("So here the adaptive rule did not buy P1's accuracy for less than half the evaluations: a "
-                    "reader running a 70B model should raise `budget`, or keep P1's rule, and compare the "
-                    "estimated errors on their model before relying on it.")
+        sentence = ("So on this prompt the adaptive rule did not reach P1's accuracy with half of its evaluations "
+                    "or fewer.")
     return {"riemann_error": float(f"{e_r:.2g}"), "adaptive_error": float(f"{e_a:.2g}"),
             "riemann_per_layer": rounded(n_r), "adaptive_per_layer": rounded(n_a), "sentence": sentence}
 

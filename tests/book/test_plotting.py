@@ -9,8 +9,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.colors import to_hex  # noqa: E402
 
-from depthutils.book.plotstyle import BAND, lineplot  # noqa: E402
+from depthutils.book.legends import below  # noqa: E402
+from depthutils.book.plotstyle import BAND, coinciding, lineplot, lines, save  # noqa: E402
 
 
 def _frame(seed: int = 0) -> pd.DataFrame:
@@ -43,4 +45,23 @@ def test_weighted_bands_are_seaborns():
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
     for g, w in zip(ours.lines, theirs.lines):
         np.testing.assert_allclose(g.get_xydata(), w.get_xydata(), rtol=1e-12, atol=1e-12)
+    plt.close(fig)
+
+
+def test_coinciding_lines_stay_visible(tmp_path):
+    """Two lines drawn on the same points: the later is saved dashed, in the plot and in the legend, whose entry names
+    the line it lies on; a third, distinct line is left as it is."""
+    df = pd.DataFrame(dict(x=[0, 1, 2] * 3, value=[1.0, 2.0, 3.0] * 2 + [3.0, 1.0, 2.0], what=["a"] * 3 + ["b"] * 3 + ["c"] * 3,
+                           prompt=0, tokens=1.0))
+    fig, ax = plt.subplots()
+    lines(ax, df, palette={"a": "C0", "b": "C1", "c": "C2"})
+    below(fig, [ax], ncol=3)
+    save(fig, tmp_path, "same")
+    drawn = {to_hex(line.get_color()): line for line in ax.get_lines() if len(line.get_xdata()) > 1}
+    assert drawn[to_hex("C0")].get_linestyle() == "-" and drawn[to_hex("C2")].get_linestyle() == "-"
+    assert drawn[to_hex("C1")].get_linestyle() != "-"
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.texts] == ["a", "b (= a)", "c"]
+    assert [h.get_linestyle() == "-" for h in legend.legend_handles] == [True, False, True]
+    assert coinciding(fig) == []  # once made visible, the pair is left alone
     plt.close(fig)

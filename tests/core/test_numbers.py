@@ -28,6 +28,17 @@ def test_an_interval_holds_its_point():
     assert interval(0.66) == "0.66" and interval(0.66, float("nan"), 0.7) == "0.66" and interval(None) == "undefined"
 
 
+def test_an_interval_of_zero_width_is_printed_once():
+    from depthutils.core.numbers import span
+
+    # chapter 9's table printed "0 (0.25) [0.25–0.25]", a verdict "0.281 [0.281, 0.281]"
+    assert interval(0.281, 0.281, 0.281, ".3f") == "0.281 (interval of zero width)"
+    assert interval(0.25, 0.2504, 0.2496) == "0.25 (interval of zero width)"  # ends that print alike
+    assert interval(0.281, 0.281, 0.281, ".3f", ".2f") == "0.281 [0.28] (zero width)"
+    assert span(0.25, 0.25, ".2f", "–") == "[0.25] (zero width)" and span(0.25, 0.38, ".2f", "–") == "[0.25–0.38]"
+    assert span(0.5, 0.75) == "[0.50, 0.75]" and interval(0.25, 0.25, 0.26) == "0.25 [0.25, 0.26]"
+
+
 def test_counts_and_small_numbers_read_as_numbers():
     assert plain(64.0) == "64" and plain(37.5) == "37.5" and plain(27.221) == "27.2" and plain(-0.01) == "0"
     assert rounded(256.0) == 256 and isinstance(rounded(256.0), int) and rounded(37.53) == 37.5
@@ -39,6 +50,8 @@ def test_counts_and_small_numbers_read_as_numbers():
     two = lambda x: significant(x, 2)  # noqa: E731
     assert interval(6.0, 5.04, 7.5, two) == "6 [5, 7.5]" and interval(1e-6, 1e-6, 2e-6, two) == "1.0e-06 [1.0e-06, 2.0e-06]"
     assert number(-1e-9, lambda x: format(x, ".2f")) == "0.00"
+    # chapter 5's table of integration rules printed "0.001000", "0.310000" and "1.5000" in one column
+    assert [significant(x, 2) for x in (0.001, 0.31, 7.1e-05, 1.5, 0.0028)] == ["0.001", "0.31", "7.1e-05", "1.5", "0.0028"]
 
 
 def test_lists_read_as_prose():
@@ -75,6 +88,7 @@ def test_the_books_formatters_use_them(monkeypatch):
     assert interval_text(0.0, -0.02, -0.001, "+.2f") == "+0.00 [-0.02, +0.00]"
     assert cell(-0.0004, (-0.03, 0.03), "+.3f") == "+0.000 [−0.03, +0.03]"
     assert cell(0.449, (0.38, 0.52)) == "0.449 [0.38, 0.52]" and cell(None, (None, None)) == "undefined"
+    assert cell(-0.25, (-0.25, -0.25), ".2f") == "−0.25 (interval of zero width)"
     assert interval(-0.0001, -0.05, -0.01, "+.3f") == "+0.000 [-0.050, +0.000]"  # the solved split's format
     # the grade reads the interval it prints: a point past the threshold keeps it from "shown"
     assert grade(0.6, 0.2, 0.4, 0.5, 1.0) == "mixed" and grade(0.3, 0.2, 0.4, 0.5, 1.0) == "shown"
@@ -92,3 +106,10 @@ def test_the_prose_of_the_measurements_uses_them():
                               sink=np.array([0.1, 0.1]), uniform=np.array([0.03, 0.03]),
                               norm0=np.array([5.0, 6.0, 7.0]), norm_rest=np.ones(3))
     assert "at most 1e-06 (raw module outputs: 1);" in rs.findings()
+
+
+def test_the_p2_table_prints_a_zero_width_interval_once():
+    from depthutils.analysis.p2_table import table_markdown
+
+    table = table_markdown(["gsm8k"], [("m", 4, [(0, 0.25, (0.25, 0.25)), (1, 0.25, (0.25, 0.38))])])
+    assert "| m | 4 | 0 (0.25) [0.25] (zero width) | 1 (0.25) [0.25–0.38] |" in table

@@ -232,6 +232,19 @@ def test_every_exercise_is_complete():
     assert measurements <= set(exercises.EXERCISES)
 
 
+def test_a_statement_shows_no_raw_math():
+    """A task's Markdown is rendered without dollar math (GFM): ``h_{layer+1}`` or ``Σ_{j>s}`` showed as typed until
+    the statements' sub- and superscripts were set as HTML. Code (a name such as ``input_ids``) is left as it is."""
+    for id in IDS:
+        text = exercises.task(id).data
+        prose = re.sub(r"`[^`]*`|<code>.*?</code>", "", text)
+        assert "_{" not in prose and "^{" not in prose, (id, prose)
+        assert not re.search(r"(?<![\w.])[^\W\d_][\u0304′]?_\w", prose), (id, prose)  # h_l, Δ′_j
+    assert "h<sub>layer+1</sub>" in exercises.task("layer_output").data
+    assert "Σ<sub>j>s</sub>" in exercises.task("depth_score").data
+    assert "predict_positions" in exercises.task("erasure_effect").data  # a name, not a subscript
+
+
 def test_unknown_exercise_is_one_sentence():
     with pytest.raises(DepthError, match="No exercise 'nope'; the exercises are: layer_output"):
         exercises.check("nope", print)

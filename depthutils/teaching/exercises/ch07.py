@@ -121,7 +121,7 @@ def _distance_mistakes(lm, case):
 EXERCISE_DISTANCE = Exercise(
     "diagonal_distance", "07_cross_model_mapping", "How far the best matches lie from the diagonal, against chance",
     "diagonal_distance(error, n_perm, seed) -> np.ndarray",
-    "[d, q05]: d = mean over source layers s of |(best_s + 1)/L_tgt − (s + 1)/L_src| with best_s = argmin_j "
+    "[d, q05]: d = mean over source layers s of |(best_s + 1)/L_tgt − (s + 1)/L_src| with best_s = argmin_{j} "
     "error[s, j], and q05 the 5th percentile of d over `n_perm` permutations of the target layers, "
     "`perms = np.argsort(np.random.default_rng(seed).random((n_perm, L_tgt)), axis=1)` (target j → perms[:, j])",
     difficulty=3, importance=4,

@@ -254,11 +254,28 @@ def show(id: str) -> Markdown:
     return Markdown(f"```python\n{source(id)}```")
 
 
+#: a subscript as the statements write it: ``argmin_{j}``, ``h_{l+1}``, or ``h_l`` without braces (then a symbol of at
+#: most four letters, maybe marked: ``Δ′_j``, ``c̄_l``, and a subscript of at most five characters, so that a name
+#: such as ``predict_positions`` is left alone); and a superscript ``x^{…}``
+_SUBSCRIPT = re.compile(r"(?<![\w.])(?:([^\W\d_]+[\u0304′]?)_\{([^{}]*)\}|([^\W\d_]{1,4}[\u0304′]?)_([^\W_]{1,5})\b)")
+_SUPERSCRIPT = re.compile(r"\^\{([^{}]*)\}")
+
+
+def _math(text: str) -> str:
+    """``text`` with its sub- and superscripts as HTML (``h_{l+1}`` → ``h<sub>l+1</sub>``), outside code spans: a
+    Markdown output is rendered without dollar math (GFM), so TeX would show as it is typed."""
+    parts = re.split(r"(`[^`]*`)", text)
+    math = lambda t: _SUPERSCRIPT.sub(r"<sup>\1</sup>", _SUBSCRIPT.sub(  # noqa: E731
+        lambda m: f"{m[1]}<sub>{m[2]}</sub>" if m[1] else f"{m[3]}<sub>{m[4]}</sub>", t))
+    return "".join(p if p.startswith("`") else math(p) for p in parts)
+
+
 def task(id: str) -> Markdown:
-    """The exercise as Markdown: its rating, what to write and what it returns, and its hints (folded)."""
+    """The exercise as Markdown: its rating, what to write and what it returns, and its hints (folded); sub- and
+    superscripts set as HTML (:func:`_math`)."""
     ex = get_path(id)
-    code = lambda h: re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(h, quote=False))  # noqa: E731
+    code = lambda h: re.sub(r"`([^`]+)`", r"<code>\1</code>", _math(html.escape(h, quote=False)))  # noqa: E731
     hints = "".join(f"<li>{code(h)}</li>" for h in ex.hints)
-    return Markdown(f"*Exercise {ex.number}* · {ex.rating()}\n\nWrite `{ex.signature}`: {ex.returns}. Then run the cell: "
+    return Markdown(f"*Exercise {ex.number}* · {ex.rating()}\n\nWrite `{ex.signature}`: {_math(ex.returns)}. Then run the cell: "
                     f"`exercises.check` calls your function on the book's embedded model and compares it with the "
                     f"library.\n\n<details><summary>Hints</summary><ol>{hints}</ol></details>")
