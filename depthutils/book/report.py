@@ -102,7 +102,7 @@ def number(value: str) -> str:
     for part in value.split("; "):
         if any(word in part for word in _UNGRADED):
             continue
-        found = re.search(rf"(?<![\w.])({_NUMBER}) \[", part)
+        found = re.search(rf"(?<![\w.])({_NUMBER}) (\[|\(interval of zero width\))", part)
         if found is None:  # no interval: "label: 0.52", "label: mean 0.52", "label: cos +0.12"
             found = re.match(rf"(?:[a-z]+ )?({_NUMBER})(?![\w.])", part.split(": ", 1)[-1])
         if found:

@@ -403,7 +403,7 @@ def test_the_paper_vs_run_table_puts_the_same_statistic_side_by_side():
     c = CLAIMS["future_effects"]
     stat = rows[c.short].split(" | ")
     assert stat[1] == c.paper_says() and "read off Fig. 3" in stat[1]
-    assert stat[2].rstrip(" |") == v.value and v.value.startswith(f"later layers {f['later_ratio']:.2f} [")
+    assert stat[2].rstrip(" |") == v.value and v.value.startswith(f"later layers {f['later_ratio']:.2f} ")
     assert f"; output {f['out_ratio']:.2f} [" in v.value
     assert rows["claim"].split(" | ")[2].rstrip(" |") == "graded in the verdict box below"  # the word is said once, there
 

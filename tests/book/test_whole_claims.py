@@ -67,7 +67,7 @@ def test_future_effects_is_shown_only_when_both_halves_are(later, out, outcome):
     assert f["out_ratio"] == pytest.approx(out[1] / out[0], abs=0.03)
     v = claims.future_effects.verdict(r)
     assert v.outcome == outcome, v.numbers
-    assert v.value.startswith(f"later layers {f['later_ratio']:.2f} [") and f"; output {f['out_ratio']:.2f} [" in v.value
+    assert v.value.startswith(f"later layers {f['later_ratio']:.2f} ") and f"; output {f['out_ratio']:.2f} " in v.value
     assert "Output: shown if" in v.criterion and "Later layers: shown if" in v.criterion
 
 
