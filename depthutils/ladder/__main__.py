@@ -3,6 +3,7 @@
     python -m depthutils.ladder train ladder-8      # train (resumes if interrupted)
     python -m depthutils.ladder evaluate ladder-8   # write README.md + card.json
     python -m depthutils.ladder all                 # whole ladder, in order
+    python -m depthutils.ladder sweep               # the depth-necessity sweep, two runs at a time, and its table
 
 On a shared machine export OMP_WAIT_POLICY=PASSIVE first (see train.py).
 """
@@ -39,6 +40,8 @@ def main(argv=None) -> None:
     sub.add_parser("book-prompts", help="choose data/prompts/book_prompts.json with the default model")
     sub.add_parser("all", help="tokenizer, prompts, every model in order, cards, book prompts")
     sub.add_parser("list", help="list the shipped models")
+    sw = sub.add_parser("sweep", help="train the depth-necessity sweep (resumes; one thread per run) and write its table")
+    sw.add_argument("--jobs", type=int, default=2, help="runs at a time (default: %(default)s)")
     args = p.parse_args(argv)
 
     if args.cmd == "list":
@@ -69,6 +72,12 @@ def main(argv=None) -> None:
     if args.cmd == "book-prompts":
         from depthutils.ladder.evaluate import choose_book_prompts
         choose_book_prompts()
+        return
+    if args.cmd == "sweep":
+        from depthutils.ladder.runs import train_runs
+        from depthutils.ladder.sweep import write_table
+        failed = train_runs(registry.SWEEP_RUNS, jobs=args.jobs, ckpt_root=args.ckpt, corpus_dir=args.corpus)
+        print(f"table: {write_table(args.ckpt)}" + (f"; failed: {', '.join(failed)}" if failed else ""))
         return
     if args.cmd == "all":
         from depthutils.ladder.evaluate import choose_book_prompts, write_card, write_eval_sets

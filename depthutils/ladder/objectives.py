@@ -63,13 +63,21 @@ class Geometry:
 GEOMETRIES = {"s5": Geometry(), "z10": Geometry(examples=128, text_rows=8)}
 
 
+def geometry_of(spec: dict) -> Geometry:
+    """A run's batch geometry: its task's (:data:`GEOMETRIES`), with the chains a step its spec sets (``examples``:
+    the depth-necessity sweep trains both tasks on 128)."""
+    geo = GEOMETRIES[spec["task"]]
+    return Geometry(spec["examples"], geo.text_rows, geo.text_len) if spec.get("examples") else geo
+
+
 def current_recipe(info: dict) -> bool:
     """Whether a run's ``training.json`` or card (``info``) records the recipe its spec has now: its steps, the
     task's chains a step (:data:`GEOMETRIES`) and text rows. A run trained on another recipe is trained again and
     leaves the tables."""
     from depthutils.ladder import registry
 
-    spec, geo = registry.SPECS.get(info.get("name")), GEOMETRIES.get(info.get("task"))
+    spec = registry.SPECS.get(info.get("name"))
+    geo = geometry_of(spec) if spec is not None and spec.get("task") in GEOMETRIES else None
     return (spec is not None and geo is not None and info.get("steps") == spec["steps"]
             and info.get("batch_size") == geo.examples
             and info.get("text_rows") == (geo.text_rows if spec["objective"] == "lm" else 0))

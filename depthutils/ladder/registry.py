@@ -132,6 +132,35 @@ OBJECTIVE_RUNS = [objective_name(t, o, s) for s in OBJECTIVE_SEEDS for t in _TAS
 #: the runs whose final model is shipped (the null control's are not)
 SHIPPED_OBJECTIVE_RUNS = [n for n in OBJECTIVE_RUNS if SPECS[n]["seed"] == SHIPPED_SEED and SPECS[n]["objective"] != NULL]
 
+# The depth-necessity sweep (:mod:`.sweep`): does S5 need more layers than Z10 at the lengths the objectives experiment
+# trains? Objective A on each task at 2, 4 and 8 layers of the experiment's width, three seeds, 128 chains a step for
+# both tasks (the pilot: 64 learned S5 too slowly), trained longer than the experiment (its S5 accuracy on 5-6
+# operations was still climbing at step 2400). Nothing is shipped: each snapshot's accuracy per length is a row of
+# ``data/experiments/depth_sweep/rows.csv``.
+SWEEP_LAYERS = (2, 4, 8)
+SWEEP_SEEDS = (1, 2, 3)
+SWEEP_STEPS = 6000
+SWEEP_EXAMPLES = 128
+#: every 500 steps: enough to see whether accuracy and loss are flat over the last quarter (4500-6000)
+SWEEP_SNAPSHOTS = tuple(range(500, SWEEP_STEPS + 1, 500))
+
+
+def sweep_name(task: str, layers: int, seed: int) -> str:
+    """``("s5", 4, 2)`` -> ``"sweep-s5-L4-2"``, the name of that run of the depth-necessity sweep."""
+    return f"sweep-{task}-L{layers}-{seed}"
+
+
+for _seed in SWEEP_SEEDS:
+    for _task, _task_words in _TASK_WORDS.items():
+        for _layers in SWEEP_LAYERS:
+            SPECS[sweep_name(_task, _layers, _seed)] = dict(
+                layers=_layers, style="direct", steps=SWEEP_STEPS, lr=1e-3, warmup=50, task=_task, objective="a",
+                seed=_seed, width=OBJECTIVE_WIDTH, snapshots=SWEEP_SNAPSHOTS, examples=SWEEP_EXAMPLES,
+                description=f"{_layers}-layer Llama on {_task_words}, loss on the answer only, seed {_seed} "
+                            "(the depth-necessity sweep)")
+#: the sweep's runs, seed by seed (every layer count of a seed before the next seed)
+SWEEP_RUNS = [sweep_name(t, n, s) for s in SWEEP_SEEDS for t in _TASK_WORDS for n in SWEEP_LAYERS]
+
 #: Training order of ``python -m depthutils.ladder all``.
 ORDER = ["ladder-8", "ladder-4", "ladder-8-cot", "ladder-12", "ladder-16", "ladder-8-shared", "ladder-4-seed2"]
 

@@ -200,7 +200,7 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     from tqdm import tqdm
 
     from depthutils.ladder.corpus import BatchMaker
-    from depthutils.ladder.objectives import GEOMETRIES, IGNORE, ObjectiveBatches
+    from depthutils.ladder.objectives import IGNORE, ObjectiveBatches, geometry_of
 
     torch.set_num_threads(threads)
     spec = registry.SPECS[name]
@@ -217,7 +217,7 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     seed = spec.get("seed", registry.SEED)
     if spec.get("objective"):
         from depthutils.ladder.word_problems import TASKS
-        maker = ObjectiveBatches(tok, spec["objective"], seed, GEOMETRIES[spec["task"]], Path(corpus_dir),
+        maker = ObjectiveBatches(tok, spec["objective"], seed, geometry_of(spec), Path(corpus_dir),
                                  task=TASKS[spec["task"]])
     else:
         maker = BatchMaker(tok, Path(corpus_dir), style=spec["style"], batch_size=registry.BATCH_SIZE,
@@ -301,7 +301,7 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
                 shared_blocks=spec.get("shared_blocks"),
                 params_unique=params_unique, params_total=params_total)
     if spec.get("objective"):
-        geo = GEOMETRIES[spec["task"]]
+        geo = geometry_of(spec)
         info.update(task=spec["task"], objective=spec["objective"], batch_size=geo.examples, seq_len=None,
                     text_rows=geo.text_rows if spec["objective"] == "lm" else 0, text_len=geo.text_len,
                     task_tokens=seen["task_tokens"], text_tokens=seen["text_tokens"],

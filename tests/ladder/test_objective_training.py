@@ -203,3 +203,35 @@ def test_a_run_on_another_recipe_is_trained_again(tmp_path):
     for change in (dict(batch_size=64), dict(text_rows=4), dict(steps=1200)):
         (folder / "training.json").write_text(json.dumps({**info, **change}))
         assert not is_trained(name, tmp_path), change
+
+
+def test_the_sweeps_loss_is_flat_only_when_its_last_quarter_stops_falling():
+    from depthutils.ladder.sweep import converged
+
+    falling = [(s, 2.0 - s / 100) for s in range(10, 101, 10)]
+    assert not converged(falling, 100)
+    assert converged([(s, 1.0) for s in range(10, 101, 10)], 100)
+    assert converged([(s, 0.004 - s * 1e-5) for s in range(10, 101, 10)], 100)  # near 0: flat within 0.01 nats
+    assert not converged([(10, 1.0)], 100)  # a log that stops early says nothing of the last quarter
+
+
+def test_a_sweep_run_trains_at_its_own_chains_a_step_and_gives_a_row_per_snapshot(tmp_path, monkeypatch):
+    """A run of the depth-necessity sweep: its spec's chains a step (not its task's), its recipe recognised, and one
+    row of the table per snapshot with the accuracy at every length and the loss logged there."""
+    from depthutils.ladder import sweep
+    from depthutils.ladder.runs import is_trained, out_dir
+    from depthutils.ladder.train import train
+
+    name = registry.SWEEP_RUNS[0]
+    assert registry.SPECS[name]["examples"] == registry.SWEEP_EXAMPLES != GEOMETRIES["s5"].examples
+    spec = dict(registry.SPECS[name], steps=4, snapshots=(2, 4), layers=1, warmup=2, examples=6)
+    monkeypatch.setitem(registry.SPECS, name, spec)
+    monkeypatch.setattr("depthutils.ladder.train.LOG_EVERY", 2)
+    train(name, ckpt_root=tmp_path, out_dir=out_dir(name, tmp_path), threads=1)
+    info = json.loads((out_dir(name, tmp_path) / "training.json").read_text())
+    assert info["batch_size"] == 6 and is_trained(name, tmp_path)
+    rows = sweep.rows(tmp_path, names=[name])
+    assert [r["step"] for r in rows] == [2, 4] and all(r["loss"] is not None for r in rows)
+    assert {f"acc_{k}" for k in range(1, 9)} <= set(rows[0]) and all(0 <= r["acc_8"] <= 1 for r in rows)
+    table = sweep.write_table(tmp_path, tmp_path / "rows.csv").read_text().splitlines()
+    assert table[0].startswith("task,layers,seed,step,loss,converged,acc_1") and len(table) == 3
