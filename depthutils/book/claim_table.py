@@ -189,7 +189,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           overview=(Headline("P1: the logit lens converges in the second half", p2_lens_short, real=True),)),
     Claim("context", "04", "P1", "Fig. 6",
           "in our words: context positions (operands, entities) stop mattering by about the middle of the network "
-          "(P1's NDIF notebook: “all tokens are important until halfway through the network”)",
+          "(NDIF's reproduction notebook of P1: “all tokens are important until halfway through the network”)",
           "per kind of prompt (arithmetic, sums of three or more numbers where tried, two-hop), the mean over its "
           "prompts of the relative depth of the deepest "
           "layer at which intervening at a context position still moves the answer by more than 10% of the largest "
@@ -200,14 +200,16 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           Threshold(0.8, "ours: context still matters in the last fifth of the layers"),
           fact="deepest_rel", short="mean over prompts of the deepest relative depth at which a context position "
                                      "matters",
-          paper_value="≈ 0.5 (ours, from P1's notebook, which reads its erasure and attribution plots as “all tokens "
+          paper_value="≈ 0.5 (ours, from NDIF's reproduction notebook of P1, which reads its erasure and attribution "
+                      "plots as “all tokens "
                       "are important until halfway through the network”); no number in the paper's text",
           paper_facts=(("models", "Llama 3.1 70B (Fig. 6)"),
                        ("prompts", "`5 + 7 + 5 + 3 + 1 + 7 = ` → 28; `The spouse of the performer of Imagine is` "
                                    "→ Yoko Ono"),
                        ("integrated gradients", "K = 256 points, batches of 16")),
-          overview=(Headline("P1: context stops mattering by about the middle", "≈ 0.5 (P1's notebook)", real=True),
-                    Headline("P1: the same, by integrated gradients", "≈ 0.5 (P1's notebook)", real=True,
+          overview=(Headline("P1: context stops mattering by about the middle", "≈ 0.5 (NDIF's notebook; ours)",
+                             real=True),
+                    Headline("P1: the same, by integrated gradients", "≈ 0.5 (NDIF's notebook; ours)", real=True,
                              chapter="05"),))] + [
     Claim("depth_score", "06", "P1", "abstract; depth score against difficulty",
           "“for multihop tasks, we are unable to find evidence that models are using increased depth to compose "
@@ -243,7 +245,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                       "one layer, as its abstract's “not using their depth to learn new kinds of computation” reads)",
           paper_facts=(("models", "— (P1 ran no such split)"),
                        ("groups", "— (the reviewer's split: neither, only the deeper, only the shallower, both)")),
-          overview=(Headline("Reviewer: problems only the deeper model solves use no more depth", "no number",
+          overview=(Headline("Ours, on a reviewer's question: problems only the deeper model solves use no more depth",
+                             "no number",
                              "verdict_only_deeper", question="Do the problems only the deeper model solves use at "
                              "most one layer more of its depth than those both solve? (*shown*: yes; *not shown*: no, "
                              "they use more)"),)),
@@ -316,14 +319,15 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_value="— (P1 measures only ‖Δₗ‖ / ‖hₗ‖ and gives no number for ‖Δₗ‖, nor does the reviewer; ours: the "
                       "reviewer's mechanism would put this ratio at or above 1)",
           paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems")),
-          overview=(Headline("Reviewer: that fall is only the residual's norm growing", "no number", "verdict_norms",
+          overview=(Headline("Ours, on a reviewer's question: the second half's smaller relative contribution is only "
+                             "the residual's norm growing", "no number", "verdict_norms",
                              real=True, question="Is the second half's smaller relative contribution only the "
                              "residual's norm growing? (*shown*: yes, what a layer writes does not fall; *not shown*: "
                              "no, it falls too)"),)),
     Claim("early_exit", "03", "P1", "§5's discussion; a reviewer's question on it and the authors' reply (OpenReview)",
           "in our words: P1's discussion suggests the second half might be wasteful (distribution matching); a "
           "reviewer asked whether that matching is still necessary, and the authors were unsure how many layers it "
-          "needs. Read as the reviewer's: even with a cheap readout (one affine map fitted per layer, then the final "
+          "needs. The statement graded (ours, the side of the reviewer's question): even with a cheap readout (one affine map fitted per layer, then the final "
           "norm and unembedding), a model cut after its first half loses most of the answers the full model gets "
           "right",
           "the share of the answer tokens the full model predicts (top-1) that the model cut after its first half, "
@@ -338,7 +342,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_value="— (neither P1 nor its reviewers give a number; ours: the reviewer's reading as more than 0.5, "
                       "P1's suggestion as less)",
           paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems (Fig. 4)")),
-          overview=(Headline("Reviewer: cut at the middle, even a tuned readout loses most answers", "no number",
+          overview=(Headline("Ours, on a reviewer's question: cut at the middle, even a tuned readout loses most answers",
+                             "no number",
                              "verdict_exit", real=True, question="Cut after its first half, with a tuned readout, does "
                              "the model lose most of the answers the full model gets right? (*shown*: yes, it loses more "
                              "than half; *not shown*: no, it keeps most)"),)),

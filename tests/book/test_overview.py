@@ -75,7 +75,8 @@ def test_the_reviewers_questions_stand_apart_each_a_question_that_shown_answers_
     reviewers = {key for key, c in CLAIMS.items() if "reviewer" in c.where}
     assert {r.claim for r in overview.REVIEW_ROWS} == reviewers and len(reviewers) == 3
     assert not {r.claim for r in overview.CLAIM_ROWS} & reviewers
-    assert not any(r.words.startswith("Reviewer") for r in overview.CLAIM_ROWS)
+    assert not any(r.words.startswith("Reviewer") for r in overview.ROWS)  # a reviewer asked; the statement is ours
+    assert all(r.words.startswith("Ours, on a reviewer's question: ") for r in overview.REVIEW_ROWS)
     where = overview._where([str(int(r.chapter)) for r in overview.REVIEW_ROWS])
     assert f"{where} also grade a\nquestion P1's reviewers asked" in (ROOT / "intro.md").read_text()
     for r in overview.REVIEW_ROWS:

@@ -5,7 +5,9 @@ quotations); a statement may also rest on the project's specification or on P2's
 checked: every field of every claim (:mod:`depthutils.book.claim_table`, its paper values computed), every string
 literal of the package (verdict texts, captions, tables), every cell of the chapters and of
 ``bigger_models.ipynb``, and ``intro.md``, ``instructors.md``, ``using_depthutils.md``, ``README.md`` and
-``CONTRIBUTING.md``.
+``CONTRIBUTING.md``. Who said what: a reviewer of P1 asked questions, so no statement is theirs; the notebook
+that reproduces P1 with nnsight is NDIF's, not P1's; and every "The paper's claim" of a chapter quotes a paper or
+says it is in our words.
 """
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ pytestmark = pytest.mark.skipif(not QUOTES.exists(), reason="no ../shared/refere
 #: a quotation: curly quotes only (straight quotes and backticks are code, prompts and names)
 QUOTATION = re.compile(r"“([^“”]*)”")
 #: a sentence that gives a paper (or its authors) a finding or a statement
-ATTRIBUTION = re.compile(r"\b(?:P1|P2|Csordás et al\.|Hu et al\.|the authors)(?:'s\s+(?:abstract|notebook|text|appendix))?"
+ATTRIBUTION = re.compile(r"\b(?:P1|P2|Csordás et al\.|Hu et al\.|the authors|NDIF's\s+(?:reproduction\s+)?notebook(?:\s+of\s+P1)?)"
+                         r"(?:'s\s+(?:abstract|notebook|text|appendix))?"
                          r"\s+(?:also\s+)?(?:found|finds|find|notes|note|noted|says|said|say|reports|reported|report|"
                          r"shows|showed|show|calls|called|call|reads|read)\b")
 #: attributions without a quotation (by how the sentence starts), each with the sentences of paper_quotes.md or
@@ -50,6 +53,12 @@ SUPPORTED = {
     # the scale threshold's source: P2's words hold of the cosine ratio (its words on KL and overlap differ)
     "P2 reads as stable": ("The results show that the effective depth ratio remains remarkably stable.",),
 }
+
+
+#: a notebook given to P1 or its authors: the nnsight notebook that reproduces P1 is NDIF's
+P1_NOTEBOOK = re.compile(r"\b(?:P1|the authors)['’]s?\s+(?:own\s+|NDIF\s+)?notebook", re.IGNORECASE)
+#: a chapter's statement of the paper's claim: its first sentence, bold header included
+PAPERS_CLAIM = re.compile(r"\*\*The paper['’]s claim")
 
 
 def _norm(text: str) -> str:
@@ -98,6 +107,16 @@ def test_the_checks_can_fail():
     assert _norm("layers in the second half\n  contribute much less") in ref and "about the middle" not in ref
     assert ATTRIBUTION.search("P1 notes that the last layer or two sharpen the output")
     assert ATTRIBUTION.search("P1's notebook reads its plots as")
+    assert ATTRIBUTION.search("NDIF's reproduction notebook of P1 reads its plots as")
+    assert P1_NOTEBOOK.search("as P1's notebook and") and P1_NOTEBOOK.search("(P1’s NDIF notebook:")
+    assert P1_NOTEBOOK.search("the authors' notebook") and not P1_NOTEBOOK.search("NDIF's reproduction notebook of P1")
+    assert _reviewer_said("Reviewer: that fall is only the norm") and not _reviewer_said("Ours, on a reviewer's question: x")
+    claim = "**The paper's claim.** On Llama 3.1, the operand positions matter. NDIF's notebook reads “a”."
+    assert _claim_sentence(claim, 0) == "**The paper's claim.** On Llama 3.1, the operand positions matter"
+    assert not _quotes_a_paper_or_says_ours(_claim_sentence(claim, 0))
+    ndif = "**The paper's claim.** NDIF's notebook: “all tokens are important until halfway through the network”."
+    assert not _quotes_a_paper_or_says_ours(ndif)  # NDIF's words are not the paper's
+    assert _quotes_a_paper_or_says_ours("**The paper's claim** (P1, Fig. 4; in our words). In Llama 3.1")
     assert not ATTRIBUTION.search("P1's phase transition") and not ATTRIBUTION.search("P2's ED_cos reads")
     assert _strings('x = (f"which {p} notes “a" \n "b”")') == ["which {…} notes “ab”"]
 
@@ -166,12 +185,12 @@ def test_a_claim_without_a_papers_number_says_so_and_gives_our_reading():
         assert ("no number" in said or said.startswith("—")) and "ours" in said, (c.key, said)
 
 
-def test_chapter_4_says_where_it_departs_from_p1s_notebook_on_position_0():
+def test_chapter_4_says_where_it_departs_from_ndifs_reproduction_notebook_on_position_0():
     from depthutils.book.realruns import run_of
 
     captions = [s for s in _cells(ROOT / "chapters" / "04_residual_erasure.ipynb") if "{glue:figure} fig_fig6b" in s]
     for text in [*captions, run_of("04").caption]:
-        assert "Position 0" in text and "never erased" in text and "P1's notebook erases every position, BOS included" \
+        assert "Position 0" in text and "never erased" in text and "NDIF's reproduction notebook of P1 erases every position, BOS included" \
             in text, text[:200]
     assert "Its erasure loop runs over every position, BOS included" in _sources()
 
@@ -191,3 +210,71 @@ def test_chapter_9_suggests_p2s_own_base_and_long_cot_pairs():
     assert "cot_pairs()" in text and text.count("{glue:md}`p2_pairs") >= 2
     params = next(c for c in cells if c.startswith("models = "))
     assert 'base_model = "ladder-8"' in params and 'cot_model = "ladder-8-cot"' in params  # the embedded run
+
+
+def _reviewer_said(words: str) -> bool:
+    """Words that give a reviewer a statement: ``"Reviewer: …"``."""
+    return bool(re.match(r"\W*reviewers?['’]?s?\s*:", words, re.IGNORECASE))
+
+
+def test_no_overview_row_gives_a_reviewer_a_statement():
+    """P1's reviewers asked questions: every row's words say whose statement they are (P1's, P2's or ours)."""
+    rows = [(c.key, h.words) for c in CLAIMS.values() for h in c.overview]
+    assert not [r for r in rows if _reviewer_said(r[1]) or "Reviewer:" in r[1]], "a reviewer given a statement"
+    unowned = [r for r in rows if not (re.match(r"(?:P1|P2|Ours)\b", r[1]) or "(ours)" in r[1])]
+    assert not unowned, f"overview words that do not say whose statement they are: {unowned}"
+    for c in CLAIMS.values():
+        for h in c.overview:
+            if h.question:  # a reviewer's question: the statement graded is ours
+                assert h.words.startswith("Ours, on a reviewer's question: "), (c.key, h.words)
+
+
+def _sources_of_text() -> list[tuple[str, str]]:
+    """(where, text): every cell's source of the notebooks (their stored outputs come from the package, checked
+    here as source), every module of the package whole (docstrings and comments too), and the Markdown files."""
+    out = [(f"{p.name} cell {i}", s) for p in [*sorted((ROOT / "chapters").glob("*.ipynb")),
+                                               *sorted(ROOT.glob("*.ipynb"))] for i, s in enumerate(_cells(p))]
+    out += [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")) for p in sorted((ROOT / "depthutils").rglob("*.py"))]
+    out += [(p.name, p.read_text(encoding="utf-8")) for p in sorted(ROOT.glob("*.md"))]
+    return out
+
+
+def test_the_reproduction_notebook_is_ndifs_not_p1s():
+    bad = [(where, text[max(m.start() - 60, 0):m.end() + 60]) for where, text in _sources_of_text()
+           for m in P1_NOTEBOOK.finditer(text)]
+    assert not bad, f"NDIF's reproduction notebook called P1's (or its authors'): {bad}"
+
+
+def _papers_words() -> str:
+    """paper_quotes.md without its section on NDIF's notebook: the words of P1, its authors and reviewers, and P2."""
+    text = QUOTES.read_text(encoding="utf-8")
+    ndif = re.search(r"^### The NDIF notebook.*?(?=^##)", text, re.MULTILINE | re.DOTALL)
+    assert ndif, "paper_quotes.md has no section on NDIF's notebook"
+    return _norm(text[:ndif.start()] + text[ndif.end():])
+
+
+def _claim_sentence(text: str, start: int) -> str:
+    """The first sentence of a "The paper's claim" paragraph, from its bold header."""
+    head = text.index("**", start + 2) + 2  # past the header's closing **
+    return text[start:head] + _sentence(text, head)
+
+
+def _quotes_a_paper_or_says_ours(sentence: str) -> bool:
+    words = _papers_words()
+    return (bool(re.search(r"\bour words\b|\bours\b", sentence))
+            or any(_norm(q) in words for q in QUOTATION.findall(sentence)))
+
+
+def test_every_papers_claim_quotes_the_paper_or_says_it_is_ours():
+    """A chapter's "The paper's claim" either quotes P1 or P2 (not NDIF's notebook) in its first sentence or says
+    that sentence is in our words."""
+    found, bad = 0, []
+    for path in [*sorted((ROOT / "chapters").glob("*.ipynb")), ROOT / "bigger_models.ipynb"]:
+        for text in _cells(path):
+            for m in PAPERS_CLAIM.finditer(text):
+                found += 1
+                sentence = _claim_sentence(text, m.start())
+                if not _quotes_a_paper_or_says_ours(sentence):
+                    bad.append((path.name, sentence[:200]))
+    assert found >= 9, found
+    assert not bad, f"a paper's claim that neither quotes the paper nor says it is ours: {bad}"

@@ -77,7 +77,7 @@ def _overlap_mistakes(lm, case):
             "two *sets*, |top5(q_l) ∩ top5(q_L)|, whatever their order": overlap(ins, per="rank"),
             "this is the lens without the final norm: apply final_norm to h before the unembedding": overlap(raws),
             "these lenses read each layer's output (h_{l+1}) instead of its input (h_l): read `.input`, the "
-            "residual entering the layer, as P1's notebook and P2's code do": overlap(outs),
+            "residual entering the layer, as NDIF's reproduction notebook of P1 and P2's code do": overlap(outs),
             "this is the overlap with batch row 0's output for every row: `output[0]` is batch row 0 of the "
             "tensor [B, T, V], not the first element of a tuple": overlap(ins, against=top_final[:1]),
             "this is top-1 agreement: compare the top 5 of each, `topk(5)`": torch.stack(

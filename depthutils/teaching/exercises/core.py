@@ -70,7 +70,7 @@ _LAYER_INPUT = ("did you read the layer's input (h_l, the previous layer's outpu
                 "(h_{l+1})? Read `.output`, not `.input`")
 _NEXT_LAYER = "you used the next layer: decoder layer `layer` is lm.layer(layer), counted from 0"
 _LAYER_OUTPUT = ("did you read the layer's output (h_{l+1}) instead of its input (h_l)? The lens reads `.input`, "
-                 "the residual entering the layer, as P1's notebook and P2's code do")
+                 "the residual entering the layer, as NDIF's reproduction notebook of P1 and P2's code do")
 _PREVIOUS_LAYER = "you used the previous layer: decoder layer `layer` is lm.layer(layer), counted from 0"
 
 #: every exercise of the book by id, filled by the chapter modules (``ch00`` … ``ch09``) as they are imported

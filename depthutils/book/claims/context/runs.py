@@ -98,8 +98,8 @@ RUNS: dict[str, Run] = {
               "still moves the answer by more than 10% of the largest effect (P1 Fig. 6b's reading, one dot per "
               "prompt), the mean over the kind's prompts with its 95% bootstrap interval (line and band), and the "
               "claim's thresholds (dashed: shown at or below; dotted: not shown above), on this model. Position 0 "
-              "(the BOS, an attention sink) is never erased here, while P1's notebook erases every position, BOS "
-              "included.",
+              "(the BOS, an attention sink) is never erased here, while NDIF's reproduction notebook of P1 "
+              "erases every position, BOS included.",
               dtype=FACT_CHECK_DTYPE, chapter="04", options={"sample": SAMPLE}),
     "05": Run(lambda sample: f"{_words(sample)}, chosen as in chapter 4; the adaptive rule "
               f"(error {IG_RULE['tol']} of the largest |attribution|, at most {IG_RULE['budget']} evaluations per "
