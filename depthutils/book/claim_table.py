@@ -201,8 +201,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           fact="deepest_rel", short="mean over prompts of the deepest relative depth at which a context position "
                                      "matters",
           paper_value="≈ 0.5 (ours, from NDIF's reproduction notebook of P1, which reads its erasure and attribution "
-                      "plots as “all tokens "
-                      "are important until halfway through the network”); no number in the paper's text",
+                      "plots as “all tokens are important until halfway through the network”); no number in the "
+                      "paper's text",
           paper_facts=(("models", "Llama 3.1 70B (Fig. 6)"),
                        ("prompts", "`5 + 7 + 5 + 3 + 1 + 7 = ` → 28; `The spouse of the performer of Imagine is` "
                                    "→ Yoko Ono"),
@@ -327,9 +327,9 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
     Claim("early_exit", "03", "P1", "§5's discussion; a reviewer's question on it and the authors' reply (OpenReview)",
           "in our words: P1's discussion suggests the second half might be wasteful (distribution matching); a "
           "reviewer asked whether that matching is still necessary, and the authors were unsure how many layers it "
-          "needs. The statement graded (ours, the side of the reviewer's question): even with a cheap readout (one affine map fitted per layer, then the final "
-          "norm and unembedding), a model cut after its first half loses most of the answers the full model gets "
-          "right",
+          "needs. The statement graded (ours, the side of the reviewer's question): even with a cheap readout (one "
+          "affine map fitted per layer, then the final norm and unembedding), a model cut after its first half loses "
+          "most of the answers the full model gets right",
           "the share of the answer tokens the full model predicts (top-1) that the model cut after its first half, "
           "whose output is the tuned readout on the residual after the first half (fitted on other text), gets "
           "wrong; per set of prompts, each graded",
@@ -342,8 +342,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_value="— (neither P1 nor its reviewers give a number; ours: the reviewer's reading as more than 0.5, "
                       "P1's suggestion as less)",
           paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems (Fig. 4)")),
-          overview=(Headline("Ours, on a reviewer's question: cut at the middle, even a tuned readout loses most answers",
-                             "no number",
+          overview=(Headline("Ours, on a reviewer's question: cut at the middle, even a tuned readout loses most "
+                             "answers", "no number",
                              "verdict_exit", real=True, question="Cut after its first half, with a tuned readout, does "
                              "the model lose most of the answers the full model gets right? (*shown*: yes, it loses more "
                              "than half; *not shown*: no, it keeps most)"),)),

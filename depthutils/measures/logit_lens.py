@@ -30,8 +30,8 @@ class LogitLensResult(Result):
 
     Index ``l`` is the lens on ``h_l``, the residual *entering* layer ``l`` (``h_0`` is the embedding), for
     ``l = 0 … L−1``, as NDIF's reproduction notebook of P1 and P2's code read it; ``q_L``, the model's output
-    distribution, is the reference, not a row. The per-prompt token means (``kl_by_prompt``, ``overlap_by_prompt``, ``[N, L]``) and
-    ``prompt_tokens`` ``[N]`` sit beside them.
+    distribution, is the reference, not a row. The per-prompt token means (``kl_by_prompt``,
+    ``overlap_by_prompt``, ``[N, L]``) and ``prompt_tokens`` ``[N]`` sit beside them.
     """
 
     kl: np.ndarray = None

@@ -32,7 +32,8 @@ pytestmark = pytest.mark.skipif(not QUOTES.exists(), reason="no ../shared/refere
 #: a quotation: curly quotes only (straight quotes and backticks are code, prompts and names)
 QUOTATION = re.compile(r"“([^“”]*)”")
 #: a sentence that gives a paper (or its authors) a finding or a statement
-ATTRIBUTION = re.compile(r"\b(?:P1|P2|Csordás et al\.|Hu et al\.|the authors|NDIF's\s+(?:reproduction\s+)?notebook(?:\s+of\s+P1)?)"
+ATTRIBUTION = re.compile(r"\b(?:P1|P2|Csordás et al\.|Hu et al\.|the authors|"
+                         r"NDIF's\s+(?:reproduction\s+)?notebook(?:\s+of\s+P1)?)"
                          r"(?:'s\s+(?:abstract|notebook|text|appendix))?"
                          r"\s+(?:also\s+)?(?:found|finds|find|notes|note|noted|says|said|say|reports|reported|report|"
                          r"shows|showed|show|calls|called|call|reads|read)\b")
@@ -110,7 +111,8 @@ def test_the_checks_can_fail():
     assert ATTRIBUTION.search("NDIF's reproduction notebook of P1 reads its plots as")
     assert P1_NOTEBOOK.search("as P1's notebook and") and P1_NOTEBOOK.search("(P1’s NDIF notebook:")
     assert P1_NOTEBOOK.search("the authors' notebook") and not P1_NOTEBOOK.search("NDIF's reproduction notebook of P1")
-    assert _reviewer_said("Reviewer: that fall is only the norm") and not _reviewer_said("Ours, on a reviewer's question: x")
+    assert _reviewer_said("Reviewer: that fall is only the norm")
+    assert not _reviewer_said("Ours, on a reviewer's question: x")
     claim = "**The paper's claim.** On Llama 3.1, the operand positions matter. NDIF's notebook reads “a”."
     assert _claim_sentence(claim, 0) == "**The paper's claim.** On Llama 3.1, the operand positions matter"
     assert not _quotes_a_paper_or_says_ours(_claim_sentence(claim, 0))
@@ -190,8 +192,8 @@ def test_chapter_4_says_where_it_departs_from_ndifs_reproduction_notebook_on_pos
 
     captions = [s for s in _cells(ROOT / "chapters" / "04_residual_erasure.ipynb") if "{glue:figure} fig_fig6b" in s]
     for text in [*captions, run_of("04").caption]:
-        assert "Position 0" in text and "never erased" in text and "NDIF's reproduction notebook of P1 erases every position, BOS included" \
-            in text, text[:200]
+        departs = "NDIF's reproduction notebook of P1 erases every position, BOS included"
+        assert "Position 0" in text and "never erased" in text and departs in text, text[:200]
     assert "Its erasure loop runs over every position, BOS included" in _sources()
 
 
@@ -234,7 +236,8 @@ def _sources_of_text() -> list[tuple[str, str]]:
     here as source), every module of the package whole (docstrings and comments too), and the Markdown files."""
     out = [(f"{p.name} cell {i}", s) for p in [*sorted((ROOT / "chapters").glob("*.ipynb")),
                                                *sorted(ROOT.glob("*.ipynb"))] for i, s in enumerate(_cells(p))]
-    out += [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")) for p in sorted((ROOT / "depthutils").rglob("*.py"))]
+    out += [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8"))
+            for p in sorted((ROOT / "depthutils").rglob("*.py"))]
     out += [(p.name, p.read_text(encoding="utf-8")) for p in sorted(ROOT.glob("*.md"))]
     return out
 
