@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from depthutils.analysis.mapping_null import N_INITS
 from depthutils.analysis.p2_table import reference_cot_tolerance
 from depthutils.book.paper_values import (
     p2_cot_short,
@@ -35,6 +36,13 @@ COMPLETENESS_LIMIT = 0.05
 N_PERMUTATIONS = 2000
 #: chapter 7: "most source layers share one target" above this share
 SHARED_TARGET = 0.5
+#: chapter 7: the untrained-target test in words. Each untrained target is drawn at N_INITS initialisations
+#: (:data:`depthutils.analysis.mapping_null.N_INITS`), so the null is a spread, not one draw: a trained pair inside it
+#: (or beyond it) is not shown, and one below all of it, but not apart from every draw's interval, is mixed
+UNTRAINED_RULE = (f"Against the untrained target (at least {N_INITS} initialisations of it, each mapped by the same "
+                  "call): shown if the interval lies wholly below every initialisation's interval; not shown if the "
+                  "distance is no smaller than the smallest of the initialisations' distances (inside their spread "
+                  f"or beyond it); mixed otherwise, and at best mixed with fewer than {N_INITS} initialisations")
 #: the sentence that explains a bootstrap interval on a whole-layer statistic
 WHOLE_LAYER = ("An effective depth, a crossing or a best target is a whole layer, so a relative depth or ratio built "
                "from it moves in steps of 1/L: its bootstrap interval can be a single value (every resample gives the "
@@ -254,8 +262,9 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           "“layers with the same relative depth map best to each other, suggesting that the larger model simply "
           "spreads the same computations out over its many layers”",
           "per mapping, the mean |relative depth of the best target − relative depth of the source| over source "
-          "layers, against the same source mapped onto the deeper model's untrained initial weights (the null: "
-          "ours, what the architecture and the residual stream's accumulation give without training) and against "
+          "layers, against the same source mapped onto the deeper model's untrained initial weights, drawn "
+          f"{N_INITS} times (the null: ours, what the architecture and the residual stream's accumulation give "
+          "without training, and how much that varies from one draw to another) and against "
           "its chance distribution when the target layers are permuted",
           Threshold(None, f"the 5th percentile of the distance under {N_PERMUTATIONS} random permutations of the "
                           "target layers: closer to the diagonal than 95% of chance maps (5%: the conventional level)"),

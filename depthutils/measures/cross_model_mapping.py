@@ -204,9 +204,23 @@ def _residual_bytes(model, enc) -> int:
     return model.n_layers * enc.n_tokens * model.text_config.hidden_size * model.dtype.itemsize
 
 
+def _traced(model, ids: list, cache: dict | None, enabled: bool) -> list:
+    """:func:`_layer_outputs` of ``model`` for every prompt of ``ids``; with ``cache``, each prompt traced at most
+    once per model (kept in ``cache`` under the model's ``id``, beside the model itself so that the id stays its)."""
+    what = f"mapping: residuals of {model.name}"
+    if cache is None:
+        return each(model, _layer_outputs, ids, what, enabled=enabled)
+    memo = cache.setdefault(id(model), (model, {}))[1]
+    keys = [tuple(i.flatten().tolist()) for i in ids]
+    todo = {k: i for k, i in zip(keys, ids) if k not in memo}
+    memo.update(zip(todo, each(model, _layer_outputs, list(todo.values()), what, enabled=enabled and bool(todo))))
+    return [memo[k] for k in keys]
+
+
 @counted
 def cross_model_mapping(source, target, texts, *, held_out: float = 0.5, ridge: float = 1e-4, seed: int = 0,
-                        max_tokens: int | None = None, progress_bar: bool = True) -> MappingResult:
+                        max_tokens: int | None = None, progress_bar: bool = True,
+                        cache: dict | None = None) -> MappingResult:
     """Fit affine maps from every layer of ``source`` to every layer of ``target`` and score them.
 
     Args:
@@ -216,6 +230,11 @@ def cross_model_mapping(source, target, texts, *, held_out: float = 0.5, ridge: 
         ridge: the penalty λ, relative to the mean diagonal of ``XᵀX`` (default 1e-4: nearly plain
             least squares, but well-posed when a residual has fewer tokens than dimensions).
         max_tokens: a text longer than this (default: the shorter context of the two) is cut.
+        cache: one dict passed to several calls on the same texts (as
+            :func:`~depthutils.analysis.mapping_null.map_against_null` does): each model's residuals of each prompt
+            are traced once and kept there, so a source mapped onto several targets, or a target from several
+            sources, is traced once; the maps are the same without it. Whoever passes it drops a model's entry
+            (``cache.pop(id(model))``) once it is no longer needed.
 
     Memory: ``XᵀX`` and ``XᵀY`` for all source layers, ``L_src·(H_src+1)·(H_src+1 + L_tgt·H_tgt)``
     float64 numbers, plus one prompt's residuals at a time.
@@ -243,9 +262,8 @@ def cross_model_mapping(source, target, texts, *, held_out: float = 0.5, ridge: 
     done = 0
     for group in batches(encs, size):
         ids = [enc.input_ids for enc in group]
-        xs = each(source, _layer_outputs, ids, f"mapping: residuals of {source.name}", enabled=progress_bar)
-        ys = xs if target is source else each(target, _layer_outputs, ids, f"mapping: residuals of {target.name}",
-                                              enabled=progress_bar)
+        xs = _traced(source, ids, cache, progress_bar)
+        ys = xs if target is source else _traced(target, ids, cache, progress_bar)
         for x, y in zip(xs, ys):
             x = with_bias(x.double()[:, 1:])  # [Ls, T-1, Hs+1]: BOS excluded
             y = y.double()[:, 1:]               # [Lt, T-1, Ht]

@@ -76,16 +76,19 @@ def tiny_model(family: str = "olmo2", layers: int = 2, seed: int = 0):
     return load_model(str(path), dtype="float32", label=f"random-{family}")  # identity checked at float32 rounding
 
 
-def untrained(name: str, *, device: str = "auto", dtype: str = "auto", **kwargs):
-    """Embedded model ``name`` as it stood before its first training step, loaded and named ``"<name>-untrained"``.
+def untrained(name: str, *, seed: int | None = None, device: str = "auto", dtype: str = "auto", **kwargs):
+    """Embedded model ``name`` as it stood before its first training step, loaded and named ``"<name>-untrained"``;
+    with ``seed``, another initial draw of the same architecture, named ``"<name>-untrained-seed<seed>"``.
 
     The weights are drawn by the trainer's own :func:`~depthutils.ladder.train.build_model` from the spec's seed
-    (:data:`~depthutils.ladder.registry.SPECS`), so ``untrained("ladder-16")`` has ``ladder-16``'s architecture and
-    the initial draw its trainer makes from its seed, with no training. They are written to a temporary folder that is
+    (:data:`~depthutils.ladder.registry.SPECS`; ``seed`` replaces it), so ``untrained("ladder-16")`` has
+    ``ladder-16``'s architecture and the initial draw its trainer makes from its seed, with no training, and
+    ``untrained("ladder-16", seed=7)`` the draw the same trainer would make from seed 7 (``seed`` equal to the spec's
+    own is the model's own draw, and named so). They are written to a temporary folder that is
     removed once loaded (where the system allows: a file still mapped cannot be removed on Windows). ``dtype="auto"`` is the embedded models' rule (float32 on a CPU), so the untrained model
     computes in the precision of its trained twin; ``kwargs`` go to :func:`~depthutils.models.handle.load_model`.
     """
-    from depthutils.ladder.registry import SPECS
+    from depthutils.ladder.registry import SEED, SPECS
     from depthutils.ladder.tokenizer import load_tokenizer
     from depthutils.ladder.train import build_model, export, tie_layers, untie_layers
     from depthutils.models.devices import _pick_device, auto_dtype
@@ -95,13 +98,15 @@ def untrained(name: str, *, device: str = "auto", dtype: str = "auto", **kwargs)
     if spec is None or spec.get("init_from"):
         raise DepthError(f"{name!r} is not an embedded model trained from its own initial weights; choose one of "
                          f"{', '.join(n for n, s in SPECS.items() if not s.get('init_from'))}.")
+    own = spec.get("seed", SEED)
+    label = f"{name}-untrained" if seed is None or seed == own else f"{name}-untrained-seed{seed}"
     tok = load_tokenizer(TOKENIZER_DIR)
-    model = build_model(spec, tok)
+    model = build_model(spec if seed is None else {**spec, "seed": seed}, tok)
     if spec.get("shared_blocks"):  # as the trainer ties them before its first step, then exported as repeats
         tie_layers(model, spec["shared_blocks"])
         untie_layers(model)
     if dtype == "auto":
         dtype = auto_dtype(_pick_device(device), embedded=True)[0]
-    with tempfile.TemporaryDirectory(prefix=f"{name}-untrained-", ignore_cleanup_errors=True) as folder:
+    with tempfile.TemporaryDirectory(prefix=f"{label}-", ignore_cleanup_errors=True) as folder:
         export(model, tok, Path(folder))
-        return load_model(folder, device=device, dtype=dtype, label=f"{name}-untrained", **kwargs)
+        return load_model(folder, device=device, dtype=dtype, label=label, **kwargs)

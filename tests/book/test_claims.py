@@ -11,12 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from depthutils.analysis.mapping_null import N_INITS, MappingNull
 from depthutils.analysis.p2_table import reference_spread
 from depthutils.analysis.study import Study
 from depthutils.book import claims
 from depthutils.book.claims import CLAIMS, OUTCOMES, combine, grade
-from depthutils.book.claims.mapping import against_null
+from depthutils.book.claims.mapping import against_null, null_facts
 from depthutils.book.grading import _verdict
+from depthutils.core.errors import DepthError
 from depthutils.measures.contributions import KEYS, ContributionsResult
 from depthutils.measures.cross_model_mapping import MappingResult, spearman
 from depthutils.measures.curves import peaks_at_embedding
@@ -242,15 +244,27 @@ def _mapping(best_of_row, Ls=8, Lt=16, n=10, depth=0.3, flat=0.0) -> MappingResu
 DIAG = [round((s + 1) / 8 * 16) - 1 for s in range(8)]
 
 
-def _untrained(best_of_row, **kw) -> MappingResult:
+def _untrained(best_of_row, init=0, source="a", target="b", **kw) -> MappingResult:
+    """A mapping onto initialisation ``init`` of the untrained ``target`` (0: its own initial weights)."""
     r = _mapping(best_of_row, **kw)
-    r.meta = {"params": {"source": "a", "target": "b-untrained"}}
+    r.meta = {"params": {"source": source, "target": f"{target}-untrained" + (f"-seed{init}" if init else "")}}
     return r
 
 
+def _inits(*rows, **kw) -> list[MappingResult]:
+    """One untrained initialisation per row of best targets (as many as :data:`N_INITS` unless given)."""
+    rows = rows or ([15] * 8,) * N_INITS
+    return [_untrained(row, init=k, **kw) for k, row in enumerate(rows)]
+
+
+#: best targets two target layers off the diagonal (below it, the first above): distance 0.125
+OFF = [b - 2 if b >= 2 else b + 2 for b in DIAG]
+
+
 def test_a_diagonal_map_is_shown_against_permuted_targets_and_an_untrained_target():
-    v = claims.mapping.verdict([_mapping(DIAG)], [_untrained([15] * 8)])
-    assert v.outcome == "shown" and "rank correlation" in v.numbers and "onto b-untrained" in v.numbers
+    v = claims.mapping.verdict([_mapping(DIAG)], _inits())
+    assert v.outcome == "shown" and "rank correlation" in v.numbers
+    assert f"onto {N_INITS} untrained initialisation(s), b-untrained, b-untrained-seed1" in v.numbers
     assert "(shown); against chance" in v.numbers
 
 
@@ -261,7 +275,7 @@ def test_without_an_untrained_target_a_diagonal_is_at_best_mixed():
 
 def test_a_map_no_nearer_the_diagonal_than_its_untrained_target_is_not_shown():
     """The null decides where chance alone would show the claim: the untrained target is as diagonal."""
-    v = claims.mapping.verdict([_mapping(DIAG)], [_untrained(DIAG)])
+    v = claims.mapping.verdict([_mapping(DIAG)], _inits(DIAG, [15] * 8, [0] * 8))
     assert v.outcome == "not shown" and "(not shown); against chance" in v.numbers
 
 
@@ -270,18 +284,82 @@ def test_the_untrained_target_test_on_intervals():
     assert against_null((0.1, 0.05, 0.3), (0.4, 0.3, 0.5)) == "mixed"      # nearer, the intervals touch
     assert against_null((0.4, 0.2, 0.45), (0.4, 0.3, 0.5)) == "not shown"  # no nearer
     assert against_null((0.5, 0.45, 0.6), (0.4, 0.3, 0.5)) == "not shown"
+    spread = [(0.2, 0.15, 0.25), (0.4, 0.3, 0.5), (0.6, 0.55, 0.65)]
+    assert against_null((0.1, 0.05, 0.12), *spread) == "shown"             # below every initialisation's interval
+    assert against_null((0.1, 0.05, 0.16), *spread) == "mixed"             # below all, touching the lowest
+    assert against_null((0.3, 0.28, 0.32), *spread) == "not shown"         # inside the spread: below two of three
+    assert against_null((0.7, 0.65, 0.75), *spread) == "not shown"         # beyond it
+    with pytest.raises(DepthError):
+        against_null((0.1, 0.05, 0.12))
+
+
+def test_a_trained_pair_inside_the_untrained_spread_is_not_shown_against_untrained():
+    """The rule can fail: one and the same trained map (0.125 from the diagonal, far nearer than chance) is shown
+    against initialisations that all lie farther, and not shown where one of them lies nearer."""
+    trained = _mapping(OFF)
+    assert trained.diagonal_distance() == pytest.approx(0.125)
+    far = claims.mapping.verdict([trained], _inits([15] * 8, [0] * 8, [15, 0] * 4))
+    assert "(shown); against chance" in far.numbers and far.outcome == "shown"
+    spread = _inits([15] * 8, DIAG, [0] * 8)  # the diagonal draw lies nearer: the trained map is inside the spread
+    near = claims.mapping.verdict([trained], spread)
+    assert "(not shown); against chance" in near.numbers and near.outcome == "not shown"
+    assert min(r.diagonal_distance() for r in spread) < 0.125 < max(r.diagonal_distance() for r in spread)
+
+
+def test_one_untrained_initialisation_is_at_best_mixed():
+    """One draw of the untrained target says nothing of its spread: where every draw lies far, one is not enough."""
+    v = claims.mapping.verdict([_mapping(DIAG)], _inits([15] * 8))
+    assert v.outcome == "mixed" and "(mixed); against chance" in v.numbers
+    assert any(f"fewer than {N_INITS}" in n for n in v.notes)
+    assert claims.mapping.verdict([_mapping(DIAG)], _inits(*[[15] * 8] * N_INITS)).outcome == "shown"
+
+
+def _control(best_of_row=tuple(range(8))) -> MappingResult:
+    control = _mapping(list(best_of_row), Lt=8)
+    control.meta = {"params": {"source": "a", "target": "a-seed2"}}
+    return control
 
 
 def test_the_positive_control_is_reported_and_not_counted():
     """A second seed that is perfectly diagonal does not lift a trained pair that shows nothing."""
-    control = _mapping(list(range(8)), Lt=8)
-    control.meta = {"params": {"source": "a", "target": "a-seed2"}}
-    v = claims.mapping.verdict([_mapping(DIAG)], [_untrained(DIAG)], control)
+    own = _inits(*[[7] * 8] * N_INITS, target="a-seed2", Lt=8)
+    v = claims.mapping.verdict([_mapping(DIAG)], _inits(DIAG, DIAG, DIAG), _control(), own)
     assert v.outcome == "not shown"
-    assert any(n.startswith("Positive control (not counted): a → a-seed2") and "shown against the untrained" in n
+    assert any(n.startswith("Positive control (not counted): a → a-seed2") and "shown against its own untrained" in n
                for n in v.notes)
     assert v.rows["second seed (positive control)"].startswith("a → a-seed2: 0.000")
-    assert v.rows["untrained target (null)"].startswith("a → b-untrained: ")
+    assert f"a → a-seed2-untrained ({N_INITS} initialisations)" in v.rows["second seed (positive control)"]
+    assert v.rows["untrained target (null)"].startswith(f"a → b-untrained ({N_INITS} initialisations): ")
+
+
+def test_the_positive_control_is_graded_against_a_null_of_its_own_shape():
+    """The control (8 onto 8 layers) is graded against initialisations of its own target, not against the deeper
+    model's (8 onto 16): here those are as diagonal as the control, its own are not; without its own it is not graded
+    against an untrained target at all, and a null of another shape is refused."""
+    deep_nulls = _inits(DIAG, DIAG, DIAG)  # 8 → 16 and on the diagonal: the control would be "not shown" against them
+    own = _inits(*[[7] * 8] * N_INITS, target="a-seed2", Lt=8)
+    v = claims.mapping.verdict([_mapping(DIAG)], deep_nulls, _control(), own)
+    note = next(n for n in v.notes if n.startswith("Positive control"))
+    assert "shown against its own untrained target" in note and "a-seed2-untrained" in note
+    assert all(r.shape == _control().shape for r in own)
+    alone = claims.mapping.verdict([_mapping(DIAG)], deep_nulls, _control())
+    assert "not graded against an untrained target" in next(n for n in alone.notes if n.startswith("Positive"))
+    with pytest.raises(DepthError, match="must have that shape"):
+        claims.mapping.verdict([_mapping(DIAG)], deep_nulls, _control(), deep_nulls)
+
+
+def test_the_chapters_words_for_the_nulls():
+    """null_facts: the spread of every source's initialisations and the control's own null, for the prose."""
+    m = MappingNull(trained=[_mapping(OFF)], untrained=[_inits([15] * 8, DIAG, [0] * 8)], control=_control(),
+                    control_untrained=_inits(*[[7] * 8] * N_INITS, target="a-seed2", Lt=8))
+    f = null_facts(m)
+    assert f["inits"] == N_INITS and len(f["dist0"]) == N_INITS and f["dist0"][1] == 0.0
+    assert f["target"] == "b-untrained" and f["test0"] == claims.mapping.NULL_WORDS["not shown"]
+    assert f["ctrl"] == "a-seed2" and f["ctrl_target"] == "a-seed2-untrained" and f["ctrl_inits"] == N_INITS
+    assert f["ctrl_test"] == claims.mapping.NULL_WORDS["shown"]
+    lines = claims.mapping.null_lines(m).splitlines()
+    assert len(lines) == 2 + 2 * N_INITS and lines[1].startswith("  onto b-untrained: 0.438")
+    assert len(m.results()) == 2 + 2 * N_INITS
 
 
 def test_a_random_map_is_not_shown_where_a_fixed_threshold_could_not_fail():

@@ -98,7 +98,8 @@ def test_the_null_is_mapped_by_the_same_call_as_the_trained_pair(tiny, tiny_root
     shallow, _ = tiny("llama")
     load = lambda layers, seed=0: depthutils.load_model(  # noqa: E731
         str(build_tiny("llama", tiny_root / f"seed{seed}", layers=layers, seed=seed)), device="cpu", dtype="float32")
-    deep, untrained, second = load(5), load(5, seed=1), load(3, seed=2)
+    deep, untrained, second = load(5), [load(5, seed=1), load(5, seed=3)], load(3, seed=2)
+    second_untrained = [load(3, seed=4)]
     calls = []
 
     def recorded(source, target, texts_, **kw):
@@ -108,24 +109,31 @@ def test_the_null_is_mapped_by_the_same_call_as_the_trained_pair(tiny, tiny_root
     monkeypatch.setattr(mapping_null, "cross_model_mapping", recorded)
     kw = dict(held_out=0.5, ridge=1e-3, seed=7, max_tokens=64, progress_bar=False)
     prompts = texts()
-    m = mapping_null.map_against_null([shallow], deep, untrained, prompts, control=second, **kw)
-    assert [(c[0], c[1]) for c in calls] == [(shallow, deep), (shallow, untrained), (shallow, second)]
-    assert all(c[2] is prompts and c[3] == kw for c in calls)
+    m = mapping_null.map_against_null([shallow], deep, untrained, prompts, control=second,
+                                      control_untrained=second_untrained, **kw)
+    assert [(c[0], c[1]) for c in calls] == [(shallow, deep), (shallow, untrained[0]), (shallow, untrained[1]),
+                                             (shallow, second), (shallow, second_untrained[0])]
+    cache = calls[0][3]["cache"]  # one residual cache for every call: each model traced once
+    assert all(c[2] is prompts and c[3].pop("cache") is cache and c[3] == kw for c in calls)
+    assert list(cache) == [id(shallow)]  # the source kept, each target dropped once mapped
     params = [{k: v for k, v in r.meta["params"].items() if k not in ("target", "target_revision")}
-              for r in (m.trained[0], m.untrained[0], m.control)]
-    assert params[0] == params[1] == params[2]
-    direct = depthutils.cross_model_mapping(shallow, untrained, prompts, **kw)
-    np.testing.assert_allclose(m.untrained[0].error_by_prompt, direct.error_by_prompt, rtol=0, atol=ATOL)
-    assert m.pairs() == [(m.trained[0], m.untrained[0])]
+              for r in m.results()]
+    assert all(p == params[0] for p in params) and len(params) == 5
+    direct = depthutils.cross_model_mapping(shallow, untrained[1], prompts, **kw)
+    np.testing.assert_allclose(m.untrained[0][1].error_by_prompt, direct.error_by_prompt, rtol=0, atol=ATOL)
+    assert m.pairs() == [(m.trained[0], m.untrained[0])] and m.nulls() == m.untrained[0]
+    assert m.control_untrained[0].shape == m.control.shape  # the control's null has the control's shape
     assert mapping_null.map_against_null([shallow], deep, None, prompts, **kw).untrained == []
 
 
 def test_the_untrained_target_is_the_trainers_initial_draw():
     """untrained() builds an embedded model's initial weights with the trainer's own build_model (its spec's
-    seed), names it "<name>-untrained" and loads it in its trained twin's float32; load_nulls finds it and the
-    shipped second seed, and neither for a model mapped onto itself."""
-    from depthutils.analysis.mapping_null import cards, load_nulls
-    from depthutils.ladder.registry import SPECS, TOKENIZER_DIR
+    seed), names it "<name>-untrained" and loads it in its trained twin's float32; another seed draws other weights
+    of the same architecture. load_nulls finds N_INITS initialisations of the target, the shipped second seed and
+    N_INITS initialisations of that second seed (the source's shape), and none of them for a model mapped onto
+    itself."""
+    from depthutils.analysis.mapping_null import N_INITS, cards, init_seeds, load_nulls
+    from depthutils.ladder.registry import SEED, SPECS, TOKENIZER_DIR
     from depthutils.ladder.tokenizer import load_tokenizer
     from depthutils.ladder.train import build_model
     from depthutils.models.random_init import untrained
@@ -136,12 +144,24 @@ def test_the_untrained_target_is_the_trainers_initial_draw():
     got = null.hf.state_dict()
     assert set(want) == set(got) and all(torch.equal(want[k], got[k]) for k in want)
     trained = depthutils.load_model("ladder-4", device="cpu").hf.state_dict()
-    assert not torch.equal(trained["model.layers.0.mlp.up_proj.weight"], got["model.layers.0.mlp.up_proj.weight"])
+    key = "model.layers.0.mlp.up_proj.weight"
+    assert not torch.equal(trained[key], got[key])
+    other = untrained("ladder-4", seed=SEED + 1, device="cpu")
+    assert other.name == f"ladder-4-untrained-seed{SEED + 1}" and other.n_layers == 4
+    assert not torch.equal(other.hf.state_dict()[key], got[key])
+    assert untrained("ladder-4", seed=SEED, device="cpu").name == "ladder-4-untrained"  # its own seed, its own name
     with pytest.raises(depthutils.DepthError, match="not an embedded model trained from its own initial weights"):
         untrained("ladder-8-cot")
-    null, second = load_nulls("ladder-4", "ladder-8", device="cpu")
-    assert (null.name, second.name) == ("ladder-8-untrained", "ladder-4-seed2")
-    assert load_nulls("ladder-8", "ladder-8", device="cpu") == (None, None)
+    assert N_INITS >= 3 and init_seeds("ladder-4-seed2") == [SPECS["ladder-4-seed2"]["seed"] + k for k in range(N_INITS)]
+    nulls, second, second_nulls = load_nulls("ladder-4", "ladder-8", device="cpu")
+    assert [n.name for n in nulls] == ["ladder-8-untrained"] + [f"ladder-8-untrained-seed{SEED + k}"
+                                                                for k in range(1, N_INITS)]
+    weights = [n.hf.state_dict()[key] for n in nulls]
+    assert not any(torch.equal(a, b) for i, a in enumerate(weights) for b in weights[i + 1:])  # distinct draws
+    assert second.name == "ladder-4-seed2" and len(second_nulls) == N_INITS
+    assert second_nulls[0].name == "ladder-4-seed2-untrained"
+    assert all(n.n_layers == 4 for n in second_nulls)  # the positive control's null has the source's shape
+    assert load_nulls("ladder-8", "ladder-8", device="cpu") == ([], None, [])
     side = cards("ladder-4", "ladder-4-seed2")
     assert (side["steps_a"], side["steps_b"]) == (SPECS["ladder-4"]["steps"], SPECS["ladder-4-seed2"]["steps"])
     assert all(0 <= side[f"{k}_{t}"] <= 100 for k in ("addition", "word_problems") for t in "ab")

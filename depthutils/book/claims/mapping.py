@@ -5,9 +5,11 @@ The statistic is each mapping's distance from the relative-depth diagonal
 held-out prompts (the maps fixed). A mapping shows P1's diagonal only if it passes both of:
 
 * **the untrained target** (the null, :mod:`depthutils.analysis.mapping_null`): the same source mapped by the same
-  call onto the deeper model's untrained initial weights. *Shown* if the trained pair's whole interval lies below
-  the untrained pair's whole interval (nearer the diagonal than what the architecture gives without training);
-  *not shown* if the trained pair's distance is no smaller than the untrained pair's; *mixed* otherwise;
+  call onto :data:`~depthutils.analysis.mapping_null.N_INITS` untrained initialisations of the deeper model (its own
+  initial weights and draws from the next seeds), a spread rather than one draw. *Shown* if the trained pair's whole
+  interval lies below every initialisation's interval; *not shown* if its distance is no smaller than the smallest
+  of theirs (inside their spread or beyond it); *mixed* otherwise, and at best mixed with fewer initialisations
+  (:data:`~depthutils.book.claim_table.UNTRAINED_RULE`, the rule's words);
 * **chance**: the same best targets with the target layers permuted; *shown* if the interval lies at or below the
   5th percentile of the permuted distances, *not shown* if wholly above it, *mixed* otherwise.
 
@@ -16,7 +18,8 @@ the claim's is the worst over the mappings. Without an untrained target a mappin
 best mixed. Beside the distance, ours and not graded: the error gap at the diagonal target
 (:meth:`~depthutils.measures.cross_model_mapping.MappingResult.diagonal_gap`), a number that does not move in
 whole-layer steps. The second seed (the positive control: a source mapped onto another seed of itself) is graded by the
-same two tests and reported beside the verdict, not counted: it says whether the rule finds a diagonal where the
+same two tests, its untrained target being initialisations of the second seed (the source's shape, not the deeper
+model's), and reported beside the verdict, not counted: it says whether the rule finds a diagonal where the
 computation is the same. Its figures are here too: one mapping's heatmap (:func:`figure`), the best-match curves
 (:func:`curves_figure`) and the trained pair beside its nulls (:func:`null_figure`), each at the book's text column's
 width, its key in a legend outside the heatmaps.
@@ -25,21 +28,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from depthutils.book.claim_table import CLAIMS, LEVEL, N_PERMUTATIONS, OUTCOMES, SHARED_TARGET
+from depthutils.analysis.mapping_null import N_INITS
+from depthutils.book.claim_table import CLAIMS, LEVEL, N_PERMUTATIONS, OUTCOMES, SHARED_TARGET, UNTRAINED_RULE
 from depthutils.book.grading import _verdict, band, grade, interval_text, not_tested
 from depthutils.book.legends import below
 from depthutils.book.plotstyle import CMAPS, ROBUST_PERCENTILE, heatmap, robust_max, subplots, yerr
 from depthutils.core.depth import layer_depth
+from depthutils.core.errors import DepthError
 from depthutils.core.numbers import enclose
 from depthutils.measures.cross_model_mapping import MappingResult
 
 __all__ = ["NULL_WORDS", "against_null", "curves_figure", "distance_band", "figure", "null_facts", "null_figure",
-           "pair_name", "verdict"]
+           "null_lines", "pair_name", "verdict"]
 
 #: the untrained-target test's outcome in words, for the chapter's prose ("the trained pair's best targets lie ...")
-NULL_WORDS = {"shown": "nearer the diagonal than the untrained pair's, the two intervals apart",
-              "mixed": "nearer the diagonal than the untrained pair's, but not outside its interval",
-              "not shown": "no nearer the diagonal than the untrained pair's"}
+NULL_WORDS = {"shown": "nearer the diagonal than every untrained initialisation's, its interval apart from all of theirs",
+              "mixed": "nearer the diagonal than every untrained initialisation's, but not apart from all their "
+                       "intervals (or with too few initialisations to say)",
+              "not shown": "no nearer the diagonal than the nearest untrained initialisation's"}
 
 
 def pair_name(r: MappingResult) -> str:
@@ -56,12 +62,27 @@ def distance_band(r: MappingResult) -> tuple[float, float, float]:
     return (d, d, d) if lo is None else (d, *enclose(d, lo, hi))
 
 
-def against_null(trained: tuple[float, float, float], untrained: tuple[float, float, float]) -> str:
-    """The untrained-target test on two :func:`distance_band` triples: *shown* if the trained pair's interval lies
-    wholly below the untrained pair's, *not shown* if its distance is no smaller than the untrained pair's, *mixed*
-    otherwise."""
-    (d, _, hi), (d0, lo0, _) = trained, untrained
-    return "shown" if hi < lo0 else "not shown" if d >= d0 else "mixed"
+def against_null(trained: tuple[float, float, float], *untrained: tuple[float, float, float]) -> str:
+    """The untrained-target test on :func:`distance_band` triples, the trained pair's and one per untrained
+    initialisation: *shown* if the trained pair's interval lies wholly below every initialisation's interval, *not
+    shown* if its distance is no smaller than the smallest of theirs (inside their spread or beyond it), *mixed*
+    otherwise (:data:`~depthutils.book.claim_table.UNTRAINED_RULE`; the count of initialisations is the caller's)."""
+    if not untrained:
+        raise DepthError("against_null needs at least one untrained initialisation's distance.")
+    d, _, hi = trained
+    return ("shown" if hi < min(lo0 for _, lo0, _ in untrained)
+            else "not shown" if d >= min(d0 for d0, _, _ in untrained) else "mixed")
+
+
+def _by_null(dist: tuple, inits: list[tuple]) -> str:
+    """:func:`against_null`, at best mixed with fewer than :data:`N_INITS` initialisations."""
+    outcome = against_null(dist, *inits)
+    return _worse(outcome, "mixed") if len(inits) < N_INITS else outcome
+
+
+def _spread(results: list[MappingResult], dist: dict) -> str:
+    """``"0.375 (interval of zero width), 0.375 [...], 0.312 [...]"``: every initialisation's distance."""
+    return ", ".join(interval_text(*dist[id(r)], ".3f") for r in results)
 
 
 def _against_chance(r: MappingResult, dist: tuple[float, float, float], n_permutations: int,
@@ -83,34 +104,50 @@ def _worse(*outcomes: str) -> str:
 
 
 def verdict(results: list[MappingResult], untrained: list[MappingResult] | None = None,
-            control: MappingResult | None = None, n_permutations: int = N_PERMUTATIONS, seed: int = 0):
-    """Chapter 7's verdict: each mapping of ``results`` against its source's mapping onto the untrained target
-    (``untrained``, matched by source) and against permuted targets, with the rank correlation beside it;
-    ``control`` (a source onto its second seed) is graded alike and reported, not counted."""
+            control: MappingResult | None = None, control_untrained: list[MappingResult] | None = None,
+            n_permutations: int = N_PERMUTATIONS, seed: int = 0):
+    """Chapter 7's verdict: each mapping of ``results`` against its source's mappings onto the untrained
+    initialisations of the target (``untrained``, matched by source) and against permuted targets, with the rank
+    correlation beside it; ``control`` (a source onto its second seed) is graded alike against its own untrained
+    initialisations (``control_untrained``: the second seed's, which have the control's shape) and reported, not
+    counted."""
     c = CLAIMS["mapping"]
     results = [r for r in results if r.meta["params"]["source"] != r.meta["params"]["target"]]
     if not results:
         return not_tested("mapping", "one model only: a model mapped onto itself is the sanity check, not a test; "
                                      "give two models that share a tokenizer.")
-    nulls = {r.meta["params"]["source"]: r for r in untrained or []}
-    dist = {id(r): distance_band(r) for r in [*results, *nulls.values(), *([control] if control else [])]}
+    nulls: dict[str, list[MappingResult]] = {}
+    for n in untrained or []:
+        nulls.setdefault(n.meta["params"]["source"], []).append(n)
+    ctrl_nulls = list(control_untrained or []) if control is not None else []
+    if any(n.shape != control.shape for n in ctrl_nulls):
+        raise DepthError(f"the positive control {pair_name(control)} maps {control.shape[0]} onto "
+                         f"{control.shape[1]} layers; its untrained target must have that shape, got "
+                         + ", ".join(f"{pair_name(n)} ({n.shape[0]} onto {n.shape[1]})" for n in ctrl_nulls) + ".")
+    everything = [*results, *(n for ns in nulls.values() for n in ns), *([control] if control else []), *ctrl_nulls]
+    dist = {id(r): distance_band(r) for r in everything}
     grades, parts, notes, values = [], [], [], []
     for r in results:
-        f, name, null = r.facts(), pair_name(r), nulls.get(r.meta["params"]["source"])
+        f, name, inits = r.facts(), pair_name(r), nulls.get(r.meta["params"]["source"], [])
         d, lo, hi = dist[id(r)]
         by_chance, chance_words = _against_chance(r, dist[id(r)], n_permutations, seed)
         rho_lo, rho_hi = band(r, "rank_corr")
         text = f"{name}: distance {interval_text(d, lo, hi, '.3f')}"
-        if null is None:
+        if not inits:
             by_null = "mixed"
             notes.append(f"{name}: no untrained target was mapped, so nothing says what the architecture gives "
                          "without training: graded on chance alone, at best mixed.")
             text += f"; no untrained target; against {chance_words} ({by_chance})"
         else:
-            by_null = against_null(dist[id(r)], dist[id(null)])
-            text += (f"; onto {null.meta['params']['target']} {interval_text(*dist[id(null)], '.3f')} ({by_null}); "
+            by_null = _by_null(dist[id(r)], [dist[id(n)] for n in inits])
+            if len(inits) < N_INITS:
+                notes.append(f"{name}: only {len(inits)} untrained initialisation(s) of the target (fewer than "
+                             f"{N_INITS}), too few to show how the untrained distance varies from draw to draw: the "
+                             "untrained-target test is at best mixed.")
+            text += (f"; onto {len(inits)} untrained initialisation(s), "
+                     f"{', '.join(n.meta['params']['target'] for n in inits)}: {_spread(inits, dist)} ({by_null}); "
                      f"against {chance_words} ({by_chance}); error gap at the diagonal target (ours, not graded) "
-                     f"{_gap(r)} against {_gap(null)} untrained")
+                     f"{_gap(r)} against {', '.join(_gap(n) for n in inits)} untrained")
         outcome = _worse(by_null, by_chance)
         if f["shared_frac"] > SHARED_TARGET:
             notes.append(f"{name}: {100 * f['shared_frac']:.0f}% of the source layers share one best target (layer "
@@ -118,44 +155,72 @@ def verdict(results: list[MappingResult], untrained: list[MappingResult] | None 
                          "mixed.")
             outcome = _worse(outcome, "mixed")
         grades.append(outcome)
-        values.append(f"{name}: {interval_text(d, lo, hi, '.3f')}"
-                      + ("" if null is None else f" (untrained target {dist[id(null)][0]:.3f})"))
+        values.append(f"{name}: {interval_text(d, lo, hi, '.3f')}" + (
+            f" (untrained initialisations {', '.join(f'{dist[id(n)][0]:.3f}' for n in inits)})" if inits else ""))
         parts.append(f"{text}; rank correlation of source and best-target depth "
                      f"{interval_text(f['rank_corr'], rho_lo, rho_hi)} ({outcome})")
     rows = {"untrained target (null)": "; ".join(
-        f"{pair_name(n)}: {interval_text(*dist[id(n)], '.3f')}" for n in nulls.values()) or "—"}
+        f"{pair_name(ns[0])} ({len(ns)} initialisation{'s' * (len(ns) > 1)}): {_spread(ns, dist)}"
+        for ns in nulls.values()) or "—"}
     if control is not None:
         d, lo, hi = dist[id(control)]
-        null = nulls.get(control.meta["params"]["source"])
-        by_null = ("no untrained target" if null is None
-                   else f"{against_null(dist[id(control)], dist[id(null)])} against the untrained target")
         by_chance = _against_chance(control, dist[id(control)], n_permutations, seed)[0]
         rows["second seed (positive control)"] = f"{pair_name(control)}: {interval_text(d, lo, hi, '.3f')}"
+        if ctrl_nulls:
+            by_null = (f"{_by_null(dist[id(control)], [dist[id(n)] for n in ctrl_nulls])} against its own untrained "
+                       f"target ({len(ctrl_nulls)} initialisation(s) of its shape, "
+                       f"{', '.join(n.meta['params']['target'] for n in ctrl_nulls)}: {_spread(ctrl_nulls, dist)})")
+            rows["second seed (positive control)"] += (f"; its untrained target {pair_name(ctrl_nulls[0])} "
+                                                       f"({len(ctrl_nulls)} initialisations): "
+                                                       f"{_spread(ctrl_nulls, dist)}")
+        else:
+            by_null = "not graded against an untrained target (none of its shape was mapped)"
         notes.append(f"Positive control (not counted): {pair_name(control)}, a model onto another seed of itself, "
                      f"lies {interval_text(d, lo, hi, '.3f')} from the diagonal; the rule grades it {by_null} and "
                      f"{by_chance} against chance.")
     return _verdict(c, _worse(*grades), "; ".join(parts) + ".", notes, value="; ".join(values), rows=rows,
                     criterion=f"{c.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval over held-out prompts "
-                              f"(maps fixed). Against the untrained target: shown if the interval lies wholly below "
-                              "the untrained pair's interval, not shown if the distance is no smaller than the "
-                              "untrained pair's, mixed otherwise. Against chance: shown if the interval lies at or "
+                              f"(maps fixed). {UNTRAINED_RULE}. Against chance: shown if the interval lies at or "
                               f"below {c.shown.source}; not shown if it lies wholly above it; mixed otherwise. A "
                               "mapping's grade is the worse of the two; every mapping must show it.")
 
 
 def null_facts(m) -> dict:
     """The chapter's words for a :class:`~depthutils.analysis.mapping_null.MappingNull`: ``test0`` and ``test1``,
-    the first and last source's untrained-target test (:data:`NULL_WORDS`), ``target`` the untrained model's name,
-    ``ctrl_test`` the positive control's test against the first source's untrained pair and ``ctrl`` the second
-    seed's name (absent parts left out)."""
-    pairs, out = m.pairs(), {}
-    if not pairs:
-        return out
-    words = lambda t, u: NULL_WORDS[against_null(distance_band(t), distance_band(u))]  # noqa: E731
-    out.update(test0=words(*pairs[0]), test1=words(*pairs[-1]), target=m.untrained[0].meta["params"]["target"])
+    the first and last source's untrained-target test (:data:`NULL_WORDS`), ``target`` the untrained model's name (its
+    own initial weights), ``inits`` how many initialisations of it were mapped, ``dist0`` and ``dist1`` the first and
+    last source's distance onto each of them; ``ctrl`` the second seed's name, ``ctrl_test`` the positive control's
+    test against its own untrained target (the second seed's initialisations), ``ctrl_target`` that target's name and
+    ``ctrl_dist`` the distances onto each of its initialisations (absent parts left out)."""
+    pairs, out = [(t, u) for t, u in m.pairs() if u], {}
+    words = lambda t, inits: NULL_WORDS[_by_null(distance_band(t), [distance_band(u) for u in inits])]  # noqa: E731
+    dists = lambda inits: [round(distance_band(u)[0], 3) for u in inits]  # noqa: E731
+    if pairs:
+        out.update(test0=words(*pairs[0]), test1=words(*pairs[-1]), target=pairs[0][1][0].meta["params"]["target"],
+                   inits=len(pairs[0][1]), dist0=dists(pairs[0][1]), dist1=dists(pairs[-1][1]))
     if m.control is not None:
-        out.update(ctrl_test=words(m.control, m.untrained[0]), ctrl=m.control.meta["params"]["target"])
+        out["ctrl"] = m.control.meta["params"]["target"]
+        out["ctrl_test"] = "not graded against an untrained target of its shape (none was mapped)"
+        if m.control_untrained:
+            out.update(ctrl_test=words(m.control, m.control_untrained), ctrl_inits=len(m.control_untrained),
+                       ctrl_target=m.control_untrained[0].meta["params"]["target"],
+                       ctrl_dist=dists(m.control_untrained))
     return out
+
+
+def null_lines(m) -> str:
+    """Every untrained initialisation's mapping in one line each: its distance from the diagonal with its interval
+    and its best targets, so that the spread of the null is read beside the trained pairs'."""
+    lines = []
+    for trained, inits in [*m.pairs(), *([(m.control, m.control_untrained)] if m.control is not None else [])]:
+        if not inits:
+            continue
+        lines.append(f"{pair_name(trained)} against {len(inits)} untrained initialisations: "
+                     f"{interval_text(*distance_band(trained), '.3f')} from the diagonal, best targets "
+                     f"{[int(b) for b in trained.best]}")
+        lines += [f"  onto {n.meta['params']['target']}: {interval_text(*distance_band(n), '.3f')}, best targets "
+                  f"{[int(b) for b in n.best]}" for n in inits]
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------ figures
