@@ -107,9 +107,9 @@ class Claim:
 
 #: chapter 6's reviewer's split: the deeper model's share of a family's flips (problems one model of the pair solves
 #: and the other does not) under symmetric noise, which the only-deeper group must clear to be graded
-FLIP_NULL = Threshold(0.5, "symmetric noise: a greedy answer at 20–30% accuracy flips between two models as often one "
-                           "way as the other, so the only-shallower group is the only-deeper group's noise baseline "
-                           "(McNemar's test)")
+FLIP_NULL = Threshold(0.5, "symmetric noise: where greedy correctness is far from certain, a problem's answer flips "
+                           "between two models as often one way as the other, so the only-shallower group is the "
+                           "only-deeper group's noise baseline (McNemar's test)")
 #: chapter 6: the power at which the chapter says how many flips, and problems, its noise gate needs (the
 #: conventional 80%)
 POWER = 0.8
@@ -249,8 +249,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           "per task family, the deeper model's mean normalised depth score (each problem's depth score of D divided "
           "by L − 1) over the problems only it solves minus that over the problems both models solve (two ladder "
           "models differing only in depth, on the same problems, all held out of their training; each family "
-          "resampled on its own), graded only where the only-deeper group is larger than the only-shallower one "
-          "beyond noise",
+          "resampled on its own)",
           Threshold(None, "ours: less than one layer of the deeper model, 1 / (L − 1), is below the resolution of a "
                           "layer index (chapter 6's tolerance)"),
           Threshold(0.0, "ours: a difference whose interval lies wholly above 0 is more depth outside the noise"),
