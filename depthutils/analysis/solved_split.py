@@ -15,10 +15,20 @@ Stratified by task family: each family is its own comparison, with its own boots
 Families differ in their scores, so a difference pooled over families would also measure which families the
 only-deeper problems come from; the pooled difference is kept beside the families' (not graded). A group of
 fewer than :data:`MIN_GROUP` problems with a defined score leaves its family's comparison untested.
+
+Against its noise: greedy correctness at 20–30% accuracy flips between two models for reasons that have nothing to
+do with depth, and such flips fall as often into "only the shallower" as into "only the deeper". The only-shallower
+group is that noise's baseline: the share of the deeper model among a family's flips (``only_deeper / (only_deeper
++ only_shallower)``) is 0.5 under symmetric noise, and its exact (Clopper–Pearson) interval says whether the
+only-deeper group holds more than noise (:func:`flip_share`, a McNemar-style test). :func:`flips_needed` gives how
+many flips, and so how many problems, a share of the observed size needs for its interval to clear 0.5 at a given
+power.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import ClassVar
 
 import numpy as np
@@ -30,6 +40,9 @@ from depthutils.ladder.tasks import heldout_check
 from depthutils.measures.depth_score import depth_score, draw, levels_of
 from depthutils.measures.depth_score_result import DepthScoreResult
 from depthutils.models.handle import load_model
+
+__all__ = ["GROUPS", "MIN_GROUP", "HELDOUT_FAMILIES", "N_PER_LEVEL", "LADDER_TASK", "heldout_only", "SolvedSplit",
+           "split", "solved_split", "flip_share", "flips_needed", "problems_needed"]
 
 #: the four groups, by (solved by the shallower model, solved by the deeper): index ``2·shallower + deeper``
 GROUPS = ("neither", "only_deeper", "only_shallower", "both")
@@ -165,6 +178,10 @@ class SolvedSplit(Result):
             out[f"{where}diff"] = _r3(self.difference(idx))
             out[f"{where}diff_lo"], out[f"{where}diff_hi"] = (None, None) if band is None else map(_r3, band)
             out[f"{where}tested"] = self.tested(task)
+            n_od, n_os = out[f"{where}n_only_deeper"], out[f"{where}n_only_shallower"]
+            share, lo, hi = flip_share(n_od, n_os)
+            out[f"{where}flips"] = n_od + n_os
+            out[f"{where}share"], out[f"{where}share_lo"], out[f"{where}share_hi"] = _r3(share), _r3(lo), _r3(hi)
         return out
 
     def facts(self) -> dict:
@@ -194,6 +211,66 @@ class SolvedSplit(Result):
 
     def summary(self) -> str:
         return "\n".join([super().summary(), self.table()])
+
+
+def _binomial(m: int, p: float) -> np.ndarray:
+    """The probabilities of 0, 1, …, m successes in ``m`` trials of success probability ``p`` (log space: exact
+    for thousands of trials)."""
+    if p <= 0 or p >= 1:
+        return np.eye(m + 1)[0 if p <= 0 else m]
+    lg = np.array([math.lgamma(i + 1) for i in range(m + 1)])
+    k = np.arange(m + 1)
+    return np.exp(lg[m] - lg - lg[::-1] + k * math.log(p) + (m - k) * math.log1p(-p))
+
+
+def _solve(f, steps: int = 60) -> float:
+    """The p in [0, 1] where the monotone ``f(p)`` turns True, by bisection."""
+    lo, hi = 0.0, 1.0
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if f(mid) else (mid, hi)
+    return (lo + hi) / 2
+
+
+def flip_share(n_deeper: int, n_shallower: int, level: float = 0.95):
+    """The deeper model's share of the flips, ``n_deeper / (n_deeper + n_shallower)``, with its exact
+    (Clopper–Pearson) ``level`` interval: ``(share, lo, hi)``; ``(None, None, None)`` without a flip. Under symmetric
+    noise (a flip as likely either way) the share is 0.5; an interval wholly above 0.5 is an only-deeper group larger
+    than noise (McNemar's exact test at ``1 − level``, two-sided)."""
+    k, m = int(n_deeper), int(n_deeper) + int(n_shallower)
+    if m == 0:
+        return None, None, None
+    a = (1 - level) / 2
+    lo = 0.0 if k == 0 else _solve(lambda p: _binomial(m, p)[k:].sum() >= a)
+    hi = 1.0 if k == m else _solve(lambda p: _binomial(m, p)[: k + 1].sum() <= a)
+    return k / m, lo, hi
+
+
+def flips_needed(share: float | None, level: float = 0.95, power: float = 0.8, most: int = 100_000) -> int | None:
+    """The fewest flips at which, if each falls to the deeper model with probability ``share``, the exact ``level``
+    interval of :func:`flip_share` lies wholly above 0.5 with probability at least ``power``: the flips a share of
+    that size needs to be told from symmetric noise. None for a share at or below 0.5 (no excess to tell), or if more
+    than ``most`` flips would be needed."""
+    if share is None or share <= 0.5:
+        return None
+    if share >= 1:
+        return next(m for m in range(1, most) if 0.5 ** m < (1 - level) / 2)  # every flip to the deeper model
+    z = NormalDist().inv_cdf
+    approx = ((z(1 - (1 - level) / 2) * 0.5 + z(power) * math.sqrt(share * (1 - share))) / (share - 0.5)) ** 2
+    for m in range(max(1, int(0.5 * approx)), most + 1):
+        null = np.cumsum(_binomial(m, 0.5)[::-1])[::-1]  # P(X ≥ k) under symmetric noise, k = 0 … m
+        above = np.flatnonzero(null < (1 - level) / 2)  # the k whose interval's lower end lies above 0.5
+        if above.size and _binomial(m, share)[above[0]:].sum() >= power:
+            return m
+    return None
+
+
+def problems_needed(flips: int | None, n_flips: int, n_problems: int) -> int | None:
+    """The problems that give ``flips`` flips at the observed rate of ``n_flips`` flips in ``n_problems`` problems;
+    None if either is undefined."""
+    if flips is None or not n_flips:
+        return None
+    return math.ceil(flips * n_problems / n_flips)
 
 
 def _r3(v):

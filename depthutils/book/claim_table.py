@@ -113,6 +113,21 @@ class Claim:
                 f"({self.against.source}); mixed otherwise.")
 
 
+#: chapter 6's reviewer's split: the deeper model's share of a family's flips (problems one model of the pair solves
+#: and the other does not) under symmetric noise, which the only-deeper group must clear to be graded
+FLIP_NULL = Threshold(0.5, "symmetric noise: where greedy correctness is far from certain, a problem's answer flips "
+                           "between two models as often one way as the other, so the only-shallower group is the "
+                           "only-deeper group's noise baseline (McNemar's test)")
+#: chapter 6: the power at which the chapter says how many flips, and problems, its noise gate needs (the
+#: conventional 80%)
+POWER = 0.8
+#: chapter 6: the noise gate in words (:data:`FLIP_NULL`)
+NOISE_GATE = (f"a family's only-deeper group counts as more than noise only if the exact (Clopper–Pearson) "
+              f"{100 * LEVEL:.0f}% interval of the deeper model's share of the family's flips, only-deeper / "
+              f"(only-deeper + only-shallower), lies wholly above {FLIP_NULL.value} ({FLIP_NULL.source}); otherwise the "
+              "family is not tested, whatever its difference of depth scores reads (that difference is printed, not "
+              "graded): its only-deeper group may be mostly the flips of a noisy greedy answer, not problems that need "
+              "the deeper model's depth")
 #: chapter 2: the output half of P1's future-effects claim, graded against its own thresholds
 OUTPUT_SHOWN = Threshold(0.5, "ours: the same reading of “much smaller”, at most half; P1 gives no number for the "
                               "output either")

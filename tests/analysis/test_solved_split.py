@@ -201,3 +201,80 @@ def test_a_group_under_the_floor_is_not_tested_with_its_counts():
     v = review.verdict(_case([0.4] * 9, [0.4] * 40, "multihop_heldout", neither=[0.2] * 60, only_shallower=[0.3] * 8))
     assert v.outcome == "not tested"
     assert "neither 60, only deep 9, only shallow 8, both 40" in v.numbers and "9 only-deep and 40 both" in v.value
+
+
+# ------------------------------------------------------------------------ the only-deeper group against its noise
+
+def _tail_at_least(k: int, m: int, p: float) -> float:
+    """P(X ≥ k) for X ~ Binomial(m, p), summed term by term from math.comb (independent of the module's log space)."""
+    import math
+
+    return sum(math.comb(m, j) * p ** j * (1 - p) ** (m - j) for j in range(k, m + 1))
+
+
+def test_the_share_of_the_flips_and_its_exact_interval_match_a_plain_binomial():
+    # textbook Clopper–Pearson values: 5 of 10, [0.1871, 0.8129]; all or none of m, closed forms
+    share, lo, hi = ss.flip_share(5, 5)
+    assert share == 0.5 and lo == pytest.approx(0.1871, abs=1e-4) and hi == pytest.approx(0.8129, abs=1e-4)
+    assert ss.flip_share(4, 0) == pytest.approx((1.0, 0.025 ** (1 / 4), 1.0))
+    assert ss.flip_share(0, 7) == pytest.approx((0.0, 0.0, 1 - 0.025 ** (1 / 7)))
+    assert ss.flip_share(0, 0) == (None, None, None)
+    # chapter 6's run: 16 held-out compositions only ladder-16 solves, 8 only ladder-4 solves; each end of the interval
+    # leaves 2.5% in its tail, by the plain sum
+    share, lo, hi = ss.flip_share(16, 8)
+    assert share == pytest.approx(2 / 3)
+    assert _tail_at_least(16, 24, lo) == pytest.approx(0.025, abs=1e-9)
+    assert 1 - _tail_at_least(17, 24, hi) == pytest.approx(0.025, abs=1e-9)
+    assert lo == pytest.approx(0.4468, abs=1e-4) and hi == pytest.approx(0.8437, abs=1e-4) and lo < 0.5
+    # the facts: per family and pooled, rounded as printed
+    f = _case([0.4] * 16, [0.4] * 24, "multihop_heldout", only_shallower=[0.3] * 8).facts()
+    assert f["multihop_heldout_flips"] == f["flips"] == 24
+    assert (f["multihop_heldout_share"], f["multihop_heldout_share_lo"], f["multihop_heldout_share_hi"]) == \
+        (0.667, 0.447, 0.844)
+
+
+def _power_scan(p: float, level=0.95, power=0.8) -> int:
+    """The fewest flips at which the exact test tells share p from 0.5 at ``power``, by a plain scan from one flip:
+    the interval's lower end lies above 0.5 exactly when P(X ≥ k | 0.5) < (1 − level) / 2."""
+    m = 0
+    while True:
+        m += 1
+        k = next((k for k in range(m + 1) if _tail_at_least(k, m, 0.5) < (1 - level) / 2), None)
+        if k is not None and _tail_at_least(k, m, p) >= power:
+            return m
+
+
+def test_the_flips_and_problems_a_share_needs():
+    from statistics import NormalDist
+
+    assert ss.flips_needed(2 / 3) == _power_scan(2 / 3) == 72
+    assert ss.flips_needed(0.75) == _power_scan(0.75)
+    # all flips to the deeper model: 6, the fewest with 0.5^m below 2.5% (0.5^5 = 3.1%, 0.5^6 = 1.6%)
+    assert ss.flips_needed(1.0) == 6
+    assert ss.flips_needed(0.5) is None and ss.flips_needed(0.4) is None and ss.flips_needed(None) is None
+    # near the normal approximation's ((z_.975·½ + z_.8·√(p(1−p))) / (p − ½))², 68.2 for p = 2/3
+    z = NormalDist().inv_cdf
+    approx = ((z(0.975) * 0.5 + z(0.8) * (2 / 9) ** 0.5) / (1 / 6)) ** 2
+    assert approx == pytest.approx(68.2, abs=0.1) and abs(ss.flips_needed(2 / 3) - approx) < 0.1 * approx
+    # chapter 6's held-out compositions: 24 flips in 98 problems, so 72 flips need 294 problems
+    assert ss.problems_needed(72, 24, 98) == 294
+    assert ss.problems_needed(None, 24, 98) is None and ss.problems_needed(72, 0, 98) is None
+
+
+def test_the_noise_gate_leaves_a_symmetric_split_untested():
+    # the same depth score in both groups, so the difference alone would be shown; the flips decide
+    symmetric = _case([0.4] * 20, [0.4] * 20, "multihop_heldout", only_shallower=[0.3] * 20)
+    observed = _case([0.4] * 16, [0.4] * 24, "multihop_heldout", only_shallower=[0.3] * 8)
+    clear = _case([0.4] * 30, [0.4] * 24, "multihop_heldout", only_shallower=[0.3] * 5)
+    for case in (symmetric, observed):
+        v = review.verdict(case)
+        assert v.outcome == "not tested" and "not beyond noise" in v.value, v.value
+        assert "not graded" in v.numbers
+    v = review.verdict(observed)
+    noise = review.noise_facts(observed)
+    assert not noise["multihop_heldout_beyond_noise"] and noise["multihop_heldout_flips_needed"] == 72
+    assert noise["multihop_heldout_problems"] == 48 and noise["multihop_heldout_problems_needed"] == 144
+    assert "0.67 [0.45, 0.84]" in v.numbers and "needs 72 flips" in v.numbers and "about 144 problems" in v.numbers
+    assert "no excess" in review.verdict(symmetric).numbers
+    assert review.noise_facts(clear)["multihop_heldout_beyond_noise"] and review.verdict(clear).outcome == "shown"
+    assert "Clopper–Pearson" in v.criterion and "wholly above 0.5" in v.criterion

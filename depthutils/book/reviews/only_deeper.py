@@ -7,13 +7,41 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-from depthutils.analysis.solved_split import GROUPS, MIN_GROUP, SolvedSplit
-from depthutils.book.claim_table import CLAIMS, LEVEL
+from depthutils.analysis.solved_split import GROUPS, MIN_GROUP, SolvedSplit, flips_needed, problems_needed
+from depthutils.book.claim_table import CLAIMS, FLIP_NULL, LEVEL, NOISE_GATE, POWER
 from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, grade, interval_text
 from depthutils.book.legends import below
 from depthutils.book.plotstyle import subplots, title
 
-__all__ = ["verdict", "figure"]
+__all__ = ["verdict", "figure", "noise_facts"]
+
+
+def noise_facts(result: SolvedSplit) -> dict:
+    """Per task family (``{task}_…``), the only-deeper group against its noise: ``beyond_noise``, whether the exact
+    interval of the deeper model's share of the flips (``share``, ``share_lo``, ``share_hi`` of ``facts()``) lies
+    wholly above :data:`~depthutils.book.claim_table.FLIP_NULL`; ``flips_needed``, the flips a share of the observed
+    size needs to clear it at :data:`~depthutils.book.claim_table.POWER` (None: no excess to tell); ``problems_needed``,
+    the problems that give so many flips at the family's observed flip rate, beside ``problems``, the family's problems
+    on this run; and ``power_pct``, that power in percent."""
+    f, out = result.facts(), {"power_pct": round(100 * POWER)}
+    for t in result.tasks():
+        lo = f[f"{t}_share_lo"]
+        need = flips_needed(f[f"{t}_share"], LEVEL, POWER)
+        out[f"{t}_beyond_noise"] = lo is not None and lo > FLIP_NULL.value
+        out[f"{t}_flips_needed"] = need
+        out[f"{t}_problems"] = sum(f[f"{t}_n_{g}"] for g in GROUPS)
+        out[f"{t}_problems_needed"] = problems_needed(need, f[f"{t}_flips"], out[f"{t}_problems"])
+    return out
+
+
+def _noise_text(t: str, f: dict, noise: dict, deep: str) -> str:
+    """A family's share of the flips, with its interval and the flips and problems it needs, in words."""
+    share = interval_text(f[f"{t}_share"], f[f"{t}_share_lo"], f[f"{t}_share_hi"], ".2f")
+    n, need, problems = noise[f"{t}_problems"], noise[f"{t}_flips_needed"], noise[f"{t}_problems_needed"]
+    power = (f"a share of this size needs {need} flips to clear {FLIP_NULL.value} at {noise['power_pct']}% power, "
+             f"about {problems} problems at this run's rate of {f[f'{t}_flips']} flips in {n}" if need is not None
+             else "no excess over the only-shallower group to tell from noise")
+    return f"{deep}'s share of the {f[f'{t}_flips']} flips {share} ({power})"
 
 
 def verdict(result: SolvedSplit) -> Verdict:
@@ -23,9 +51,11 @@ def verdict(result: SolvedSplit) -> Verdict:
     "both solve", with its bootstrap interval over the family's problems: *shown* (for P1: no more depth) if the
     interval lies at or below one layer of the deeper model, ``1 / (L − 1)`` (decided first, as chapter 6 does);
     *not shown* if it lies wholly above 0; *mixed* otherwise. A family where either group holds fewer than
-    :data:`~depthutils.analysis.solved_split.MIN_GROUP` scored problems is *not tested*, with its counts.
+    :data:`~depthutils.analysis.solved_split.MIN_GROUP` scored problems is *not tested*, with its counts; so, next, is
+    a family whose only-deeper group is not larger than its only-shallower group beyond noise (the noise gate,
+    :data:`~depthutils.book.claim_table.NOISE_GATE`), with the problems a share of its size would need.
     """
-    c, f = CLAIMS["only_deeper"], result.facts()
+    c, f, noise = CLAIMS["only_deeper"], result.facts(), noise_facts(result)
     shallow, deep = result.models
     step = 1.0 / (result.n_layers - 1)
     grades, parts, values, counts = [], [], [], []
@@ -35,21 +65,30 @@ def verdict(result: SolvedSplit) -> Verdict:
                       f"{n['only_shallower']}, both {n['both']}")
         d, lo, hi = f[f"{t}_diff"], f[f"{t}_diff_lo"], f[f"{t}_diff_hi"]
         text = f"{t}: {interval_text(d, lo, hi, '+.3f')}"
+        flips = _noise_text(t, f, noise, deep)
         if not f[f"{t}_tested"]:
             grades.append("not tested")
             parts.append(f"{text} (only {deep} {f[f'{t}_scored_only_deeper']} and both {f[f'{t}_scored_both']} "
-                         f"scored problems; a group below {MIN_GROUP}: not tested)")
+                         f"scored problems; a group below {MIN_GROUP}: not tested; {flips})")
             values.append(f"{t}: not tested ({f[f'{t}_scored_only_deeper']} only-{deep} and "
                           f"{f[f'{t}_scored_both']} both problems)")
             continue
+        if not noise[f"{t}_beyond_noise"]:
+            grades.append("not tested")
+            parts.append(f"{text} (not graded: {flips}, not wholly above {FLIP_NULL.value}, so the only-{deep} group "
+                         "is not beyond noise: not tested)")
+            values.append(f"{t}: not tested (only-{deep} {n['only_deeper']} against only-{shallow} "
+                          f"{n['only_shallower']}: not beyond noise; difference {interval_text(d, lo, hi, '+.3f')}, "
+                          "not graded)")
+            continue
         g = grade(d, lo, hi, step, c.against.value, shown_first=True)
         grades.append(g)
-        parts.append(f"{text} against one layer of {deep}, {step:.3f} ({g})")
+        parts.append(f"{text} against one layer of {deep}, {step:.3f} ({g}; {flips}, wholly above {FLIP_NULL.value})")
         values.append(text)
     outcome = combine(grades)
     notes = [] if outcome != "not tested" else [
-        f"No task family has {MIN_GROUP} or more problems in both compared groups (the counts above), so this run "
-        "cannot answer the question."]
+        f"No task family has an only-{deep} group beyond noise with {MIN_GROUP} or more problems in both compared "
+        "groups (the counts above), so this run cannot answer the question."]
     pooled = interval_text(f["diff"], f["diff_lo"], f["diff_hi"], "+.3f")
     numbers = (f"groups per family ({'; '.join(counts)}); only-{deep} minus both: " + "; ".join(parts) + f"; pooled "
                f"over families (not graded: families differ in their scores) {pooled}.")
@@ -58,12 +97,15 @@ def verdict(result: SolvedSplit) -> Verdict:
                  f"({c.shown.source}); this is decided first. Otherwise it counts against P1 if the interval lies "
                  f"wholly above 0 ({c.against.source}), and is mixed otherwise. Families are combined: {COMBINED}; a family whose "
                  f"only-deeper or both group holds fewer than {MIN_GROUP} problems is not tested (ours: a mean over "
-                 "fewer rests on one or two problems).")
+                 f"fewer rests on one or two problems). Then, before the difference is graded, the noise gate: {NOISE_GATE}.")
     problems = "; ".join(f"{t}: {f[f'{t}_n_by_level']}" for t in result.tasks())
     return _verdict(c, outcome, numbers, notes, criterion=criterion, value="; ".join(values),
                     rows={"models": f"{shallow} ({f['shallow_L']} layers) and {deep} ({f['L']} layers)",
                           "problems per level": problems,
-                          "groups": "; ".join(counts)})
+                          "groups": "; ".join(counts),
+                          f"only-deeper share of the flips (noise: {FLIP_NULL.value})": "; ".join(
+                              f"{t}: {interval_text(f[f'{t}_share'], f[f'{t}_share_lo'], f[f'{t}_share_hi'], '.2f')} "
+                              f"of {f[f'{t}_flips']}" for t in result.tasks())})
 
 
 def figure(result: SolvedSplit) -> plt.Figure:
