@@ -92,7 +92,7 @@ QUESTIONS = {"scale": "model size", "cot": "long chain-of-thought training", "di
 
 _NUMBER = r"[+\-−]?\d+(?:\.\d+)?(?:e[+\-]\d+)?"
 #: words that mark a part of a verdict's value as not graded
-_UNGRADED = ("not tested", "not counted", "undefined", "at no layer")
+_UNGRADED = ("not tested", "not counted", "not graded", "undefined", "at no layer")
 
 
 def number(value: str) -> str:
@@ -112,7 +112,7 @@ def number(value: str) -> str:
 
 def cell(v: Verdict) -> str:
     """A verdict in one cell of the intro's overview: its outcome and, where it has one, its :func:`number`."""
-    n = number(v.value)
+    n = "" if v.outcome == "not tested" else number(v.value)  # a number beside "not tested" would read as graded
     return f"{v.outcome} · {n}" if n else v.outcome
 
 

@@ -195,6 +195,8 @@ def test_a_cell_is_the_outcome_and_the_first_graded_number():
                                   "10 prompts")) == "shown · 0.45"
     assert report.cell(v("shown", "arithmetic: 0.50 (one prompt: no interval)")) == "shown · 0.50"
     assert report.cell(v("not shown", "later layers 0.40 (interval of zero width); output 0.8")) == "not shown · 0.40"
+    assert report.cell(v("not tested", "a: not tested (8 against 16: not beyond noise; difference +0.005 [-0.01, "
+                                       "+0.02], not graded)")) == "not tested"  # no number beside it
     assert report.cell(v("shown", "addition: +0.010 [-0.002, +0.020] (not counted); multihop: -0.004 [-0.01, "
                                   "+0.003]")) == "shown · -0.004"
     assert report.cell(v("mixed", "ED slope: cos +0.12 [0.0, 0.2], kl +0.30 [0.1, 0.5]; ratio spread: cos +0.05"))\
