@@ -177,8 +177,8 @@ def box(named: dict[str, Verdict], real: dict | None = None) -> str:
         titles = [t for t, one in real.items() if one.outcome == outcome]
         said.append(f"**{outcome}** on the pretrained {listing(titles)}")
     for name, one in own.items():
-        on = f"{QUESTIONS.get(name, name)}, " if len(own) > 1 else ""
-        said.append(f"**{one.outcome}** on {on}{label}")
+        # several questions are named by their question (their models are in the table), one by its models
+        said.append(f"**{one.outcome}** on {QUESTIONS.get(name, name) if len(own) > 1 else label}")
     first = said[0].replace("**", "", 1)
     headline = f"**Verdict: {first}" + (f"; {'; '.join(said[1:])}" if len(said) > 1 else "") + "."
     if real == {}:
