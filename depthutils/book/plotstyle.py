@@ -258,7 +258,8 @@ def _entry(legend, line):
 def coinciding(fig) -> list[tuple[str, str]]:
     """Make lines that one axes of ``fig`` draws on the same points (within :data:`COINCIDE_SHARE` of its y range)
     visible: the later of two is drawn dashed, with smaller markers, over the earlier, and so is its entry in each
-    legend, whose text adds ``(= earlier)``. :func:`save` calls it on every figure, after its legends are drawn.
+    legend (its text is left as it is: a longer entry would widen the figure past the column). :func:`save` calls
+    it on every figure, after its legends are drawn.
     Returns the pairs found as the legends name them (earlier, later; "?" where no legend has the line)."""
     legends = [leg for f in (fig, *fig.subfigs) for leg in f.legends]
     legends += [ax.get_legend() for ax in fig.axes if ax.get_legend()]
@@ -277,9 +278,6 @@ def coinciding(fig) -> list[tuple[str, str]]:
             for artist in [later, *handles]:
                 artist.set_linestyle((0, (4, 3)))
                 artist.set_markersize(artist.get_markersize() * 0.6)
-            for a, b in entries:
-                if a and b:
-                    b[1].set_text(f"{b[1].get_text()} (= {a[1].get_text()})")
     return pairs
 
 
