@@ -7,7 +7,8 @@ nbval executes every chapter (``chapters/*.ipynb``) and compares its outputs wit
   (:func:`depthutils.book.runner.real_parameters`: the real models the build can include), as papermill's
   injected cell does, so the real-model sections run inside nbval's kernel; the cells they change are
   the ones nbval ignores (figures, the sections themselves) or sanitizes (``tests/nbval_sanitize.cfg``);
-* chapters 4 and 5 grade :data:`REAL_SAMPLE` prompts per kind on a real model, not the book's ten;
+* chapters 4 and 5 grade :data:`REAL_SAMPLE` prompts per kind on a real model, not the book's ten, and chapter 1's
+  clamp test runs that many prompts on each real model, not the book's twenty (graded *not tested*: no interval);
 * it writes each chapter whose every cell passed, with the outputs nbval saw, to :data:`EXECUTED`.
 
 ``tests/book/test_book.py`` then renders the book from those notebooks (``python -m depthutils book

@@ -62,13 +62,13 @@ def test_available_says_why_it_leaves_a_model_out(monkeypatch):
     assert realruns.available() == (list(REAL_MODELS), {})
 
 
-def test_the_sample_is_an_option_of_chapters_4_and_5_alone(tmp_path):
+def test_the_sample_is_an_option_of_chapters_4_and_5_and_of_chapter_1s_clamp(tmp_path):
     assert {k for k, run in realruns.runs().items() if run.options} == {"04", "05"}
     assert realruns.run_of("05").words(sample=2).startswith("the first 2 counted of up to 4 prompts per kind")
     with pytest.raises(DepthError, match="Chapter 01's real-model section takes no options, not sample"):
         realruns.section("01", [], str(tmp_path), sample=2)
     got = {num: real_parameters(path, ["smollm2-135m"], 1) for num, path in chapters().items()}
-    assert {num for num, p in got.items() if "real_sample" in p} == {"04", "05"}
+    assert {num for num, p in got.items() if "real_sample" in p} == {"01", "04", "05"}  # 01: the clamp test's
     assert real_parameters(chapters()["05"], [], None) == {"real_models": []}
 
 
