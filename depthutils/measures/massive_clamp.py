@@ -164,7 +164,7 @@ def control_mask(seen: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
 
 def prompt_clamp(model, item) -> tuple:
     """One prompt's forward of :data:`ROWS` (one trace; ``item``: its encoding and the control's permutation ``[H]``):
-    ``[L, 2, 3]`` (per layer, :data:`LAYER_STATS` per row, then the clamped count), ``[L, 3]`` (the lens's KL, each
+    ``[L, 3, 3]`` (per layer, :data:`LAYER_STATS` then the clamped count, per row), ``[L, 3]`` (the lens's KL, each
     row's mean over the last positions), ``[2, 2]`` (the output's KL and top-1 agreement, rows 1 and 2 against row
     0) and ``[H]`` (the clamped components), in float32."""
     enc, perm = item
