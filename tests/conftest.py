@@ -10,8 +10,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-import torch
+#: under xdist each worker (and the notebook kernels it starts, which inherit its environment) gets its share of the
+#: cores: two single-threaded processes run the small models faster than one process with two threads
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+if WORKERS > 1:
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    THREADS = str(max(1, _cores // WORKERS))
+    os.environ.update(OMP_NUM_THREADS=THREADS, MKL_NUM_THREADS=THREADS, DEPTHUTILS_JOBS=str(WORKERS))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+if WORKERS > 1:
+    torch.set_num_threads(int(THREADS))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -196,13 +207,29 @@ def prompts():
 
 def pytest_collection_modifyitems(config, items):
     """Mark by what a test needs: a chapter under nbval, or a test of the built book (the ``book_url`` fixture builds
-    it) is ``slow``; a test that reads the rendered book in Chromium (the ``browser`` fixture) is ``browser`` too."""
+    it, or it is marked ``book``) is ``slow``; a test that reads the rendered book in Chromium (the ``browser``
+    fixture) is ``browser`` too.
+
+    Then order them for xdist's workers (``--dist loadfile``, in this order): the chapters first, then the files with a
+    test of the rendered book (it waits for the chapters, and one worker builds it while the other goes on with the
+    rest), then everything else."""
+    book_files = set()
     for item in items:
-        needs = getattr(item, "fixturenames", ())
-        if item.nodeid.startswith("chapters/") or {"book_url", "browser"} & set(needs):
+        needs = set(getattr(item, "fixturenames", ()))
+        if {"book_url", "browser"} & needs:
+            item.add_marker(pytest.mark.book)
+        if item.nodeid.startswith("chapters/") or item.get_closest_marker("book"):
             item.add_marker(pytest.mark.slow)
         if "browser" in needs:
             item.add_marker(pytest.mark.browser)
+        if item.get_closest_marker("book"):
+            book_files.add(item.nodeid.split("::")[0])
+
+    def rank(item) -> int:
+        path = item.nodeid.split("::")[0]
+        return 0 if path.startswith("chapters/") else 1 if path in book_files else 2
+
+    items.sort(key=rank)  # stable: each file keeps its own order
 
 
 @pytest.fixture(autouse=True)

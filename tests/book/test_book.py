@@ -18,7 +18,7 @@ import threading
 
 import nbformat
 import pytest
-from nbval_book import EXECUTED
+from nbval_book import EXECUTED, wait_for_chapters
 
 from depthutils.book.runner import PAGES, ROOT, chapters, find_chapter, parameters
 from depthutils.core.errors import DepthError
@@ -159,12 +159,18 @@ def _executed_by_nbval() -> bool:
 
 def built_book():
     """The rendered book's folder (:data:`HTML`), built unless it is newer than every source: the browser tests and
-    the hygiene test (``tests/book/test_hygiene.py``) read one build."""
-    if not _book_is_fresh():
-        render = ["--executed", str(EXECUTED)] if _executed_by_nbval() else []  # each chapter executes once
-        proc = subprocess.run([sys.executable, "-m", "depthutils", "book", *render], capture_output=True, text=True,
-                              cwd=ROOT, timeout=3600)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    the hygiene test (``tests/book/test_hygiene.py``) read one build. It waits for this run's chapters under nbval
+    (another xdist worker may still run one), and one worker builds while another waits for it."""
+    from filelock import FileLock
+
+    wait_for_chapters()
+    HTML.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(HTML.parent / ".book.lock"):
+        if not _book_is_fresh():
+            render = ["--executed", str(EXECUTED)] if _executed_by_nbval() else []  # each chapter executes once
+            proc = subprocess.run([sys.executable, "-m", "depthutils", "book", *render], capture_output=True,
+                                  text=True, cwd=ROOT, timeout=3600)
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return HTML
 
 
