@@ -210,24 +210,26 @@ def pytest_collection_modifyitems(config, items):
     it, or it is marked ``book``) is ``slow``; a test that reads the rendered book in Chromium (the ``browser``
     fixture) is ``browser`` too.
 
-    Then order them for xdist's workers (``--dist loadfile``, in this order): the chapters first, then the files with a
-    test of the rendered book (it waits for the chapters, and one worker builds it while the other goes on with the
-    rest), then everything else."""
-    book_files = set()
+    Then order them for xdist's workers (``--dist loadfile``, in this order): the chapters first; then the file that
+    serves the rendered book to the browser (it waits for the chapters and builds the book while the other worker
+    goes on); then everything else; then the other files that read the book, which the build is done for by then."""
+    builder, readers = set(), set()
     for item in items:
         needs = set(getattr(item, "fixturenames", ()))
+        path = item.nodeid.split("::")[0]
         if {"book_url", "browser"} & needs:
             item.add_marker(pytest.mark.book)
+            builder.add(path)
         if item.nodeid.startswith("chapters/") or item.get_closest_marker("book"):
             item.add_marker(pytest.mark.slow)
         if "browser" in needs:
             item.add_marker(pytest.mark.browser)
         if item.get_closest_marker("book"):
-            book_files.add(item.nodeid.split("::")[0])
+            readers.add(path)
 
     def rank(item) -> int:
         path = item.nodeid.split("::")[0]
-        return 0 if path.startswith("chapters/") else 1 if path in book_files else 2
+        return 0 if path.startswith("chapters/") else 1 if path in builder else 3 if path in readers else 2
 
     items.sort(key=rank)  # stable: each file keeps its own order
 
