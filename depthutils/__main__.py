@@ -77,7 +77,7 @@ def cmd_book(args) -> int:
     from depthutils.book.runner import build_book
 
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
-    build_book(model=args.model, models=models, real=not args.no_real, executed=args.executed, jobs=args.jobs)
+    build_book(model=args.model, models=models, real=not args.no_real, executed=args.executed)
     return 0
 
 
@@ -210,9 +210,6 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--executed", metavar="DIR",
                       help="render the chapters already executed into DIR with the book's parameters (the tests' "
                            "nbval run writes _build/executed) instead of executing them again")
-    book.add_argument("--jobs", type=int, default=None,
-                      help="chapters executed at once, each on its share of the cores (default: one per core; "
-                           "two single-threaded kernels run the small models faster than one with two threads)")
     book.set_defaults(func=cmd_book)
     refresh = sub.add_parser("refresh", help="re-execute the source notebooks in place (nbval's reference outputs)")
     refresh.add_argument("chapter", nargs="?", help="one chapter (default: all)")

@@ -221,8 +221,8 @@ def count_real(seconds: float) -> None:
     _CLOCK["real"] += seconds
 
 
-#: set by whatever runs several chapters at once (``python -m depthutils book --jobs``, the tests' xdist workers): how
-#: many run side by side, which a chapter's run time depends on
+#: set by whatever runs several chapters at once (the tests' xdist workers, ``tests/conftest.py``): how many run side
+#: by side, which a chapter's run time depends on
 JOBS_ENV = "DEPTHUTILS_JOBS"
 
 
@@ -238,7 +238,7 @@ def machine() -> str:
     except OSError:
         pass
     threads = torch.get_num_threads()
-    beside = int(os.environ.get(JOBS_ENV, "1")) - 1  # the book's --jobs, the tests' xdist workers
+    beside = int(os.environ.get(JOBS_ENV, "1")) - 1  # the tests' xdist workers
     return (f"{cpu}, {threads} CPU thread{'' if threads == 1 else 's'} of {os.cpu_count()}"
             + (f", beside {beside} other chapter{'' if beside == 1 else 's'} running at once" if beside > 0 else ""))
 

@@ -21,7 +21,6 @@ from traitlets.config import Config
 from depthutils.book import overview
 from depthutils.book.chapters import CHAPTER_DIR, ROOT, chapters, find_chapter, parameters
 from depthutils.book.realruns import available
-from depthutils.book.report import JOBS_ENV
 from depthutils.core.errors import DepthError
 from depthutils.data import check_n
 from depthutils.models.real.catalog import REAL_MODELS
@@ -143,7 +142,7 @@ def real_parameters(path: Path, included: list[str], sample: int | None = None) 
 
 
 def build_book(*, model: str | None = None, models: list[str] | None = None, real: bool = True,
-               executed: str | Path | None = None, jobs: int | None = None) -> Path:
+               executed: str | Path | None = None) -> Path:
     """Execute every chapter into ``_build/src``, then build the HTML book into ``_build/html``.
 
     ``model`` runs every chapter on that model (chapter 9 on ``[model]``); ``models`` sets the
@@ -151,9 +150,8 @@ def build_book(*, model: str | None = None, models: list[str] | None = None, rea
     named real model that is cached or can be fetched now (:func:`depthutils.book.realruns.available`); the book
     says in one sentence why it leaves one out. ``executed``: a folder of chapters already executed with the
     book's parameters (the test run's nbval writes one, ``tests/nbval_book.py``): they are rendered as they
-    are, and only a chapter missing there is executed. ``jobs`` chapters execute at once (default: one per core),
-    each kernel on ``cores // jobs`` threads. Once every chapter is in place, the staged intro gets the overview of
-    their verdicts, a column per real model that ran in them (:func:`depthutils.book.overview.write`).
+    are, and only a chapter missing there is executed. Once every chapter is in place, the staged intro gets the
+    overview of their verdicts, a column per real model that ran in them (:func:`depthutils.book.overview.write`).
     """
     build_dir = ROOT / "_build"
     stage = build_dir / "src"
@@ -172,17 +170,15 @@ def build_book(*, model: str | None = None, models: list[str] | None = None, rea
             [], {name: f"{name} is left out: the book was built with --no-real." for name in REAL_MODELS})
         for name, why in left_out.items():
             print(f"book: {why}")
-    todo = {}
     for num, path in chapters().items():
         if path.name in done:
             shutil.copy(done[path.name], stage / "chapters" / path.name)
             print(f"{path.stem}: rendered as executed in {done[path.name].parent}")
             continue
         takes_list, takes_one = "models" in parameters(path), "model" in parameters(path)
-        todo[num] = dict(model=None if (takes_list and models) or not (takes_list or takes_one) else model,
-                         params=real_parameters(path, included), models=models if takes_list else None,
-                         out=stage / "chapters")
-    _run_all(todo, jobs)
+        run_chapter(num, model=None if (takes_list and models) or not (takes_list or takes_one) else model,
+                    params=real_parameters(path, included),
+                    models=models if takes_list else None, out=stage / "chapters")
     shown = overview.write(stage / "intro.md", stage / "chapters")
     print(f"book: the intro's overview shows the embedded models{''.join(', ' + n for n in shown)}")
     for name in PAGES:
@@ -200,33 +196,6 @@ def build_book(*, model: str | None = None, models: list[str] | None = None, rea
     _local_mathjax(html / "_static" / "mathjax")
     print(f"book: built {html / 'index.html'} in {time.time() - t0:.0f}s")
     return html
-
-
-def _run_all(todo: dict[str, dict], jobs: int | None) -> None:
-    """Execute the chapters ``todo`` (number -> :func:`run_chapter`'s keywords), ``jobs`` at a time (default: one per
-    core), each kernel on its share of the cores; the first failure stops the build once the running ones end."""
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    jobs = max(1, min(jobs or cores, len(todo) or 1))
-    threads = str(max(1, cores // jobs))
-    saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", JOBS_ENV)}
-    os.environ.update({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, JOBS_ENV: str(jobs)})  # kernels inherit
-    try:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            running = [pool.submit(run_chapter, num, **kw) for num, kw in todo.items()]
-            try:
-                for future in as_completed(running):
-                    future.result()
-            except BaseException:
-                pool.shutdown(cancel_futures=True)
-                raise
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _local_mathjax(dest: Path) -> None:
