@@ -234,6 +234,20 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)  # stable: each file keeps its own order
 
 
+def pytest_collection_finish(session):
+    """A run that holds the remote tests starts the local NDIF server's install (``tests/ndif/install.sh``: mostly
+    downloads) in the background as soon as it has collected, on one process, while the chapters run; the module
+    fixture runs the same script, which waits on the install's lock and then finds the server's venv in place."""
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0" or session.config.getoption("collectonly"):
+        return
+    if not any(item.path.name == "test_remote.py" for item in session.items):
+        return
+    import subprocess
+
+    subprocess.Popen(["bash", str(ROOT / "tests" / "ndif" / "install.sh")], stdin=subprocess.DEVNULL,  # a failure is
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # the fixture's
+
+
 @pytest.fixture(autouse=True)
 def _real_model_is_cached(request):
     """A test marked ``real("<name>")`` runs when that real model is cached at the time it runs, not at collection:

@@ -7,7 +7,7 @@ nbval executes every chapter (``chapters/*.ipynb``) and compares its outputs wit
   (:func:`depthutils.book.runner.real_parameters`: the real models the build can include), as papermill's
   injected cell does, so the real-model sections run inside nbval's kernel; the cells they change are
   the ones nbval ignores (figures, the sections themselves) or sanitizes (``tests/nbval_sanitize.cfg``);
-* chapters 4 and 5 grade :data:`REAL_SAMPLE` prompts per kind on a real model, not the book's ten;
+* chapters 0–6 run :data:`REAL_SAMPLE` prompt on a real model, not the book's N;
 * it writes each chapter whose every cell passed, with the outputs nbval saw, to :data:`EXECUTED`.
 
 ``tests/book/test_book.py`` then renders the book from those notebooks (``python -m depthutils book
@@ -30,9 +30,10 @@ CHAPTERS = ROOT / "chapters"
 #: where the executed chapters go; the book's fixture renders them from here
 EXECUTED = ROOT / "_build" / "executed"
 
-#: the test run's sample on a real model in chapters 4 and 5 (``real_sample``): the book's ten per kind take about
-#: half an hour of integrated gradients on SmolLM2 on 2 cores; one per kind runs the same code, and its verdict
-#: there is *not tested* (fewer than ten counted), as the page says
+#: the test run's sample on a real model (``real_sample``, chapters 0–6): one prompt (per kind in chapters 4 and 5,
+#: per level in chapter 6) runs the same code as the book's N (chapters 4 and 5's ten per kind take about half an
+#: hour of integrated gradients on SmolLM2 on 2 cores); its verdict is *not tested*, as the page says. The graded
+#: path on a real model at the book's N: ``tests/book/test_realruns.py`` (chapter 1) and ``tests/perf/test_precision.py``
 REAL_SAMPLE = 1
 _state: dict = {"real": None, "failed": set(), "outputs": {}, "collected": set()}
 

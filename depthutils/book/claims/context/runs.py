@@ -9,7 +9,6 @@ from depthutils.book.claim_table import COMPLETENESS_LIMIT
 from depthutils.book.claims.context.figures import sample_figure
 from depthutils.book.claims.context.sample import MIN_PROMPTS, by_kind, run_sample, verdict
 from depthutils.book.claims.run import Run
-from depthutils.core.errors import DepthError
 from depthutils.measures.integrated_gradients import integrated_gradients
 from depthutils.measures.residual_erasure import residual_erasure, residual_means
 from depthutils.models.real.catalog import cache_root
@@ -83,8 +82,6 @@ def facts_for(lm, per_kind: int = DRAWN * SAMPLE):
 
 def _drawn(lm, sample) -> object:
     """The sample's candidates: up to :data:`DRAWN` times ``sample`` prompts of each kind."""
-    if not isinstance(sample, int) or isinstance(sample, bool) or sample < 1:
-        raise DepthError(f"real_sample must be a whole number of prompts per kind (≥ 1), got {sample!r}.")
     return facts_for(lm, DRAWN * sample)
 
 
