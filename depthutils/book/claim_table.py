@@ -5,7 +5,6 @@ which the chapter's "paper vs this run" table puts beside this run's (:func:`dep
 """
 from __future__ import annotations
 
-from depthutils.analysis.mapping_null import N_INITS
 from depthutils.analysis.p2_table import reference_cot_tolerance
 from depthutils.book.claim_types import LEVEL, Claim, Headline, Threshold
 from depthutils.book.paper_values import (
@@ -17,6 +16,7 @@ from depthutils.book.paper_values import (
     p2_values,
 )
 from depthutils.measures.norm_growth import LENS_POSITIONS
+from depthutils.models.random_init import N_INITS
 
 #: the outcomes a verdict can have, from best to worst for the claim, then the one that says nothing
 OUTCOMES = ("shown", "mixed", "not shown", "not tested")
@@ -34,7 +34,7 @@ N_PERMUTATIONS = 2000
 #: chapter 7: "most source layers share one target" above this share
 SHARED_TARGET = 0.5
 #: chapter 7: the untrained-target test in words. Each untrained target is drawn at N_INITS initialisations
-#: (:data:`depthutils.analysis.mapping_null.N_INITS`), so the null is a spread, not one draw: a trained pair inside it
+#: (:data:`depthutils.models.random_init.N_INITS`), so the null is a spread, not one draw: a trained pair inside it
 #: (or beyond it) is not shown, and one below all of it, but not apart from every draw's interval, is mixed
 UNTRAINED_RULE = (f"Against the untrained target (at least {N_INITS} initialisations of it, each mapped by the same "
                   "call): shown if the interval lies wholly below every initialisation's interval; not shown if the "

@@ -122,7 +122,7 @@ GLUE_KEYS = ("reading",)
 
 REAL_RUN = dict(
     key="01-clamp", what=lambda sample: f"N = {sample} GSM8K test problems, three rows of each in one forward",
-    measure=lambda lm, sample: measure.massive_clamp(lm, data.load("gsm8k", sample)),
+    measure=lambda lm, sample=SAMPLE: measure.massive_clamp(lm, data.load("gsm8k", sample)),
     claim=lambda r, f: verdict(r), figure=figure, options={"sample": SAMPLE}, glue=lambda r: {"reading": reading(r)}, glue_keys=GLUE_KEYS,
     caption="The logit lens's KL to each model's own output, position 0's largest component over the token median, "
             "and the relative contribution ‖Δₗ‖ / ‖hₗ‖, per layer, for the clean model, the model with position 0's "
