@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from jupyter_core.paths import jupyter_runtime_dir
@@ -42,10 +43,15 @@ _IPC_ROOM = 107 - 60
 def kernel_config() -> Config:
     """The chapters' kernels talk to papermill over Unix sockets (IPC), which are local to this machine:
     over TCP, ipykernel warns on stderr of every run that its traffic is unencrypted. Where the runtime
-    folder's path is too long for a socket, they stay on TCP (and the warning)."""
+    folder's path is too long for a socket, they stay on TCP (and the warning). Each call names the sockets of one
+    kernel (in the runtime folder, by a new UUID): jupyter_client's default, ``kernel-ipc-<n>`` in the working folder,
+    is the same for two kernels started at once there, which then get each other's messages."""
     config = Config()
-    if len(jupyter_runtime_dir()) <= _IPC_ROOM:
+    runtime = jupyter_runtime_dir()
+    if len(runtime) <= _IPC_ROOM:
+        os.makedirs(runtime, exist_ok=True)
         config.KernelManager.transport = "ipc"
+        config.KernelManager.ip = os.path.join(runtime, f"kernel-{uuid.uuid4()}-ipc")
     return config
 
 

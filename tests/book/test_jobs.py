@@ -43,3 +43,16 @@ def test_one_job_runs_them_one_after_the_other_here(tmp_path):
     run_chapters({num: dict(out=tmp_path) for num in ("a", "b")}, 1, run=probe)
     a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in "ab")
     assert b["start"] >= a["end"]
+
+
+def test_two_kernels_started_in_one_folder_get_sockets_of_their_own():
+    """jupyter_client names a kernel's IPC sockets ``kernel-ipc-<n>`` in the working folder unless told otherwise: two
+    kernels started at once there took the same sockets and got each other's messages ("Invalid Signature")."""
+    import os
+
+    from jupyter_client.manager import KernelManager
+
+    a, b = (KernelManager(kernel_name="python3", config=kernel_config()) for _ in range(2))
+    assert a.transport == b.transport
+    if a.transport == "ipc":
+        assert a.ip != b.ip and os.path.isabs(a.ip) and os.path.isabs(b.ip)
