@@ -273,8 +273,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                          "fall is the norm's growth alone"),
           Threshold(1.0, "the same 1 from below: what a layer writes falls too, so the fall is not only the norm's"),
           fact="abs_ratio", below=False, short="second-half over first-half mean ‖Δₗ‖",
-          paper_value="— (P1 measures only ‖Δₗ‖ / ‖hₗ‖ and gives no number for ‖Δₗ‖, nor does the reviewer; ours: the "
-                      "reviewer's mechanism would put this ratio at or above 1)",
+          paper_value="— (P1 measures only ‖Δₗ‖ / ‖hₗ‖ and gives no number for ‖Δₗ‖, nor does the reviewer; ours: a "
+                      "fall that is the norm's growth alone would put this ratio at or above 1)",
           paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems")),
           overview=(Headline("Ours, on a reviewer's question: the second half's smaller relative contribution is only "
                              "the residual's norm growing", "no number", "verdict_norms",
@@ -295,8 +295,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                          "the clamp, so the massive activations carry most of it"),
           Threshold(0.5, "the same half from above: most of the sharpening survives without them"),
           fact="survive", short="lens KL on h_mid, clamped over clean",
-          paper_value="— (neither P1 nor the reviewer gives a number; ours: the reviewer's mechanism would put this "
-                      "ratio at or below 0.5)",
+          paper_value="— (neither P1 nor the reviewer gives a number; ours: massive activations that carry the "
+                      "sharpening would put this ratio at or below 0.5)",
           paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems")),
           overview=(Headline("Ours, on a reviewer's question: clamping position 0's massive activations removes most "
                              "of the second half's sharpening", "no number", "verdict_clamp", real=True,
