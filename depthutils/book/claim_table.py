@@ -15,7 +15,7 @@ from depthutils.book.paper_values import (
     p2_scale_short,
     p2_values,
 )
-from depthutils.measures.norm_growth import LENS_POSITIONS
+from depthutils.core.depth import LENS_POSITIONS
 from depthutils.models.random_init import N_INITS
 
 #: the outcomes a verdict can have, from best to worst for the claim, then the one that says nothing

@@ -17,7 +17,7 @@ removes them and measures again, in one forward per prompt of three rows of the 
 
 Each row is then read as chapter 1 reads the clean model: the logit lens's KL to *its own* output on every ``h_l``
 (``l = 0 … L−1``, :func:`depthutils.measures.logit_lens.read_lens`, at each prompt's last
-:data:`~depthutils.measures.norm_growth.LENS_POSITIONS` positions, as the norm-growth section reads it), the
+:data:`~depthutils.core.depth.LENS_POSITIONS` positions, as the norm-growth section reads it), the
 relative contribution ``‖Δ_l‖ / ‖h_l‖`` (chapter 1's statistic, positions ``1 … T−1``) and position 0's largest
 ``|h_l[0, d]| / m_l`` after the clamp (which shows that the clamp removed the massive activations); and the
 output of rows 1 and 2 against the clean output at the same positions: ``KL(q_clean ‖ q_row)`` and top-1 agreement.
@@ -33,6 +33,7 @@ import nnsight
 import numpy as np
 import torch
 
+from depthutils.core.depth import LENS_POSITIONS
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError, check_finite
 from depthutils.core.results import Result, describe, half_sizes, halves, make_meta
@@ -42,7 +43,7 @@ from depthutils.cost.passes import one_trace_per_prompt
 from depthutils.measures import counted
 from depthutils.measures.example import Example, on_gsm
 from depthutils.measures.logit_lens import read_lens
-from depthutils.measures.norm_growth import LENS_POSITIONS, MASSIVE, K, NormGrowthResult
+from depthutils.measures.norm_growth import MASSIVE, K, NormGrowthResult
 from depthutils.models.architectures import check_residual
 from depthutils.models.each import each
 

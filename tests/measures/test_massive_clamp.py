@@ -14,10 +14,11 @@ from conftest import ATOL, REAL_EFFECT, build_tiny
 
 import depthutils as du
 from depthutils.book.reviews import massive_clamp as review
+from depthutils.core.depth import LENS_POSITIONS
 from depthutils.core.encoding import encode_all
 from depthutils.measures import massive_clamp as module
 from depthutils.measures.massive_clamp import MassiveClampResult, control_mask, massive_clamp
-from depthutils.measures.norm_growth import LENS_POSITIONS, MASSIVE, norm_growth
+from depthutils.measures.norm_growth import MASSIVE, norm_growth
 
 #: the components of the start token's embedding made massive, and their values (one positive, one negative)
 PLANTED = {5: 400.0, 17: -250.0}

@@ -16,13 +16,15 @@ from depthutils.measures import massive_clamp as measure
 from depthutils.measures.massive_clamp import ROWS, MassiveClampResult
 from depthutils.measures.norm_growth import MASSIVE
 
-__all__ = ["verdict", "figure", "reading", "LABELS", "REAL_RUN", "SAMPLE"]
+__all__ = ["verdict", "figure", "reading", "LABELS", "REAL_RUN", "SAMPLE", "THRESHOLD"]
 
 #: the rows as the figure and the prose name them, and their colours
 LABELS = {"clean": "clean", "clamp": "massive components clamped", "control": "control: as many others clamped"}
 COLORS = {"clean": "k", "clamp": "#d62728", "control": "#1f77b4"}
 #: the graded ratio and its control's (:meth:`~depthutils.measures.massive_clamp.MassiveClampResult.facts`)
 GRADED = ("survive", "control_survive")
+#: the graded ratio's threshold (the claim's, :data:`depthutils.book.claim_table.CLAIMS`), glued for the prose
+THRESHOLD = CLAIMS["massive_clamp"].shown.value
 #: the prompts of the real-model run (the chapter's ``real_sample``): the chapter's N
 SAMPLE = 20
 
