@@ -163,7 +163,12 @@ def _run_in_share(run, num: str, kwargs: dict, jobs: int):
 def default_jobs(todo: dict[str, dict]) -> int:
     """The chapters a book runs at once by default (see :func:`build_book`'s ``jobs``): one per core, or one when
     any of ``todo`` (``{chapter: run_chapter's keyword arguments}``) runs a real model."""
-    return 1 if any(kwargs.get("params", {}).get("real_models") for kwargs in todo.values()) else cores()
+    return 1 if any(map(_runs_real, todo.values())) else cores()
+
+
+def _runs_real(kwargs: dict) -> bool:
+    """Whether a chapter run with ``run_chapter(**kwargs)`` runs a real model."""
+    return bool(kwargs.get("params", {}).get("real_models"))
 
 
 def run_chapters(todo: dict[str, dict], jobs: int, run=run_chapter) -> None:
@@ -178,7 +183,7 @@ def run_chapters(todo: dict[str, dict], jobs: int, run=run_chapter) -> None:
     import multiprocessing
     from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 
-    order = sorted(todo, key=lambda num: not todo[num].get("params", {}).get("real_models"))
+    order = sorted(todo, key=lambda num: not _runs_real(todo[num]))
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(_run_in_share, run, num, todo[num], jobs) for num in order]
         wait(futures, return_when=FIRST_EXCEPTION)
