@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -23,6 +24,7 @@ from depthutils.book import overview
 from depthutils.book.chapters import CHAPTER_DIR, ROOT, chapters, find_chapter, parameters
 from depthutils.book.realruns import available
 from depthutils.core.errors import DepthError
+from depthutils.core.threads import JOBS_ENV, TURNS_ENV, cores
 from depthutils.data import check_n
 from depthutils.models.real.catalog import REAL_MODELS
 
@@ -147,16 +149,12 @@ def real_parameters(path: Path, included: list[str], sample: int | None = None) 
     return {**out, "real_sample": sample} if sample is not None and "real_sample" in takes else out
 
 
-def cores() -> int:
-    """The CPU cores this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def _run_in_share(run, num: str, kwargs: dict, jobs: int):
-    """One chapter of a book run with ``jobs`` chapters at once, in a process of its own: its kernel gets
-    ``cores() // jobs`` threads, and its header says how many chapters ran beside it."""
+def _run_in_share(run, num: str, kwargs: dict, jobs: int, turns: str):
+    """One chapter of a book run with ``jobs`` chapters at once, in a process of its own: its kernel starts on
+    ``cores() // jobs`` threads and takes the cores the others free (:mod:`depthutils.core.threads`), its real models'
+    runs take turns with theirs on the lock file ``turns``, and its header says how many chapters ran beside it."""
     threads = str(max(1, cores() // jobs))
-    os.environ.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, DEPTHUTILS_JOBS=str(jobs))
+    os.environ.update({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, JOBS_ENV: str(jobs), TURNS_ENV: turns})
     return run(num, **kwargs)
 
 
@@ -184,8 +182,10 @@ def run_chapters(todo: dict[str, dict], jobs: int, run=run_chapter) -> None:
     from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 
     order = sorted(todo, key=lambda num: not _runs_real(todo[num]))
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_run_in_share, run, num, todo[num], jobs) for num in order]
+    with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(
+            max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_run_in_share, run, num, todo[num], jobs, str(Path(tmp) / "turns.lock"))
+                   for num in order]
         wait(futures, return_when=FIRST_EXCEPTION)
         for f in futures:
             f.cancel()  # those not started yet

@@ -15,7 +15,8 @@ import sys
 import tempfile
 import time
 
-from depthutils.book.runner import ROOT, cores
+from depthutils.book.runner import ROOT
+from depthutils.core.threads import JOBS_ENV, TURNS_ENV, cores
 from depthutils.perf.real_table import unavailable
 
 __all__ = ["pairs", "time_pair", "jobs_rows", "jobs_table"]
@@ -46,8 +47,10 @@ def pairs(real=("smollm2-135m", "gemma3-270m")) -> dict[str, tuple[list[str], li
 
 
 def _start(cmd: list[str], threads: int, jobs: int, tmp: str) -> subprocess.Popen:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "DEPTHUTILS_JOBS": str(jobs),
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), JOBS_ENV: str(jobs),
            "DEPTHUTILS_PROGRESS": "0", "TQDM_DISABLE": "1"}
+    if jobs > 1:  # as the book's runner: real models' runs take turns
+        env[TURNS_ENV] = os.path.join(tmp, "turns.lock")
     return subprocess.Popen([c.format(tmp=tmp) for c in cmd], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
 
