@@ -64,10 +64,8 @@ from depthutils.core.results import Result  # noqa: E402
 from depthutils.measures import MEASUREMENTS  # noqa: E402
 from depthutils.models import ModelHandle, load_model  # noqa: E402
 
-__all__ = ["residual_stream", "contributions", "norm_growth", "future_effects", "logit_lens", "early_exit",
-           "tuned_lens", "residual_means", "residual_erasure", "integrated_gradients", "depth_score",
-           "cross_model_mapping", "effective_depth",
-           "load_model", "ModelHandle", "Prompt", "Result", "DepthError", "data", "MEASUREMENTS"]
+#: the measurements (their registry, in its order), then the loader and the types they take and give
+__all__ = [*MEASUREMENTS, "load_model", "ModelHandle", "Prompt", "Result", "DepthError", "data", "MEASUREMENTS"]
 
 
 def __getattr__(name: str):

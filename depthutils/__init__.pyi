@@ -13,6 +13,7 @@ from depthutils.measures.effective_depth import effective_depth as effective_dep
 from depthutils.measures.future_effects import future_effects as future_effects
 from depthutils.measures.integrated_gradients import integrated_gradients as integrated_gradients
 from depthutils.measures.logit_lens import logit_lens as logit_lens
+from depthutils.measures.massive_clamp import massive_clamp as massive_clamp
 from depthutils.measures.norm_growth import norm_growth as norm_growth
 from depthutils.measures.residual_erasure import residual_erasure as residual_erasure
 from depthutils.measures.residual_erasure import residual_means as residual_means

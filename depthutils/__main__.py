@@ -3,7 +3,7 @@
   python -m depthutils models                       list the embedded models and the real models' cards
   python -m depthutils fetch NAME [--accept-terms] [--from FILE ...]   fetch, verify and cache a real model
   python -m depthutils run CHAPTER [--model ID | --models A,B,C] [-p NAME VALUE]... [--out DIR]
-  python -m depthutils book [--model ID]            execute every chapter and build _build/html
+  python -m depthutils book [--model ID] [--jobs N] execute every chapter and build _build/html
   python -m depthutils bench [--json PATH]          the fast algorithms against the reference
   python -m depthutils plan CHAPTER --model M       what a chapter's run costs, before it runs (--check: vs measured)
   python -m depthutils refresh [CHAPTER]            re-execute the source notebooks (nbval references)
@@ -77,7 +77,7 @@ def cmd_book(args) -> int:
     from depthutils.book.runner import build_book
 
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
-    build_book(model=args.model, models=models, real=not args.no_real, executed=args.executed)
+    build_book(model=args.model, models=models, real=not args.no_real, executed=args.executed, jobs=args.jobs)
     return 0
 
 
@@ -104,7 +104,13 @@ def cmd_bench(args) -> int:
 
     real = [m for m in args.real.split(",") if m and m != "none"]
     report = {}
-    if args.only != "dtype":
+    if args.only == "jobs":
+        from depthutils.perf.jobs import jobs_rows
+
+        print("one process on every core, one piece of work after the other, against two processes at once "
+              "(python -m depthutils book --jobs, the tests' xdist workers):", flush=True)
+        report["jobs"] = jobs_rows(real)
+    elif args.only != "dtype":
         report = bench(models=args.models.split(","), repeats=args.repeats, steps=args.steps, json_path=None,
                        threads=args.threads, device=args.device, dtype=args.dtype,
                        ig_models=args.ig_models.split(","), only=args.only, real=real)
@@ -210,6 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--executed", metavar="DIR",
                       help="render the chapters already executed into DIR with the book's parameters (the tests' "
                            "nbval run writes _build/executed) instead of executing them again")
+    book.add_argument("--jobs", type=int, default=None,
+                      help="chapters executed at once, each in a process of its own with its share of the cores "
+                           "(default: one per core without real models, one after the other with them; 1: one "
+                           "after the other)")
     book.set_defaults(func=cmd_book)
     refresh = sub.add_parser("refresh", help="re-execute the source notebooks in place (nbval's reference outputs)")
     refresh.add_argument("chapter", nargs="?", help="one chapter (default: all)")
@@ -227,11 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--dtype", default="float32", help="float32 or bfloat16 (default: %(default)s)")
     bench.add_argument("--ig-models", default="default,ladder-16",
                        help="models of the integrated-gradients rule table (default: %(default)s)")
-    bench.add_argument("--only", choices=["all", "ig-rules", "real", "dtype", "lens", "batch"], default="all",
+    bench.add_argument("--only", choices=["all", "ig-rules", "real", "dtype", "lens", "batch", "jobs"], default="all",
                        help="run every table, or only the integrated-gradients rule table, or only the real "
                             "models' rows (their layer-passes, then float32 against bfloat16 per chapter), or only "
                             "the float32-against-bfloat16 table, or only the logit lens against its floor, or only "
-                            "chapter 2's call on the real models at several batches (default: %(default)s)")
+                            "chapter 2's call on the real models at several batches, or only pairs of runs one "
+                            "after the other against both at once (default: %(default)s)")
     bench.add_argument("--real", default="smollm2-135m,gemma3-270m",
                        help="cached real models with rows for chapters 2, 3 and 5 ('none': no rows; default: "
                             "%(default)s)")

@@ -10,8 +10,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-import torch
+#: under xdist each worker (and the notebook kernels it starts, which inherit its environment) gets its share of the
+#: cores: two single-threaded processes run the small models faster than one process with two threads
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+if WORKERS > 1:
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    THREADS = str(max(1, _cores // WORKERS))
+    os.environ.update(OMP_NUM_THREADS=THREADS, MKL_NUM_THREADS=THREADS, DEPTHUTILS_JOBS=str(WORKERS))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+if WORKERS > 1:
+    torch.set_num_threads(int(THREADS))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -196,13 +207,45 @@ def prompts():
 
 def pytest_collection_modifyitems(config, items):
     """Mark by what a test needs: a chapter under nbval, or a test of the built book (the ``book_url`` fixture builds
-    it) is ``slow``; a test that reads the rendered book in Chromium (the ``browser`` fixture) is ``browser`` too."""
+    it, or it is marked ``book``) is ``slow``; a test that reads the rendered book in Chromium (the ``browser``
+    fixture) is ``browser`` too.
+
+    Then order them for xdist's workers (``--dist loadfile``, in this order): the chapters first; then the file that
+    serves the rendered book to the browser (it waits for the chapters and builds the book while the other worker
+    goes on); then everything else; then the other files that read the book, which the build is done for by then."""
+    builder, readers = set(), set()
     for item in items:
-        needs = getattr(item, "fixturenames", ())
-        if item.nodeid.startswith("chapters/") or {"book_url", "browser"} & set(needs):
+        needs = set(getattr(item, "fixturenames", ()))
+        path = item.nodeid.split("::")[0]
+        if {"book_url", "browser"} & needs:
+            item.add_marker(pytest.mark.book)
+            builder.add(path)
+        if item.nodeid.startswith("chapters/") or item.get_closest_marker("book"):
             item.add_marker(pytest.mark.slow)
         if "browser" in needs:
             item.add_marker(pytest.mark.browser)
+        if item.get_closest_marker("book"):
+            readers.add(path)
+
+    def rank(item) -> int:
+        path = item.nodeid.split("::")[0]
+        return 0 if path.startswith("chapters/") else 1 if path in builder else 3 if path in readers else 2
+
+    items.sort(key=rank)  # stable: each file keeps its own order
+
+
+def pytest_collection_finish(session):
+    """A run that holds the remote tests starts the local NDIF server's install (``tests/ndif/install.sh``: mostly
+    downloads) in the background as soon as it has collected, on one process, while the chapters run; the module
+    fixture runs the same script, which waits on the install's lock and then finds the server's venv in place."""
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0" or session.config.getoption("collectonly"):
+        return
+    if not any(item.path.name == "test_remote.py" for item in session.items):
+        return
+    import subprocess
+
+    subprocess.Popen(["bash", str(ROOT / "tests" / "ndif" / "install.sh")], stdin=subprocess.DEVNULL,  # a failure is
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # the fixture's
 
 
 @pytest.fixture(autouse=True)

@@ -7,15 +7,20 @@ nbval executes every chapter (``chapters/*.ipynb``) and compares its outputs wit
   (:func:`depthutils.book.runner.real_parameters`: the real models the build can include), as papermill's
   injected cell does, so the real-model sections run inside nbval's kernel; the cells they change are
   the ones nbval ignores (figures, the sections themselves) or sanitizes (``tests/nbval_sanitize.cfg``);
-* chapters 4 and 5 grade :data:`REAL_SAMPLE` prompts per kind on a real model, not the book's ten;
+* chapters 0–6 run :data:`REAL_SAMPLE` prompt on a real model, not the book's N;
 * it writes each chapter whose every cell passed, with the outputs nbval saw, to :data:`EXECUTED`.
 
 ``tests/book/test_book.py`` then renders the book from those notebooks (``python -m depthutils book
 --executed _build/executed``) instead of executing every chapter again. Only the chapters of
 ``chapters/`` are touched; any other notebook nbval collects runs as nbval runs it.
+
+Under pytest-xdist (``-n``, ``pyproject.toml``) the chapters run on several workers, a notebook on one; the book waits
+(:func:`wait_for_chapters`) until every chapter this run collected has finished on whichever worker ran it: each
+leaves its executed copy, or a ``.failed`` mark, in :data:`EXECUTED`.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import nbformat
@@ -25,11 +30,12 @@ CHAPTERS = ROOT / "chapters"
 #: where the executed chapters go; the book's fixture renders them from here
 EXECUTED = ROOT / "_build" / "executed"
 
-#: the test run's sample on a real model in chapters 4 and 5 (``real_sample``): the book's ten per kind take about
-#: half an hour of integrated gradients on SmolLM2 on 2 cores; one per kind runs the same code, and its verdict
-#: there is *not tested* (fewer than ten counted), as the page says
+#: the test run's sample on a real model (``real_sample``, chapters 0–6): one prompt (per kind in chapters 4 and 5,
+#: per level in chapter 6) runs the same code as the book's N (chapters 4 and 5's ten per kind take about half an
+#: hour of integrated gradients on SmolLM2 on 2 cores); its verdict is *not tested*, as the page says. The graded
+#: path on a real model at the book's N: ``tests/book/test_realruns.py`` (chapter 1) and ``tests/perf/test_precision.py``
 REAL_SAMPLE = 1
-_state: dict = {"real": None, "failed": set(), "outputs": {}}
+_state: dict = {"real": None, "failed": set(), "outputs": {}, "collected": set()}
 
 
 def _is_chapter(path) -> bool:
@@ -46,7 +52,7 @@ def _book_real() -> tuple[list, dict]:
 
 
 def pytest_configure(config):
-    if not (config.option.nbval or config.option.nbval_lax):
+    if not (getattr(config.option, "nbval", False) or getattr(config.option, "nbval_lax", False)):
         return
     from nbval import plugin as nbval
 
@@ -111,8 +117,10 @@ def _write(path: Path, nb) -> None:
     target = EXECUTED / path.name
     if target.exists():
         target.unlink()  # never leave an older run where this one failed
+    EXECUTED.mkdir(parents=True, exist_ok=True)
     code = [c for c in nb.cells if c.cell_type == "code"]
     if path.name in _state["failed"] or len(outputs) != len(code):
+        _failed_mark(path.name).write_text("a cell failed or did not run under nbval\n")
         return
     out = nbformat.from_dict(nb)
     count = 0
@@ -127,14 +135,37 @@ def _write(path: Path, nb) -> None:
         at = next(i for i, c in enumerate(out.cells) if "parameters" in c.metadata.get("tags", []))
         cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters", "remove-cell"]})
         out.cells.insert(at + 1, cell)
-    EXECUTED.mkdir(parents=True, exist_ok=True)
     nbformat.write(out, target)
 
 
 
+def _failed_mark(name: str) -> Path:
+    return EXECUTED / f"{name}.failed"
+
+
+def wait_for_chapters(timeout: float = 3600, poll: float = 2.0) -> list[str]:
+    """Wait until every chapter this run collected has finished under nbval (on any worker); the names of those that
+    did not pass (no executed copy). Returns at once in a run that collected no chapter."""
+    pending = set(_state["collected"])
+    deadline = time.monotonic() + timeout
+    while True:
+        pending = {n for n in pending if not (EXECUTED / n).exists() and not _failed_mark(n).exists()}
+        if not pending or time.monotonic() > deadline:
+            break
+        time.sleep(poll)
+    return sorted(n for n in _state["collected"] if not (EXECUTED / n).exists())
+
+
+def pytest_collection_finish(session):
+    """The chapters this run executes, once deselection is done (every xdist worker collects them all, whichever
+    worker runs them)."""
+    _state["collected"] = {Path(item.fspath).name for item in session.items if _is_chapter(item.fspath)}
+
 
 def pytest_sessionstart(session):
-    """Only this run's chapters are rendered: clear what an earlier run executed."""
-    if EXECUTED.exists():
-        for old in EXECUTED.glob("*.ipynb"):
-            old.unlink()
+    """Only this run's chapters are rendered: clear what an earlier run executed (once, in the process that starts the
+    xdist workers, before they start)."""
+    if hasattr(session.config, "workerinput") or not EXECUTED.exists():
+        return
+    for old in [*EXECUTED.glob("*.ipynb"), *EXECUTED.glob("*.failed")]:
+        old.unlink()

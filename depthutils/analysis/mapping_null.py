@@ -22,12 +22,10 @@ from dataclasses import dataclass, field
 from depthutils.ladder.registry import SEED, SPECS, resolve_alias
 from depthutils.measures.cross_model_mapping import MappingResult, cross_model_mapping
 from depthutils.models.handle import load_model
+from depthutils.models.random_init import N_INITS
 from depthutils.models.random_init import untrained as untrained_model
 
 __all__ = ["N_INITS", "MappingNull", "cards", "init_seeds", "load_nulls", "map_against_null"]
-
-#: untrained initialisations of each null target: a spread, not one draw (the grading rule asks for at least these)
-N_INITS = 3
 
 
 @dataclass

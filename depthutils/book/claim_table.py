@@ -5,7 +5,6 @@ which the chapter's "paper vs this run" table puts beside this run's (:func:`dep
 """
 from __future__ import annotations
 
-from depthutils.analysis.mapping_null import N_INITS
 from depthutils.analysis.p2_table import reference_cot_tolerance
 from depthutils.book.claim_types import LEVEL, Claim, Headline, Threshold
 from depthutils.book.paper_values import (
@@ -16,6 +15,8 @@ from depthutils.book.paper_values import (
     p2_scale_short,
     p2_values,
 )
+from depthutils.core.depth import LENS_POSITIONS
+from depthutils.models.random_init import N_INITS
 
 #: the outcomes a verdict can have, from best to worst for the claim, then the one that says nothing
 OUTCOMES = ("shown", "mixed", "not shown", "not tested")
@@ -33,7 +34,7 @@ N_PERMUTATIONS = 2000
 #: chapter 7: "most source layers share one target" above this share
 SHARED_TARGET = 0.5
 #: chapter 7: the untrained-target test in words. Each untrained target is drawn at N_INITS initialisations
-#: (:data:`depthutils.analysis.mapping_null.N_INITS`), so the null is a spread, not one draw: a trained pair inside it
+#: (:data:`depthutils.models.random_init.N_INITS`), so the null is a spread, not one draw: a trained pair inside it
 #: (or beyond it) is not shown, and one below all of it, but not apart from every draw's interval, is mixed
 UNTRAINED_RULE = (f"Against the untrained target (at least {N_INITS} initialisations of it, each mapped by the same "
                   "call): shown if the interval lies wholly below every initialisation's interval; not shown if the "
@@ -272,14 +273,36 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                          "fall is the norm's growth alone"),
           Threshold(1.0, "the same 1 from below: what a layer writes falls too, so the fall is not only the norm's"),
           fact="abs_ratio", below=False, short="second-half over first-half mean ‖Δₗ‖",
-          paper_value="— (P1 measures only ‖Δₗ‖ / ‖hₗ‖ and gives no number for ‖Δₗ‖, nor does the reviewer; ours: the "
-                      "reviewer's mechanism would put this ratio at or above 1)",
+          paper_value="— (P1 measures only ‖Δₗ‖ / ‖hₗ‖ and gives no number for ‖Δₗ‖, nor does the reviewer; ours: a "
+                      "fall that is the norm's growth alone would put this ratio at or above 1)",
           paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems")),
           overview=(Headline("Ours, on a reviewer's question: the second half's smaller relative contribution is only "
                              "the residual's norm growing", "no number", "verdict_norms",
                              real=True, question="Is the second half's smaller relative contribution only the "
                              "residual's norm growing? (*shown*: yes, what a layer writes does not fall; *not shown*: "
                              "no, it falls too)"),)),
+    Claim("massive_clamp", "01", "P1", "a reviewer's question on massive activations and logit sharpening",
+          "in our words, the question graded here: does the second half's sharpening of the output distribution "
+          "depend on position 0's massive activations, so that clamping them removes most of it? (A reviewer asked "
+          "for “tying the observed logit-sharpening behavior to activation growth patterns”.)",
+          "graded only where position 0 has massive activations, and at most mixed unless clamping as many other "
+          "components of position 0 (the control) leaves its own ratio wholly above 0.5: the logit lens's KL to the "
+          "model's own output on h_mid (the residual entering the second half of layers 1 … L−1, mean over each "
+          f"prompt's last {LENS_POSITIONS} positions) with every massive component of position 0 clamped to the "
+          "token median at every layer's input from where it appears, over the same KL of the clean model in the "
+          "same forward",
+          Threshold(0.5, "ours, from the question: at most half of the sharpening the second half does survives "
+                         "the clamp, so the massive activations carry most of it"),
+          Threshold(0.5, "the same half from above: most of the sharpening survives without them"),
+          fact="survive", short="lens KL on h_mid, clamped over clean",
+          paper_value="— (neither P1 nor the reviewer gives a number; ours: massive activations that carry the "
+                      "sharpening would put this ratio at or below 0.5)",
+          paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems")),
+          overview=(Headline("Ours, on a reviewer's question: clamping position 0's massive activations removes most "
+                             "of the second half's sharpening", "no number", "verdict_clamp", real=True,
+                             question="Does the second half's sharpening of the output distribution need position 0's "
+                             "massive activations? (*shown*: yes, clamping them removes at least half of it; "
+                             "*not shown*: no, most of it survives the clamp)"),)),
     Claim("early_exit", "03", "P1", "§5's discussion; a reviewer's question on it and the authors' reply (OpenReview)",
           "in our words: P1's discussion suggests the second half might be wasteful (distribution matching); a "
           "reviewer asked whether that matching is still necessary, and the authors were unsure how many layers it "

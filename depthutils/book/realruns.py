@@ -26,6 +26,7 @@ from IPython.display import HTML, Markdown, display
 from depthutils.book import report
 from depthutils.book.claim_table import CLAIMS, OUTCOMES
 from depthutils.book.claims.run import Run
+from depthutils.book.grading import not_tested
 from depthutils.book.plotstyle import save
 from depthutils.core.errors import DepthError
 from depthutils.core.numbers import as_shown, literal
@@ -168,8 +169,11 @@ def _one(run: Run, name: str, options: dict | None = None) -> _Measured:
     results, facts = out if isinstance(out, tuple) else (out, None)
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # GiB (ru_maxrss is in KiB on Linux)
-    done = _Measured(results, facts, run.claim(results, facts), seconds, peak, lm.n_layers, lm.precision, lm.start,
-                     lm.dtype_name)
+    v, sample = run.claim(results, facts), run.sample(options or {})
+    if sample is not None and v.outcome != "not tested":
+        v = not_tested(v.key, f"{run.words(**options)}: a sample, smaller than the {run.options['sample']} this "
+                              "run grades; shown, not graded.")
+    done = _Measured(results, facts, v, seconds, peak, lm.n_layers, lm.precision, lm.start, lm.dtype_name)
     del lm, out
     gc.collect()
     return done
@@ -191,7 +195,8 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", **option
     Every named real model gets its glues ``verdict_<slug>`` (its outcome, value and dtype), ``verdict_<slug>_cell``
     (the intro's overview: :func:`depthutils.book.report.cell`) and ``verdict_<slug>_dtype``, or "not run" in each,
     with the reason shown (:func:`why_not_run`). ``options`` go to the run's measurement (the ones its
-    :attr:`Run.options` names: chapters 4 and 5's ``sample``). The section's time counts as the real models'
+    :attr:`Run.options` names: the ``sample``, a chapter's ``real_sample``; None: the run's own). A sample smaller
+    than the run's own is shown and not graded: its verdict is *not tested*. The section's time counts as the real models'
     (:func:`depthutils.book.report.count_real`)."""
     t0 = time.perf_counter()
     if isinstance(chapter, dict):
@@ -201,6 +206,10 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", **option
     unknown = [m for m in real_models if m not in REAL_MODELS]
     if unknown:
         raise DepthError(f"real_models names {', '.join(unknown)}; the named real models are {', '.join(REAL_MODELS)}.")
+    options = {k: v for k, v in options.items() if v is not None}  # None: the run's own
+    bad = options.get("sample")
+    if bad is not None and (not isinstance(bad, int) or isinstance(bad, bool) or bad < 1):
+        raise DepthError(f"real_sample must be a whole number of prompts (≥ 1) or None, got {bad!r}.")
     extra = sorted(set(options) - set(run.options or {}))
     if extra:
         takes = ", ".join(run.options or {}) or "no options"

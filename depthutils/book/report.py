@@ -221,8 +221,14 @@ def count_real(seconds: float) -> None:
     _CLOCK["real"] += seconds
 
 
+#: set by whatever runs several chapters at once (the tests' xdist workers, ``tests/conftest.py``): how many run side
+#: by side, which a chapter's run time depends on
+JOBS_ENV = "DEPTHUTILS_JOBS"
+
+
 def machine() -> str:
-    """The machine a chapter ran on, in words: the GPU, or the CPU model and its thread count."""
+    """The machine a chapter ran on, in words: the GPU, or the CPU model and its thread count (and how many chapters
+    ran beside it, :data:`JOBS_ENV`)."""
     if torch.cuda.is_available():
         return f"{torch.cuda.get_device_name(0)} (GPU)"
     cpu = platform.processor() or platform.machine()
@@ -232,7 +238,9 @@ def machine() -> str:
     except OSError:
         pass
     threads = torch.get_num_threads()
-    return f"{cpu}, {threads} CPU thread{'' if threads == 1 else 's'} of {os.cpu_count()}"
+    beside = int(os.environ.get(JOBS_ENV, "1")) - 1  # the tests' xdist workers
+    return (f"{cpu}, {threads} CPU thread{'' if threads == 1 else 's'} of {os.cpu_count()}"
+            + (f", beside {beside} other chapter{'' if beside == 1 else 's'} running at once" if beside > 0 else ""))
 
 
 def ran_in() -> None:

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from jupyter_core.paths import jupyter_runtime_dir
@@ -26,7 +27,7 @@ from depthutils.data import check_n
 from depthutils.models.real.catalog import REAL_MODELS
 
 __all__ = ["CHAPTER_DIR", "ROOT", "chapters", "find_chapter", "parameters", "parse_value", "run_chapter",
-           "build_book", "real_parameters", "kernel_config", "KERNEL_ENV", "PAGES", "COUNTS"]
+           "build_book", "run_chapters", "default_jobs", "cores", "real_parameters", "kernel_config", "KERNEL_ENV", "PAGES", "COUNTS"]
 BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "using_depthutils.md", "references.md",
               "references.bib", "favicon.png", "_static")
 #: pages that are notebooks but not chapters: executed (no parameters) into the staged book at each build
@@ -42,10 +43,15 @@ _IPC_ROOM = 107 - 60
 def kernel_config() -> Config:
     """The chapters' kernels talk to papermill over Unix sockets (IPC), which are local to this machine:
     over TCP, ipykernel warns on stderr of every run that its traffic is unencrypted. Where the runtime
-    folder's path is too long for a socket, they stay on TCP (and the warning)."""
+    folder's path is too long for a socket, they stay on TCP (and the warning). Each call names the sockets of one
+    kernel (in the runtime folder, by a new UUID): jupyter_client's default, ``kernel-ipc-<n>`` in the working folder,
+    is the same for two kernels started at once there, which then get each other's messages."""
     config = Config()
-    if len(jupyter_runtime_dir()) <= _IPC_ROOM:
+    runtime = jupyter_runtime_dir()
+    if len(runtime) <= _IPC_ROOM:
+        os.makedirs(runtime, exist_ok=True)
         config.KernelManager.transport = "ipc"
+        config.KernelManager.ip = os.path.join(runtime, f"kernel-{uuid.uuid4()}-ipc")
     return config
 
 
@@ -141,8 +147,55 @@ def real_parameters(path: Path, included: list[str], sample: int | None = None) 
     return {**out, "real_sample": sample} if sample is not None and "real_sample" in takes else out
 
 
+def cores() -> int:
+    """The CPU cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _run_in_share(run, num: str, kwargs: dict, jobs: int):
+    """One chapter of a book run with ``jobs`` chapters at once, in a process of its own: its kernel gets
+    ``cores() // jobs`` threads, and its header says how many chapters ran beside it."""
+    threads = str(max(1, cores() // jobs))
+    os.environ.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, DEPTHUTILS_JOBS=str(jobs))
+    return run(num, **kwargs)
+
+
+def default_jobs(todo: dict[str, dict]) -> int:
+    """The chapters a book runs at once by default (see :func:`build_book`'s ``jobs``): one per core, or one when
+    any of ``todo`` (``{chapter: run_chapter's keyword arguments}``) runs a real model."""
+    return 1 if any(map(_runs_real, todo.values())) else cores()
+
+
+def _runs_real(kwargs: dict) -> bool:
+    """Whether a chapter run with ``run_chapter(**kwargs)`` runs a real model."""
+    return bool(kwargs.get("params", {}).get("real_models"))
+
+
+def run_chapters(todo: dict[str, dict], jobs: int, run=run_chapter) -> None:
+    """``run(num, **kwargs)`` (:func:`run_chapter`) for each of ``todo``, ``jobs`` at a time, each in a process of its
+    own (its papermill and its kernel apart from the others': two papermill runs in one process get each other's
+    kernel messages), chapters with real models first (they take longest); the first failure stops the rest and is
+    raised. One job runs them one after the other in this process, on every core."""
+    if jobs <= 1 or len(todo) <= 1:
+        for num, kwargs in todo.items():
+            run(num, **kwargs)
+        return
+    import multiprocessing
+    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+
+    order = sorted(todo, key=lambda num: not _runs_real(todo[num]))
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_run_in_share, run, num, todo[num], jobs) for num in order]
+        wait(futures, return_when=FIRST_EXCEPTION)
+        for f in futures:
+            f.cancel()  # those not started yet
+        for f in futures:
+            if f.done() and not f.cancelled() and f.exception() is not None:
+                raise f.exception()
+
+
 def build_book(*, model: str | None = None, models: list[str] | None = None, real: bool = True,
-               executed: str | Path | None = None) -> Path:
+               executed: str | Path | None = None, jobs: int | None = None) -> Path:
     """Execute every chapter into ``_build/src``, then build the HTML book into ``_build/html``.
 
     ``model`` runs every chapter on that model (chapter 9 on ``[model]``); ``models`` sets the
@@ -152,7 +205,13 @@ def build_book(*, model: str | None = None, models: list[str] | None = None, rea
     book's parameters (the test run's nbval writes one, ``tests/nbval_book.py``): they are rendered as they
     are, and only a chapter missing there is executed. Once every chapter is in place, the staged intro gets the
     overview of their verdicts, a column per real model that ran in them (:func:`depthutils.book.overview.write`).
+    ``jobs``: chapters executed at once, each in a process of its own with its share of the cores. None: one per core
+    when no real model runs (the embedded models' chapters run faster as single-threaded processes side by side), one
+    at a time on every core when one does (a real model's run is much slower on one thread, and the longest chapter's
+    section then outlasts the rest of the book); ``python -m depthutils bench --only jobs`` times both on a machine.
     """
+    if jobs is not None and (not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1):
+        raise DepthError(f"jobs must be a whole number of chapters at once (≥ 1), got {jobs!r}.")
     build_dir = ROOT / "_build"
     stage = build_dir / "src"
     if stage.exists():
@@ -170,15 +229,17 @@ def build_book(*, model: str | None = None, models: list[str] | None = None, rea
             [], {name: f"{name} is left out: the book was built with --no-real." for name in REAL_MODELS})
         for name, why in left_out.items():
             print(f"book: {why}")
+    todo = {}
     for num, path in chapters().items():
         if path.name in done:
             shutil.copy(done[path.name], stage / "chapters" / path.name)
             print(f"{path.stem}: rendered as executed in {done[path.name].parent}")
             continue
         takes_list, takes_one = "models" in parameters(path), "model" in parameters(path)
-        run_chapter(num, model=None if (takes_list and models) or not (takes_list or takes_one) else model,
-                    params=real_parameters(path, included),
-                    models=models if takes_list else None, out=stage / "chapters")
+        todo[num] = dict(model=None if (takes_list and models) or not (takes_list or takes_one) else model,
+                         params=real_parameters(path, included), models=models if takes_list else None,
+                         out=stage / "chapters")
+    run_chapters(todo, min(default_jobs(todo) if jobs is None else jobs, max(1, len(todo))))
     shown = overview.write(stage / "intro.md", stage / "chapters")
     print(f"book: the intro's overview shows the embedded models{''.join(', ' + n for n in shown)}")
     for name in PAGES:

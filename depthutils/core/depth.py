@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["residual_depth", "layer_depth", "RESIDUAL_AXIS", "LAYER_AXIS", "LENS_AXIS"]
+__all__ = ["residual_depth", "layer_depth", "RESIDUAL_AXIS", "LAYER_AXIS", "LENS_AXIS", "LENS_POSITIONS"]
 
 #: the x label of a quantity read on the residual ``h_l``
 RESIDUAL_AXIS = "hₗ, relative depth l / L"
@@ -24,6 +24,9 @@ RESIDUAL_AXIS = "hₗ, relative depth l / L"
 LAYER_AXIS = "layer l, relative depth (l + 1) / L"
 #: the x label of P2's lens curves: layer ``l``'s point reads its input ``h_l``
 LENS_AXIS = "layer l (the lens on its input hₗ)"
+#: the positions, at the end of each prompt, where the norm-growth and clamp sections read the lens (ours: enough
+#: tokens for a mean per prompt, few enough that the lens costs seconds on a real model's vocabulary)
+LENS_POSITIONS = 8
 
 
 def residual_depth(l, n_layers: int):

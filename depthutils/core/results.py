@@ -210,16 +210,26 @@ class Result:
     #: keys of :meth:`facts` that :meth:`intervals` bootstraps over prompts
     INTERVAL_FACTS: ClassVar[tuple] = ()
 
+    def fact_intervals(self, keys, level: float = 0.95, n_boot: int = 1000, seed: int = 0) -> dict:
+        """``{key: (lo, hi)}``: the percentile bootstrap interval over prompts of ``facts()[key]`` for every key of
+        ``keys``, all read from the same resamples, each recomputed once; a key's interval is the one
+        :meth:`interval` gives it alone (undefined resamples left out per key), ``(None, None)`` where it is
+        undefined in every resample or the result keeps no per-prompt values."""
+        keys = tuple(keys)
+        out = dict.fromkeys(keys, (None, None))
+        if self.n_prompts and keys:
+            facts = lambda r: [np.nan if (v := r.facts()[key]) is None else float(v) for key in keys]  # noqa: E731
+            lo, hi = self.interval(facts, level=level, n_boot=n_boot, seed=seed)
+            out.update({key: (float(a), float(b)) for key, a, b in zip(keys, np.atleast_1d(lo), np.atleast_1d(hi))
+                        if not np.isnan(a)})
+        return out
+
     def intervals(self, level: float = 0.95, n_boot: int = 1000, seed: int = 0) -> dict:
-        """``{key_lo, key_hi}`` for every key of :attr:`INTERVAL_FACTS`: the fact recomputed on prompt
-        resamples (rounded to 3 digits; None where undefined, or without per-prompt values)."""
+        """``{key_lo, key_hi}`` for every key of :attr:`INTERVAL_FACTS`: the fact recomputed on prompt resamples
+        (:meth:`fact_intervals`, rounded to 3 digits; None where undefined, or without per-prompt values)."""
         out = {}
-        for key in self.INTERVAL_FACTS:
-            lo = hi = None
-            if self.n_prompts:
-                lo, hi = self.interval(lambda r, key=key: r.facts()[key], level=level, n_boot=n_boot, seed=seed)
-                lo, hi = (None, None) if np.isnan(lo) else (round(float(lo), 3), round(float(hi), 3))
-            out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
+        for key, (lo, hi) in self.fact_intervals(self.INTERVAL_FACTS, level, n_boot, seed).items():
+            out[f"{key}_lo"], out[f"{key}_hi"] = (None, None) if lo is None else (round(lo, 3), round(hi, 3))
         return out
 
     def findings(self) -> str:

@@ -53,35 +53,36 @@ def forward_batch(s: Shape, rows: int, T: int, dtype: str) -> Cost:
 
 
 def one_trace_per_prompt(s: Shape, Ts, dtype: str, remote: bool, what: str, *, stats: bool = False,
-                          lens: str | None = None, per_token: int = 6, lens_at=None) -> Cost:
-    """One nnsight forward per prompt that saves ``per_token`` float32 numbers per layer and token.
+                          lens: str | None = None, per_token: int = 6, lens_at=None, rows: int = 1) -> Cost:
+    """One nnsight forward per prompt, of ``rows`` rows of it (one: the prompt alone), that saves ``per_token``
+    float32 numbers per layer and token.
 
     ``stats``: the per-layer statistics read inside the trace (:func:`depthutils.measures.contributions.read_stats`).
     ``lens``: ``"traced"`` decodes every layer's lens inside the trace, one ``[T, V]`` product per layer (effective
     depth, and the logit lens on NDIF); ``"chunked"`` is :func:`depthutils.measures.logit_lens.chunked_lens`: the
     ``L`` layer inputs' ``L·T`` rows in blocks of rows and slices of the vocabulary (a block's logits, their
     float32 copy and exponentials; ``lens_blocks``). ``lens_at``: the positions per prompt a traced lens decodes (one
-    number per prompt, or one for all; default: every position)."""
+    number per prompt, or one for all; default: every position), each row's (``"traced"`` only)."""
     costs = []
     at = list(lens_at) if isinstance(lens_at, (list, tuple)) else [lens_at] * len(Ts)
     for T, P in zip(Ts, at):
         P = T if P is None else min(P, T)
         a = Acc(s, what, T)
-        work = trace_pass(a, s, 1, T, dtype)
+        work = trace_pass(a, s, rows, T, dtype)
         if stats:
             a.c.stat_layers += s.layers
         if lens == "traced":
             for _ in range(s.layers):
-                a.unembed(1, P)
-                a.c.lens_rows += P
-            work += (1 + 3) * P * s.vocab * 4  # the final log-probabilities, one layer's lens and its stats
+                a.unembed(rows, P)
+                a.c.lens_rows += rows * P
+            work += (1 + 3) * rows * P * s.vocab * 4  # the final log-probabilities, one layer's lens and its stats
         elif lens == "chunked":
             M = s.layers * T
             a.unembed(M, 1)
             per_block, step = lens_blocks(s.layers, T, s.vocab, 5, LENS_CHUNK_BYTES)
             block = s.layers * per_block * step
             work = max(work, lens_bytes(s, T, dtype) + block * (BYTES[dtype] + 8))  # a block's logits, float32 and e
-        costs.append(a.done(0.0, work, download=4 * s.layers * per_token * T, batch=1))
+        costs.append(a.done(0.0, work, download=4 * s.layers * per_token * T, batch=rows))
     return with_requests(total(costs), remote)
 
 

@@ -150,8 +150,12 @@ def sweep_name(task: str, layers: int, seed: int) -> str:
     return f"sweep-{task}-L{layers}-{seed}"
 
 
+#: the sweep's tasks: the structured questions (:data:`depthutils.ladder.word_problems.S5M`, ``Z10M``), which the
+#: objectives experiment's next round trains on (a question with structure for Q+A and LM to learn)
+SWEEP_TASKS = {"s5m": "permutations of 5 points (S5), structured questions",
+               "z10m": "chains of operations mod 10 (Z10), structured questions"}
 for _seed in SWEEP_SEEDS:
-    for _task, _task_words in _TASK_WORDS.items():
+    for _task, _task_words in SWEEP_TASKS.items():
         for _layers in SWEEP_LAYERS:
             SPECS[sweep_name(_task, _layers, _seed)] = dict(
                 layers=_layers, style="direct", steps=SWEEP_STEPS, lr=1e-3, warmup=50, task=_task, objective="a",
@@ -159,7 +163,7 @@ for _seed in SWEEP_SEEDS:
                 description=f"{_layers}-layer Llama on {_task_words}, loss on the answer only, seed {_seed} "
                             "(the depth-necessity sweep)")
 #: the sweep's runs, seed by seed (every layer count of a seed before the next seed)
-SWEEP_RUNS = [sweep_name(t, n, s) for s in SWEEP_SEEDS for t in _TASK_WORDS for n in SWEEP_LAYERS]
+SWEEP_RUNS = [sweep_name(t, n, s) for s in SWEEP_SEEDS for t in SWEEP_TASKS for n in SWEEP_LAYERS]
 
 #: Training order of ``python -m depthutils.ladder all``.
 ORDER = ["ladder-8", "ladder-4", "ladder-8-cot", "ladder-12", "ladder-16", "ladder-8-shared", "ladder-4-seed2"]

@@ -18,6 +18,14 @@ permutations pairwise, a parallel scan), and trained transformers track S5 only 
 (Liu et al., "Transformers Learn Shortcuts to Automata", ICLR 2023; Merrill, Petty & Sabharwal, "The Illusion of
 State in State-Space Models", ICML 2024). No constant-depth shortcut is known.
 
+**Questions with structure** (``s5m``, ``z10m``). In ``s5`` and ``z10`` each operation is drawn independently and
+uniformly, so a question has nothing to learn: modelling it (the Q+A and LM objectives) meets a loss floor of
+``ln 8`` or ``ln 12`` per operation. P1's authors' hypothesis is about what learning the question does to depth,
+so the structured tasks draw a question's operations from a fixed Markov chain (:func:`markov_chain`): the first
+uniformly, each next one from three successors of the one before, with probabilities 0.6, 0.3 and 0.1 (about
+0.90 nats an operation to learn). The successors never undo the operation before (no inverse, no repeat), and the
+chain visits every operation, so the products of a question still range over the whole group.
+
 **Z10, the control with a shortcut.** The operations ``+d`` (``d`` in 1–9) and ``*d`` (``d`` in 3, 7, 9) are
 affine maps ``x ↦ a·x + b`` of the digits mod 10 with ``a`` a unit, and a chain of them is again one affine
 map (:func:`affine_form`): the answer is ``P_k·x + Σ_i b_i·(P_k / P_i)``, where ``P_i`` is the product of the
@@ -84,6 +92,9 @@ class WordTask:
     points: int
     ops: tuple  # ((name, map), …)
     key: str
+    #: a fixed Markov chain over the operations (row ``i``: the weights of the operation after operation ``i``,
+    #: :func:`markov_chain`), or None: every operation drawn independently and uniformly
+    chain: tuple | None = None
 
     @cached_property
     def table(self) -> dict:
@@ -118,12 +129,23 @@ class WordTask:
         return Example(self.key, self.prompt(start, ops), ans, ans,
                        dict(steps=len(ops), heldout=self.is_heldout(start, ops)))
 
+    def draw(self, rng: random.Random, steps: int) -> list[str]:
+        """The operations of one question: independent uniform draws, or a walk of :attr:`chain` from a uniform
+        first operation."""
+        names = self.op_names
+        if self.chain is None:
+            return [rng.choice(names) for _ in range(steps)]
+        ops = [rng.choice(names)]
+        for _ in range(steps - 1):
+            ops.append(rng.choices(names, weights=self.chain[names.index(ops[-1])])[0])
+        return ops
+
     def sample(self, rng: random.Random, steps: int, heldout: bool = False) -> Example:
         """One chain of ``steps`` operations, from the training split or the held-out one."""
         if heldout and steps < 2:
             raise ValueError("1-step chains are all trained; held-out chains have 2 or more steps")
         while True:
-            start, ops = rng.randrange(self.points), [rng.choice(self.op_names) for _ in range(steps)]
+            start, ops = rng.randrange(self.points), self.draw(rng, steps)
             if self.is_heldout(start, ops) == heldout:
                 return self.example(start, ops)
 
@@ -163,11 +185,45 @@ S5_OPS = (("a", _cycles((0, 1))), ("b", _cycles((0, 1, 2, 3, 4))), ("c", _cycles
 Z10_OPS = tuple((f"+{d}", tuple((x + d) % 10 for x in range(10))) for d in range(1, 10)) + \
     tuple((f"*{d}", tuple((x * d) % 10 for x in range(10))) for d in (3, 7, 9))
 
+#: the successors' probabilities in :func:`markov_chain`
+SUCCESSOR_WEIGHTS = (0.6, 0.3, 0.1)
+
+
+def markov_chain(ops, key: str) -> tuple:
+    """A fixed Markov chain over the operations ``ops`` ((name, map), …): row ``i`` gives operation ``i``'s three
+    successors the weights :data:`SUCCESSOR_WEIGHTS` (every other operation 0). The first successor is the next
+    operation in a random cycle through all of them (so the chain reaches every operation); the other two are drawn
+    (seeded by ``key``) from the rest. None is operation ``i`` itself or its inverse, so a question never undoes
+    its last step."""
+    rng = random.Random(f"{key}:markov")
+    n = len(ops)
+    order = list(range(n))
+    rng.shuffle(order)
+    # each operation's successor in the cycle; a cycle step that would undo an operation is swapped away
+    while any(ops[order[(j + 1) % n]][1] in (ops[order[j]][1], inverse(ops[order[j]][1])) for j in range(n)):
+        rng.shuffle(order)
+    nxt = {order[j]: order[(j + 1) % n] for j in range(n)}
+    rows = []
+    for i, (_, m) in enumerate(ops):
+        banned = {j for j, (_, other) in enumerate(ops) if other in (m, inverse(m))} | {nxt[i]}
+        rest = rng.sample([j for j in range(n) if j not in banned], len(SUCCESSOR_WEIGHTS) - 1)
+        row = [0.0] * n
+        for j, w in zip([nxt[i], *rest], SUCCESSOR_WEIGHTS):
+            row[j] = w
+        rows.append(tuple(row))
+    return tuple(rows)
+
+
 S5 = WordTask("s5", "S5 (permutations of 5 points)", 5, S5_OPS, "s5")
 #: the key "opchain" keeps the chains, their held-out split and the training examples those of the first runs
 Z10 = WordTask("z10", "Z10 (affine chains mod 10)", 10, Z10_OPS, "opchain")
+#: the same groups, each question's operations a walk of a fixed Markov chain: a question with structure to learn
+S5M = WordTask("s5m", "S5 (permutations of 5 points), structured questions", 5, S5_OPS, "s5m",
+               markov_chain(S5_OPS, "s5m"))
+Z10M = WordTask("z10m", "Z10 (affine chains mod 10), structured questions", 10, Z10_OPS, "z10m",
+                markov_chain(Z10_OPS, "z10m"))
 #: the tasks by name, the one that needs depth first
-TASKS = {"s5": S5, "z10": Z10}
+TASKS = {"s5": S5, "z10": Z10, "s5m": S5M, "z10m": Z10M}
 
 
 def affine_form(ops) -> tuple[int, int]:

@@ -54,6 +54,8 @@ MEASUREMENTS = {
     "residual_stream": Measurement("depthutils.measures.residual_stream", "residual_stream", chapter="00", claim="residual_stream"),
     "contributions": Measurement("depthutils.measures.contributions", "contributions", chapter="01", claim="contributions"),
     "norm_growth": Measurement("depthutils.measures.norm_growth", "norm_growth", chapter="01", claim="norm_growth"),
+    "massive_clamp": Measurement("depthutils.measures.massive_clamp", "massive_clamp", chapter="01", runs_remotely=False,
+                                 claim="massive_clamp"),
     "future_effects": Measurement("depthutils.measures.future_effects", "future_effects", chapter="02", claim="future_effects"),
     "logit_lens": Measurement("depthutils.measures.logit_lens", "logit_lens", chapter="03", claim="logit_lens"),
     "early_exit": Measurement("depthutils.measures.early_exit", "early_exit", chapter="03", claim="early_exit"),

@@ -73,17 +73,19 @@ def lens_stats(log_q: torch.Tensor, log_final: torch.Tensor, top_final: torch.Te
     return kl, overlap
 
 
-def read_lens(model, hs: list, k: int, last: int | None = None) -> list:
+def read_lens(model, hs: list, k: int, last: int | None = None, batch: bool = False) -> list:
     """Inside a trace of one prompt, given every layer's input ``hs`` (``h_0 … h_{L−1}``, read in the trace): each
     layer's ``[2, T]`` KL and top-``k`` overlap (a list made and saved inside the trace: a remote trace returns
-    only saved names). With ``last``, only the prompt's last ``last`` positions are read (``hs`` given so sliced)."""
+    only saved names). With ``last``, only the prompt's last ``last`` positions are read (``hs`` given so sliced).
+    With ``batch``, every row of the trace's batch, each against its own output: ``[2, B, T]``."""
     per_layer = nnsight.save([])
     logits = model.logits() if last is None else model.logits()[:, -last:]
     log_final = logits.float().log_softmax(-1)
     top_final = log_final.topk(k, dim=-1).indices
     for h in hs:
         log_q = model.lens(h).float().log_softmax(-1)
-        per_layer.append(torch.stack(lens_stats(log_q, log_final, top_final, k))[:, 0].save())
+        stats = torch.stack(lens_stats(log_q, log_final, top_final, k))
+        per_layer.append((stats if batch else stats[:, 0]).save())
     return per_layer
 
 

@@ -24,7 +24,7 @@ import nnsight
 import numpy as np
 import torch
 
-from depthutils.core.depth import residual_depth
+from depthutils.core.depth import LENS_POSITIONS, residual_depth
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError, check_finite
 from depthutils.core.results import Result, describe, half_sizes, halves, make_meta
@@ -45,9 +45,6 @@ __all__ = ["NormGrowthResult", "norm_growth", "prompt_norms", "cost", "example",
 MASSIVE = 1000.0
 #: the lens's top-k overlap with the output is read with P2's k
 K = 5
-#: the positions, at the end of each prompt, where the lens is read (ours: enough tokens for a mean per prompt, few
-#: enough that the lens costs seconds on a real model's vocabulary)
-LENS_POSITIONS = 8
 
 
 @dataclass

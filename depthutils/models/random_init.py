@@ -13,10 +13,13 @@ import torch
 from depthutils.core.errors import DepthError
 from depthutils.ladder.registry import TOKENIZER_DIR
 
-__all__ = ["FAMILIES", "WIDTH_8B", "random_model", "tiny_model", "untrained"]
+__all__ = ["FAMILIES", "N_INITS", "WIDTH_8B", "random_model", "tiny_model", "untrained"]
 
 #: the families :func:`random_model` builds, by ``model_type``
 FAMILIES = ("llama", "olmo2", "gemma2")
+#: untrained initialisations of each of chapter 7's null targets (:mod:`depthutils.analysis.mapping_null`): a spread,
+#: not one draw (the grading rule asks for at least these)
+N_INITS = 3
 #: Llama 3.1 8B's width (its layers, not its depth or vocabulary)
 WIDTH_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8)
 

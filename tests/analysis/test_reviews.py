@@ -12,10 +12,11 @@ from conftest import ATOL, TEXT
 from depthutils.book.reviews import early_exit as exit_review
 from depthutils.book.reviews import norm_growth as norm_review
 from depthutils.book.reviews import readout_check as check
+from depthutils.core.depth import LENS_POSITIONS
 from depthutils.core.encoding import encode_all
 from depthutils.core.prompts import Prompt
 from depthutils.measures.early_exit import EarlyExitResult, early_exit
-from depthutils.measures.norm_growth import LENS_POSITIONS, NormGrowthResult, norm_growth
+from depthutils.measures.norm_growth import NormGrowthResult, norm_growth
 from depthutils.measures.tuned_lens import fit_readouts
 
 FAMILIES = ["llama", "gemma3_text", "granite"]

@@ -1,5 +1,7 @@
 """Every chapter on a model from outside the project: a 128-token or 96-token context, a tokenizer
-that adds no BOS, two families. Each chapter runs through papermill with its default parameters
+that adds no BOS, one of two families, alternating from chapter to chapter (each family's adapter is proven for every
+measurement by the oracle and family tests, ``tests/measures``; here a chapter runs end to end once). Each chapter
+runs through papermill with its default parameters
 (only the model changes), as a reader's `python -m depthutils run CHAPTER --model FOLDER` does, with a student's
 cell of their own after the model loads (a measurement the chapter's plan does not count): the chapter still runs to
 its verdict. Chapter 10 measures the models of its own experiment and takes no model; the runner refuses one in one
@@ -15,15 +17,18 @@ from conftest import build_tiny
 from depthutils.book import runner
 from depthutils.book.runner import chapters, parameters, run_chapter
 
-pytestmark = pytest.mark.slow  # every chapter on outside models: half a minute to a minute each
+pytestmark = pytest.mark.slow  # every chapter on an outside model: half a minute to a minute each
 
 #: (family, context): two families, both with a tokenizer that adds no BOS
 OUTSIDERS = [("llama", 128), ("gpt2", 96)]
+#: the chapters that take a model, each with the outside model it runs on: the families alternate
+CASES = [(chapter, OUTSIDERS[i % len(OUTSIDERS)])
+         for i, chapter in enumerate(n for n, p in chapters().items() if {"model", "models"} & set(parameters(p)))]
 
 
 @pytest.fixture(scope="module")
 def outsider(tiny_root):
-    return {spec: build_tiny(spec[0], tiny_root, context=spec[1], add_bos=False) for spec in OUTSIDERS}
+    return lambda spec: build_tiny(spec[0], tiny_root, context=spec[1], add_bos=False)
 
 
 #: a student's own cell, after the chapter's model is loaded: another chapter's measurement on a prompt of their own
@@ -53,10 +58,13 @@ def _outputs(nb) -> str:
     return "\n".join(text)
 
 
-@pytest.mark.parametrize("spec", OUTSIDERS, ids=lambda s: f"{s[0]}-ctx{s[1]}")
-@pytest.mark.parametrize("chapter", [n for n, p in chapters().items() if {"model", "models"} & set(parameters(p))])
+def test_both_families_run_chapters():
+    assert {spec for _, spec in CASES} == set(OUTSIDERS)
+
+
+@pytest.mark.parametrize(("chapter", "spec"), CASES, ids=[f"{c}-{s[0]}-ctx{s[1]}" for c, s in CASES])
 def test_every_chapter_runs_on_an_outside_model(outsider, tmp_path, chapter, spec, monkeypatch):
-    path = outsider[spec]
+    path = outsider(spec)
     (tmp_path / "src").mkdir()
     copy = with_student_cell(chapter, tmp_path / "src")
     monkeypatch.setattr(runner, "find_chapter", lambda _: copy)

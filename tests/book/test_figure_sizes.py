@@ -22,11 +22,12 @@ from depthutils.analysis.solved_split import SolvedSplit  # noqa: E402
 from depthutils.book import claims  # noqa: E402
 from depthutils.book.claims.objectives import figures as objectives_figures  # noqa: E402
 from depthutils.book.plotstyle import COLUMN_IN, MIN_FONT_PT, legibility  # noqa: E402
-from depthutils.book.reviews import early_exit, norm_growth, only_deeper  # noqa: E402
+from depthutils.book.reviews import early_exit, massive_clamp, norm_growth, only_deeper  # noqa: E402
 from depthutils.measures import ig_rules  # noqa: E402
 from depthutils.measures.cross_model_mapping import MappingResult  # noqa: E402
 from depthutils.measures.early_exit import EarlyExitResult  # noqa: E402
 from depthutils.measures.integrated_gradients import IGResult  # noqa: E402
+from depthutils.measures.massive_clamp import MassiveClampResult  # noqa: E402
 from depthutils.measures.norm_growth import NormGrowthResult  # noqa: E402
 from depthutils.measures.tuned_lens import TunedLensResult  # noqa: E402
 
@@ -59,6 +60,25 @@ def norm_result(L: int) -> NormGrowthResult:
                             median_abs_by_prompt=median, lens_kl_by_prompt=1 - _rising(L, 0.7)[:, :L],
                             lens_overlap_by_prompt=_rising(L, 0.7)[:, :L], prompt_tokens=g.integers(20, 90, N),
                             meta=_meta("smollm2-135m" if L > 20 else "ladder-8", L)).with_aggregates()
+
+
+def clamp_result(L: int) -> MassiveClampResult:
+    """A lens KL that falls late, higher with position 0's massive component clamped from h_3, the control as clean."""
+    g, per = rng(), {}
+    kl = 12 * (1 - _rising(L, 0.7)[:, :L]) + 0.2
+    for r, scale in (("clean", 1.0), ("clamp", 1.4), ("control", 1.02)):
+        per[f"lens_kl_{r}_by_prompt"] = kl * scale
+        per[f"ratio_{r}_by_prompt"] = g.uniform(0.2, 0.6, (N, L)) * scale
+        per[f"peak_{r}_by_prompt"] = np.repeat(np.r_[5.0, 40, 800, np.full(L - 3, 1.2e4)][None], N, 0) / (
+            30 if r == "clamp" else 1)
+    clamped = np.r_[0.0, 0, 0, np.ones(L - 3)]
+    return MassiveClampResult(**per, clamped_by_prompt=np.repeat(clamped[None], N, 0),
+                              dims_by_prompt=np.repeat(np.eye(64)[7][None], N, 0),
+                              output_kl_clamp_by_prompt=g.uniform(5, 10, N), output_kl_control_by_prompt=np.zeros(N),
+                              output_agree_clamp_by_prompt=g.uniform(0, 0.2, N),
+                              output_agree_control_by_prompt=np.ones(N), prompt_tokens=g.integers(20, 90, N),
+                              meta=_meta("smollm2-135m" if L > 20 else "ladder-8", L,
+                                         start_token="<|endoftext|>")).with_aggregates()
 
 
 def exit_results(L: int) -> dict:
@@ -154,7 +174,7 @@ def grading():
 
 
 #: the figures with a tick per layer (or a few layers), drawn on the deep model too
-PER_LAYER = ("norm_growth", "mapping", "mapping_null", "rule_figure")
+PER_LAYER = ("norm_growth", "massive_clamp", "mapping", "mapping_null", "rule_figure")
 
 
 def figures(L: int) -> dict:
@@ -164,6 +184,7 @@ def figures(L: int) -> dict:
     maps = lambda: [mapping_result(L // 2, L, f"ladder-{L}"), mapping_result(L // 4, L, f"ladder-{L}", 0.8)]  # noqa: E731
     untrained = lambda: mapping_result(L // 2, L, f"ladder-{L}-untrained", 0.0)  # noqa: E731
     out = {"norm_growth": lambda: norm_growth.figure(norm_result(L)),
+           "massive_clamp": lambda: massive_clamp.figure(clamp_result(L)),
            "early_exit": lambda: early_exit.figure(exit_results(L)),
            "early_exit_without_lens": lambda: early_exit.figure(
                {k: r for k, r in exit_results(L).items() if k != early_exit.LENS_KEY}),

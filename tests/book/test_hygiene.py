@@ -167,7 +167,7 @@ def test_the_hygiene_check_can_fail():
         assert hygiene_problems(_page(body)) == [], body
 
 
-@pytest.mark.slow  # it builds the book (once per session, shared with the browser tests)
+@pytest.mark.book  # it builds the book (once per run, shared with the browser tests)
 def test_the_rendered_book_is_clean():
     """Every page of the built book (built once per session, as the browser tests have it) is free of them."""
     built_book()

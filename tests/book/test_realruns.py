@@ -62,14 +62,40 @@ def test_available_says_why_it_leaves_a_model_out(monkeypatch):
     assert realruns.available() == (list(REAL_MODELS), {})
 
 
-def test_the_sample_is_an_option_of_chapters_4_and_5_alone(tmp_path):
-    assert {k for k, run in realruns.runs().items() if run.options} == {"04", "05"}
+def test_every_section_takes_a_sample_and_a_smaller_one_is_shown_not_graded(tiny_root, monkeypatch, tmp_path):
+    """A chapter's ``real_sample`` (the test run's nbval passes one): the section runs that many prompts, says so, and
+    grades only the run's own N; None runs the run's own N and grades it."""
+    import depthutils
+    from tests.conftest import build_tiny
+
+    assert all("sample" in (run.options or {}) for run in realruns.runs().values())
     assert realruns.run_of("05").words(sample=2).startswith("the first 2 counted of up to 4 prompts per kind")
-    with pytest.raises(DepthError, match="Chapter 01's real-model section takes no options, not sample"):
-        realruns.section("01", [], str(tmp_path), sample=2)
+    assert realruns.run_of("02").words(sample=1) == "N = 1 GSM8K test problems (a sample; the book runs 10)"
+    assert realruns.run_of("01").words(sample=20) == "N = 20 GSM8K test problems (P1's N)"
+    for bad in (0, 1.5, True):
+        with pytest.raises(DepthError, match=f"^real_sample must be a whole number of prompts \\(≥ 1\\) or None, "
+                                             f"got {bad!r}.$"):
+            realruns.section("01", [], str(tmp_path), sample=bad)
+    with pytest.raises(DepthError, match="Chapter 01's real-model section takes sample, not steps"):
+        realruns.section("01", [], str(tmp_path), steps=2)
     got = {num: real_parameters(path, ["smollm2-135m"], 1) for num, path in chapters().items()}
-    assert {num for num, p in got.items() if "real_sample" in p} == {"04", "05"}
+    assert {num for num, p in got.items() if p.get("real_sample") == 1} == set(realruns.runs())
     assert real_parameters(chapters()["05"], [], None) == {"real_models": []}
+
+    folder = build_tiny("llama", tiny_root, layers=5)  # two halves of at least 2 layers: a graded verdict
+    monkeypatch.setattr(realruns, "load_model", lambda name, dtype: depthutils.load_model(
+        str(folder), device="cpu", dtype="float32"))
+    shown = []
+    monkeypatch.setattr(realruns, "display", lambda obj: shown.append(getattr(obj, "data", str(obj))))
+    monkeypatch.setattr(realruns, "_glue", lambda name, value, display: None)
+    own = realruns.section("01", ["smollm2-135m"], str(tmp_path), sample=None)["SmolLM2-135M"]
+    assert own.outcome != "not tested" and own.value and any("N = 20 GSM8K test problems (P1&#x27;s N)" in s for s in shown)
+    shown.clear()
+    v = realruns.section("01", ["smollm2-135m"], str(tmp_path), sample=2)["SmolLM2-135M"]
+    assert v.outcome == "not tested" and v.key == "contributions"
+    assert v.numbers == ("N = 2 GSM8K test problems (a sample; the book runs 20): a sample, smaller than the 20 this "
+                         "run grades; shown, not graded.")
+    assert any("on N = 2 GSM8K test problems (a sample; the book runs 20)" in s for s in shown)
 
 
 @pytest.mark.real("smollm2-135m")

@@ -92,7 +92,7 @@ def _start_of(name: str) -> str | None:
     return doc["tokens"]["bos"] if value is True else value or None
 
 
-@pytest.mark.slow  # it builds the book (once per session, shared with the browser tests)
+@pytest.mark.book  # it builds the book (once per run, shared with the browser tests)
 def test_every_start_token_is_read_on_the_rendered_pages():
     """Every page of the built book: no sentence names a start token that is not there; every chapter with a
     real-model section shows the start token of each real model it ran."""

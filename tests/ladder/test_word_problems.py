@@ -8,7 +8,19 @@ import pytest
 
 from depthutils.ladder import registry
 from depthutils.ladder.tokenizer import load_tokenizer
-from depthutils.ladder.word_problems import S5, TASKS, Z10, affine_form, compose, derived_series, generated
+from depthutils.ladder.word_problems import (
+    S5,
+    S5M,
+    SUCCESSOR_WEIGHTS,
+    TASKS,
+    Z10,
+    Z10M,
+    affine_form,
+    compose,
+    derived_series,
+    generated,
+    inverse,
+)
 
 
 def _commutator_closure(group: set) -> set:
@@ -103,3 +115,43 @@ def test_held_out_split_and_one_token_answers(task):
             q, full = tok(e.prompt)["input_ids"], tok(e.prompt + e.answer)["input_ids"]
             assert full[:len(q)] == q and len(full) == len(q) + 1 and tok.decode(full[-1:]) == e.answer
             assert int(e.answer) == t.apply(int(e.prompt.split()[0]), e.prompt.split()[1:-1])
+
+
+@pytest.mark.parametrize("task", [S5M, Z10M], ids=lambda t: t.name)
+def test_structured_questions_walk_a_fixed_markov_chain(task):
+    """Each operation has three successors with the weights of SUCCESSOR_WEIGHTS, never itself or its inverse; the
+    chain reaches every operation; the walks' transition counts match its rows; the products still cover the group."""
+    names, n = task.op_names, len(task.ops)
+    for i, row in enumerate(task.chain):
+        assert sorted(w for w in row if w) == sorted(SUCCESSOR_WEIGHTS) and abs(sum(row) - 1) < 1e-12
+        m = task.ops[i][1]
+        assert all(row[j] == 0 for j, (_, other) in enumerate(task.ops) if other in (m, inverse(m)))
+    reach, frontier = {0}, [0]  # every operation reachable from the first (and so from any, by the cycle)
+    while frontier:
+        frontier = [j for i in frontier for j in range(n) if task.chain[i][j] and j not in reach]
+        reach.update(frontier)
+    assert reach == set(range(n))
+    rng, counts, maps = random.Random(1), [[0] * n for _ in range(n)], set()
+    for _ in range(6000):
+        ops = task.draw(rng, 6)
+        for a, b in zip(ops, ops[1:]):
+            counts[names.index(a)][names.index(b)] += 1
+        maps.add(tuple(task.apply(x, ops) for x in range(task.points)))
+    for i, row in enumerate(counts):
+        total = sum(row)
+        assert all(abs(c / total - w) < 0.04 for c, w in zip(row, task.chain[i])), (i, row)
+    assert len(maps) == len(task.group())  # 120 maps on S5, 40 on Z10: the questions still need the whole group
+
+
+def test_the_uniform_tasks_draw_as_before():
+    """``s5`` and ``z10`` keep their chains (the shipped runs were trained on them): the draw is the original one,
+    a start point and then independent uniform operations, from the same random stream."""
+    for task in (S5, Z10):
+        a, b = random.Random("x"), random.Random("x")
+        for steps in (1, 3, 6):
+            got = task.sample(a, steps)
+            while True:  # the original sampler, written out
+                start, ops = b.randrange(task.points), [b.choice(task.op_names) for _ in range(steps)]
+                if not task.is_heldout(start, ops):
+                    break
+            assert got.prompt == task.prompt(start, ops)

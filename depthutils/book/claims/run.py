@@ -44,6 +44,18 @@ class Run:
     def on_gsm8k(cls, n: int, measure: Callable, verdict: Callable, figure: Callable, caption: str, *,
                  note: str = "", options: dict | None = None, **fields) -> "Run":
         """The run of a measurement on the first ``n`` GSM8K test problems (``measure(lm, prompts, **options)``),
-        graded by its claim's ``verdict(result)`` alone; ``note`` follows the N in the page's words."""
-        return cls(f"N = {n} GSM8K test problems{note}", lambda lm: measure(lm, data.load("gsm8k", n), **(options or {})),
-                   lambda r, f: verdict(r), figure, caption, **fields)
+        graded by its claim's ``verdict(result)`` alone; ``note`` follows the N in the page's words. Its ``sample``
+        option runs the first ``sample`` problems instead (a chapter's ``real_sample``; fewer than ``n`` are not
+        graded, :func:`depthutils.book.realruns.section`)."""
+        def words(sample: int) -> str:
+            return f"N = {sample} GSM8K test problems{note}" if sample == n else \
+                f"N = {sample} GSM8K test problems (a sample; the book runs {n})"
+
+        return cls(words, lambda lm, sample=n: measure(lm, data.load("gsm8k", sample), **(options or {})),
+                   lambda r, f: verdict(r), figure, caption, options={"sample": n}, **fields)
+
+    def sample(self, options: dict) -> int | None:
+        """The ``sample`` these options run, if it is smaller than this run's own (None otherwise): a run on it
+        is shown, not graded."""
+        own = (self.options or {}).get("sample")
+        return options["sample"] if own is not None and options.get("sample", own) < own else None

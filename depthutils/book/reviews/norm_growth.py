@@ -96,8 +96,11 @@ def figure(result: NormGrowthResult) -> plt.Figure:
 
 
 REAL_RUN = dict(
-    key="01-norms", what="N = 20 GSM8K test problems, every token but the first",
-    measure=lambda lm: measure.norm_growth(lm, data.load("gsm8k", 20)), claim=lambda r, f: verdict(r), figure=figure,
+    key="01-norms", options={"sample": 20},
+    what=lambda sample: f"N = {sample} GSM8K test problems{'' if sample == 20 else ' (a sample; the book runs 20)'}, "
+                        "every token but the first",
+    measure=lambda lm, sample=20: measure.norm_growth(lm, data.load("gsm8k", sample)), claim=lambda r, f: verdict(r),
+    figure=figure,
     caption="The residual's norm ‖hₗ‖ (position 0 apart, and at position 0), what each layer writes ‖Δₗ‖, their "
             "ratio (chapter 1's statistic), with 95% bootstrap bands over prompts, and the largest component of hₗ over "
             "a token's median (massive activations), with where the lens starts to agree with the output.")

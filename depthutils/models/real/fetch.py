@@ -303,9 +303,20 @@ def fetch(name: str, files: list | None = None, cache=None) -> Path:
 
 
 def ensure(name: str, cache=None) -> Path:
-    """The verified cached folder of ``name``; fetched (or fetched again, when damaged) if the index answers."""
-    m = spec(name)
+    """The verified cached folder of ``name``; fetched (or fetched again, when damaged) if the index answers. Two
+    processes that want it at once (two chapters, two test workers) fetch it once: the second waits for the first."""
+    from filelock import FileLock
+
+    spec(name)  # an unknown name: one sentence, before anything is written
     check_terms(name, cache)
+    root = cache_root(cache)
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(root / f".{name}.lock"):
+        return _ensure(name, cache)
+
+
+def _ensure(name: str, cache=None) -> Path:
+    m = spec(name)
     folder = cache_root(cache) / name
     if not folder.exists():
         return fetch(name, cache=cache)

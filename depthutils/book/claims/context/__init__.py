@@ -7,7 +7,13 @@ held-out chains and compositions; on a real model, real facts and sums), so that
 typically computes, not how it computed one answer. :class:`KindSample` and :func:`sample_figure` are how a real-model section shows one kind; the
 worked prompt's layer × token maps are :func:`erasure_figure` (chapter 4) and :func:`attribution_figure` (chapter 5)
 (:mod:`~depthutils.book.claims.context.figures`); the real-model runs are :data:`RUNS`
-(:mod:`~depthutils.book.claims.context.runs`).
+(:mod:`~depthutils.book.claims.context.runs`, imported when first used: chapter 5's page needs no erasure).
+
+**What a sample drops.** A prompt is not counted when no context position ever matters, or (integrated gradients)
+when its layer sums miss completeness; those are retried once at twice the budget (:func:`run_sample`'s ``retry``).
+Per kind, :meth:`KindSample.drops` counts the prompts drawn, graded and dropped, and :meth:`KindSample.bounds`
+grades the kind with the dropped prompts counted at either end of the scale; the verdict states both, and
+:func:`drop_table` shows them per model.
 
 **Why the mean.** The claim's thresholds are relative depths (0.6, 0.8), so the mean of the per-prompt relative
 depths is graded on the scale the thresholds are stated on, with no new number; the share of prompts at or below
@@ -25,12 +31,16 @@ from depthutils.book.claims.context.figures import (
     prompt_labels,
     sample_figure,
 )
-from depthutils.book.claims.context.runs import RUNS
 from depthutils.book.claims.context.sample import (
     CONTEXT_MEASURES,
     MIN_PROMPTS,
+    NO_POSITION,
+    Drops,
     KindSample,
+    SampleVerdict,
     by_kind,
+    drop_table,
+    extremes,
     kind_of,
     per_prompt,
     run_sample,
@@ -40,6 +50,17 @@ from depthutils.book.claims.context.sample import (
     worked,
 )
 
-__all__ = ["COMPLETENESS_LIMIT", "CONTEXT_MEASURES", "MIN_PROMPTS", "KindSample", "by_kind", "verdict", "kind_of", "per_prompt",
-           "prompt_labels", "run_sample", "sample_facts", "sample_figure", "sample_mean", "worked", "erasure_figure",
+__all__ = ["COMPLETENESS_LIMIT", "CONTEXT_MEASURES", "MIN_PROMPTS", "NO_POSITION", "Drops", "KindSample",
+           "SampleVerdict", "by_kind", "drop_table", "extremes", "verdict", "kind_of", "per_prompt", "prompt_labels",
+           "run_sample", "sample_facts", "sample_figure", "sample_mean", "worked", "erasure_figure",
            "attribution_figure", "FIGURES", "RUNS"]
+
+
+def __getattr__(name: str):
+    """:data:`RUNS`, imported when first used (:func:`depthutils.book.realruns.run_of`): it brings chapter 4's
+    erasure, which a page of chapter 5 does not otherwise load."""
+    if name == "RUNS":
+        from depthutils.book.claims.context.runs import RUNS
+
+        return RUNS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
