@@ -306,8 +306,8 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
     Claim("early_exit", "03", "P1", "§5's discussion; a reviewer's question on it and the authors' reply (OpenReview)",
           "in our words: P1's discussion suggests the second half might be wasteful (distribution matching); a "
           "reviewer asked whether that matching is still necessary, and the authors were unsure how many layers it "
-          "needs. The statement graded (ours, the side of the reviewer's question): even with a cheap readout (one "
-          "affine map fitted per layer, then the final norm and unembedding) that beats the raw lens at every layer, "
+          "needs. The statement graded (ours, the side of the reviewer's question): even with a cheap readout (the final "
+          "norm, one affine map fitted per layer, then the unembedding) that beats the raw lens at every layer, "
           "a model cut after its first half loses most of the answers the full model gets right",
           "the share of the answer tokens the full model predicts (top-1) that the model cut after its first half, "
           "whose output is the tuned readout on the residual after the first half (fitted on held-out prompts of the "

@@ -53,7 +53,7 @@ class EarlyExitResult(Result):
     (those the half model gets right too). With the tuned readout (NaN where none was given):
     ``tuned_gold_by_prompt`` ``[N, L]`` (exits ``0 … L−1``), ``tuned_skip_gold_by_prompt``,
     ``tuned_skip_agree_by_prompt`` and ``tuned_kept_by_prompt`` ``[N]`` (the cut model with the readout on
-    ``h_{L//2}``). The readout check (:func:`depthutils.book.reviews.early_exit.readout_check`), per exit
+    ``h_{L//2}``). The readout check (:mod:`depthutils.book.reviews.readout_check`), per exit
     ``l = 0 … L−1``, also with the tuned readout only: ``kept_at_by_prompt`` and ``tuned_kept_at_by_prompt``
     ``[N, L]`` (answer tokens the full model gets right that the raw lens / the tuned readout on ``h_l`` gets right
     too) and ``kl_by_prompt`` and ``tuned_kl_by_prompt`` ``[N, L]`` (``KL(q_L ‖ q_l)`` and ``KL(q_L ‖ q̃_l)`` in

@@ -15,17 +15,21 @@ divided out, its gain applied): what the unembedding reads.
   ``λ`` = ``ridge``), solved in closed form from normal equations summed in float64 (:mod:`depthutils.core.ridge`,
   as chapter 7's mapping). ``W_U n_L`` are the model's logits (before any soft-capping), so the fit matches logits
   in the space the unembedding reads.
+* **KL step** (ours): per layer, two numbers mix the fitted map with the raw lens,
+  ``q̃_l = softmax(W_U (α_l (A_l n_l + b_l) + β_l n_l))``, chosen by L-BFGS from ``(α_l, β_l) = (0, 1)`` (the raw
+  lens) to lower the mean ``KL(q_L ‖ q̃_l)`` over :data:`KL_ROWS` of the fit's rows, evenly spaced (:func:`kl_step`):
+  the tuned lens's objective, on two numbers per layer instead of a whole map; the maps stored are the mixed ones.
 
 Why this fit (ours; issue 75). Belrose et al. train their translators by gradient descent on ``KL(q_L ‖ q̃_l)`` from
-an identity start. That needs the whole unembedding in every step's forward and backward pass (Gemma 3's has
-262,144 rows): minutes a step for the book's real models on a CPU, where the book's tests run this fit. The closed
-form keeps two of its choices: it starts from the identity (a large ``λ`` gives back the raw lens, so a fit on few
-tokens stays near it), and it fits what the unembedding reads (``n``, not ``h``: a least-squares fit on ``h`` is
-ruled by a few tokens of very large norm, which the norm divides away, and by directions the norm's gain shrinks).
-And it is fitted where it is used: the readout of chapter 3's early exit was first fitted on every position of Bible
-and Shakespeare text and evaluated on sums and GSM8K answers, and there it kept fewer answers than the raw lens
-although its KL on GSM8K text was lower. Whether a fit is good enough is measured, not assumed: chapter 3 counts the
-readout only where it beats the raw lens at every layer on the prompts it grades
+an identity start. That needs the whole unembedding in every step's forward and backward pass (Gemma 3's has 262,144
+rows): minutes a step for the book's real models on a CPU, where the book's tests run this fit. The closed form keeps
+two of its choices, and the KL step a third, its objective: it starts from the identity (a large ``λ`` gives back the
+raw lens, so a fit on few tokens stays near it), and it fits what the unembedding reads (``n``, not ``h``: a
+least-squares fit on ``h`` is ruled by a few tokens of very large norm, which the norm divides away, and by directions
+the norm's gain shrinks). And it is fitted where it is used: the readout of chapter 3's early exit was first fitted on
+every position of Bible and Shakespeare text and evaluated on sums and GSM8K answers, and there it kept fewer answers
+than the raw lens although its KL on GSM8K text was lower. Whether a fit is good enough is measured, not assumed:
+chapter 3 counts the readout only where it beats the raw lens at every layer on the prompts it grades
 (:mod:`depthutils.book.reviews.readout_check`).
 
 * **Evaluate** (on other prompts): per layer, token means over positions ``1 … T−1`` (or an even sample of them) of

@@ -341,15 +341,28 @@ def reading(f: dict, first: str | None) -> str:
             f"{f['mid_raw_kl']:.2f} with the raw lens.")
 
 
+def _real_words(sample: int) -> str:
+    """The real run's prompts in words, for ``sample`` graded GSM8K problems (the book's 20)."""
+    n = "N = 20" if sample == 20 else f"N = {sample} (a sample; the book runs 20)"
+    return (f"the tuned readout fitted at the answers of held-out prompts of the kinds graded ({_fit_prompts(sample)} "
+            "GSM8K test problems other than the graded ones, and the sums and two-hop facts of the same check that "
+            f"are not graded), then evaluated on the graded ones: the answers of {n} GSM8K test problems, the sums "
+            "and two-hop facts the model answers that chapters 4 and 5 measure (the same check), with the readout "
+            f"check at every layer beside them, and the KL and top-5 overlap at {REAL_POSITIONS} evenly spaced "
+            "positions of each of those problems")
+
+
+def _fit_prompts(sample: int) -> int:
+    """The held-out prompts per set a real run of ``sample`` graded problems fits on: the book's
+    :data:`REAL_FIT_PROMPTS` for its 20, in proportion for a sample (at least 5)."""
+    return max(5, REAL_FIT_PROMPTS * sample // 20)
+
+
 # in float32, as chapters 4 and 5: the facts are theirs
 REAL_RUN = dict(
-    key="03-exit", what=f"the tuned readout fitted at the answers of held-out prompts of the kinds graded ({REAL_FIT_PROMPTS} "
-                        "GSM8K test problems other than the graded ones, and the sums and two-hop facts of the same "
-                        "check that are not graded), then evaluated on the graded ones: the answers of N = 20 GSM8K "
-                        "test problems, the sums and two-hop facts the model answers that chapters 4 and 5 measure "
-                        "(the same check), with the readout check at every layer beside them, and the KL and top-5 "
-                        f"overlap at {REAL_POSITIONS} evenly spaced positions of each of those 20 problems",
-    measure=lambda lm: tuned_on(lm, fit_prompts=REAL_FIT_PROMPTS, positions=REAL_POSITIONS, progress_bar=False),
+    key="03-exit", options={"sample": 20}, what=_real_words,
+    measure=lambda lm, sample=20: tuned_on(lm, n=sample, fit_prompts=_fit_prompts(sample), positions=REAL_POSITIONS,
+                                           progress_bar=False),
     claim=lambda rs, f: verdict(rs, facts=f), figure=figure, printed=check_lines,
     dtype=FACT_CHECK_DTYPE,
     caption="Top: gold accuracy and top-1 agreement with the full model when each residual hₗ is decoded by the raw "
