@@ -266,3 +266,15 @@ def test_the_ladder_table_has_a_set_column_only_for_sets_of_prompts():
     n = 20
     sets = ladder_table({"m": {"a": _exit_result([1] * n, [0] * n)}}, {"lost": "lost"}, exit_review.verdict)
     assert sets.splitlines()[0] == "| model | set | lost | verdict |" and sets.endswith("| shown |")
+
+
+def test_a_sample_grades_the_first_facts_of_each_kind():
+    from depthutils.analysis.known_facts import FactPrompts
+
+    facts = FactPrompts(prompts={"arithmetic": "a1", "arithmetic_2": "a2", "multihop": "m1", "multihop_2": "m2",
+                                 "multihop_3": "m3"}, candidates=["c"])
+    assert list(exit_review.first_of_each_kind(facts, 1).prompts) == ["arithmetic", "multihop"]
+    assert list(exit_review.first_of_each_kind(facts, 2).prompts) == ["arithmetic", "arithmetic_2", "multihop",
+                                                                      "multihop_2"]
+    assert exit_review.first_of_each_kind(facts, 5).prompts == facts.prompts
+    assert exit_review.first_of_each_kind(facts, 1).candidates == ["c"]

@@ -3,6 +3,8 @@ raw lens and with the tuned readout (:mod:`depthutils.measures.tuned_lens`): the
 real-model run."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -20,8 +22,8 @@ from depthutils.ladder.registry import is_embedded
 from depthutils.measures.early_exit import EarlyExitResult, early_exit
 from depthutils.measures.tuned_lens import Readouts, TunedLensResult, fit_readouts, fit_time, tuned_lens
 
-__all__ = ["verdict", "figure", "lens_figure", "lens_panels", "headline", "prompt_sets", "own_sets", "tuned_on", "early_exit_on",
-           "real_facts", "REAL_RUN", "FIT_PROMPTS", "REAL_FACTS", "REAL_FIT_PROMPTS", "REAL_POSITIONS", "MIN_CORRECT",
+__all__ = ["verdict", "figure", "lens_figure", "lens_panels", "headline", "prompt_sets", "own_sets", "tuned_on",
+           "first_of_each_kind", "early_exit_on", "real_facts", "REAL_RUN", "FIT_PROMPTS", "REAL_FACTS", "REAL_FIT_PROMPTS", "REAL_POSITIONS", "MIN_CORRECT",
            "READINGS", "LENS_KEY", "better_readout", "check_lines", "check_sentence"]
 
 #: the fewest answer tokens the full model must get right for the share it loses to mean something (ours: below
@@ -285,16 +287,19 @@ def early_exit_on(model, sets: dict, *, readouts: Readouts, max_tokens: int | No
 
 
 def tuned_on(lm, *, n: int = 20, fit_prompts: int = FIT_PROMPTS, positions: int | None = None, seed: int = 123,
-             facts=None, max_tokens=None, progress_bar: bool = True) -> tuple[dict, object]:
+             facts=None, facts_per_kind: int | None = None, max_tokens=None,
+             progress_bar: bool = True) -> tuple[dict, object]:
     """One fit of the tuned readout on the held-out prompts of :func:`prompt_sets` (``fit_prompts`` per set, at
     the positions that predict their answers; never a prompt it is evaluated on), then :func:`tuned_lens` on ``n``
     GSM8K problems (at ``positions`` per problem; None: all) under :data:`LENS_KEY`, and :func:`early_exit_on` on
     the graded sets with the same readout: ``({name: result}, FactPrompts or None)``. A real model's facts are
-    chapters 4 and 5's check (``facts`` by default)."""
+    chapters 4 and 5's check (``facts`` by default), the first ``facts_per_kind`` of each kind graded (None: all)."""
     if not is_embedded(lm) and facts is None:
         from depthutils.book.claims.context.runs import SAMPLE, facts_for
 
         facts = facts_for(lm, SAMPLE)
+    if facts is not None and facts_per_kind is not None:
+        facts = first_of_each_kind(facts, facts_per_kind)
     sets, held_out, facts = prompt_sets(lm, n=n, fit_prompts=fit_prompts, seed=seed, facts=facts,
                                         progress_bar=progress_bar)
     gsm = data.load("gsm8k", n)
@@ -304,6 +309,13 @@ def tuned_on(lm, *, n: int = 20, fit_prompts: int = FIT_PROMPTS, positions: int 
                       progress_bar=progress_bar)
     exits = early_exit_on(lm, sets, readouts=readouts, max_tokens=max_tokens, progress_bar=progress_bar)
     return {**exits, LENS_KEY: lens}, facts
+
+
+def first_of_each_kind(facts: FactPrompts, n: int) -> FactPrompts:
+    """``facts`` with only the first ``n`` graded prompts of each kind (``"multihop_2"`` is of kind ``"multihop"``)."""
+    kinds = [k.split("_")[0] for k in facts.prompts]
+    return replace(facts, prompts={k: p for i, (k, p) in enumerate(facts.prompts.items())
+                                   if kinds[:i].count(kinds[i]) < n})
 
 
 #: the numbers a real model's run glues for the chapter's prose (:func:`real_facts`)
@@ -347,7 +359,8 @@ def _real_words(sample: int) -> str:
     return (f"the tuned readout fitted at the answers of held-out prompts of the kinds graded ({_fit_prompts(sample)} "
             "GSM8K test problems other than the graded ones, and the sums and two-hop facts of the same check that "
             f"are not graded), then evaluated on the graded ones: the answers of {n} GSM8K test problems, the sums "
-            "and two-hop facts the model answers that chapters 4 and 5 measure (the same check), with the readout "
+            "and two-hop facts the model answers that chapters 4 and 5 measure (the same check"
+            + ("" if sample == 20 else f"; the first {sample} of each kind") + "), with the readout "
             f"check at every layer beside them, and the KL and top-5 overlap at {REAL_POSITIONS} evenly spaced "
             "positions of each of those problems")
 
@@ -362,7 +375,7 @@ def _fit_prompts(sample: int) -> int:
 REAL_RUN = dict(
     key="03-exit", options={"sample": 20}, what=_real_words,
     measure=lambda lm, sample=20: tuned_on(lm, n=sample, fit_prompts=_fit_prompts(sample), positions=REAL_POSITIONS,
-                                           progress_bar=False),
+                                           facts_per_kind=None if sample == 20 else sample, progress_bar=False),
     claim=lambda rs, f: verdict(rs, facts=f), figure=figure, printed=check_lines,
     dtype=FACT_CHECK_DTYPE,
     caption="Top: gold accuracy and top-1 agreement with the full model when each residual hₗ is decoded by the raw "
