@@ -306,12 +306,12 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
     Claim("early_exit", "03", "P1", "§5's discussion; a reviewer's question on it and the authors' reply (OpenReview)",
           "in our words: P1's discussion suggests the second half might be wasteful (distribution matching); a "
           "reviewer asked whether that matching is still necessary, and the authors were unsure how many layers it "
-          "needs. The statement graded (ours, the side of the reviewer's question): even with a cheap readout (one "
-          "affine map fitted per layer, then the final norm and unembedding), a model cut after its first half loses "
-          "most of the answers the full model gets right",
+          "needs. The statement graded (ours, the side of the reviewer's question): even with a cheap readout (the final "
+          "norm, one affine map fitted per layer, then the unembedding) that beats the raw lens at every layer, "
+          "a model cut after its first half loses most of the answers the full model gets right",
           "the share of the answer tokens the full model predicts (top-1) that the model cut after its first half, "
-          "whose output is the tuned readout on the residual after the first half (fitted on other text), gets "
-          "wrong; per set of prompts, each graded",
+          "whose output is the tuned readout on the residual after the first half (fitted on held-out prompts of the "
+          "kinds graded, never a graded one), gets wrong; per set of prompts, each graded",
           Threshold(0.5, "ours: most of the full model's correct answer tokens, more than half, need the second half "
                          "even with a cheap readout (the reviewer's reading)"),
           Threshold(0.5, "the same half from below: a cheap readout keeps most of them (P1's suggestion that the "
@@ -321,11 +321,12 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_value="— (neither P1 nor its reviewers give a number; ours: the reviewer's reading as more than 0.5, "
                       "P1's suggestion as less)",
           paper_facts=(_MODELS_P1, ("prompts", "N = 20 GSM8K test problems (Fig. 4)")),
-          overview=(Headline("Ours, on a reviewer's question: cut at the middle, even a tuned readout loses most "
-                             "answers", "no number",
-                             "verdict_exit", real=True, question="Cut after its first half, with a tuned readout, does "
-                             "the model lose most of the answers the full model gets right? (*shown*: yes, it loses more "
-                             "than half; *not shown*: no, it keeps most)"),)),
+          overview=(Headline("Ours, on a reviewer's question: cut at the middle, with a tuned readout that beats "
+                             "the raw lens at every layer, does a model lose most answers?", "no number",
+                             "verdict_exit", real=True, question="Cut after its first half, with a tuned readout that "
+                             "beats the raw lens at every layer, does the model lose most of the answers the full model "
+                             "gets right? (*shown*: yes, it loses more than half; *not shown*: no, it keeps most; *not "
+                             "tested* where no such readout was fitted)"),)),
     Claim("scale", "09", "P2", "abstract; Table 1",
           "“while the number of effective layers grows with model size, the effective depth ratio remains stable”",
           "the least-squares slope of the mean ED (over tasks, in layers) against L across the ladder (ED grows), "

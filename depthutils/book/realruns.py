@@ -241,6 +241,7 @@ def section(chapter: str | dict, real_models, out_dir: str = "figures", **option
                                  f"{run.caption} Model: {title}{label}."))
         printed = [f"{title} · prompts: {facts.summary()}"] if facts is not None else []
         printed += [f"{title}{' · ' + key if key else ''}: {r.summary()}" for key, r in many.items()]
+        printed += [f"{title} · {line}" for line in (run.printed(results) if run.printed else [])]
         display(details(m.start, printed, v.notes))
         display(Markdown(one_line(v, title)))
         if _glue is not None:

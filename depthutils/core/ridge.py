@@ -15,17 +15,24 @@ def with_bias(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([x, torch.ones(*x.shape[:-1], 1, dtype=x.dtype)], dim=-1)
 
 
-def fit_maps(xtx: torch.Tensor, xty: torch.Tensor, ridge: float) -> torch.Tensor:
+def fit_maps(xtx: torch.Tensor, xty: torch.Tensor, ridge: float, toward_identity: bool = False) -> torch.Tensor:
     """Solve the ridge normal equations for every source layer at once.
 
     ``xtx [S, D+1, D+1]`` and ``xty [S, D+1, K]`` (the last row/column is the bias); the penalty is
-    ``ridge · mean(diag XᵀX)`` on the weights only, so ``ridge`` is free of the residual's scale.
+    ``ridge · mean(diag XᵀX)`` on the weights only, so ``ridge`` is free of the residual's scale. It pulls the
+    weights towards zero; or with ``toward_identity`` (``K = D``) the whole map, bias included, towards the identity
+    map ``x ↦ x``: ``min ‖X W − Y‖² + λ‖W − [I; 0]‖²``, solved by ``(XᵀX + λI) W = XᵀY + λ[I; 0]``, so that a large
+    ``ridge`` leaves ``x`` as it is.
     """
-    S, D1, _ = xtx.shape
+    S, D1, K = xty.shape
+    if toward_identity and K != D1 - 1:
+        raise ValueError(f"toward_identity needs a map onto the same width; got {D1 - 1} onto {K}.")
     eye = torch.eye(D1, dtype=xtx.dtype)
-    eye[-1, -1] = 0.0  # no penalty on the bias
+    eye[-1, -1] = 1.0 if toward_identity else 0.0  # the bias: towards 0 with the identity, else free
     scale = xtx[:, :-1, :-1].diagonal(dim1=1, dim2=2).mean(-1).clamp_min(1e-12)  # [S]
     lhs = xtx + ridge * scale[:, None, None] * eye
+    if toward_identity:
+        xty = xty + ridge * scale[:, None, None] * eye[:, :-1]
     # one solve per layer: torch's batched solve (MKL's getrs) fails on a wide right-hand side, e.g.
     # SmolLM2 onto itself ([30, 577, 577] against [30, 577, 17280]: "Pivots given to lu_solve must all be
     # greater or equal to 1"); the per-layer solves are the same arithmetic
@@ -53,8 +60,8 @@ class NormalEquations:
             self.xty.add_(b)
         self.rows += x.shape[1]
 
-    def solve(self, ridge: float) -> torch.Tensor:
+    def solve(self, ridge: float, toward_identity: bool = False) -> torch.Tensor:
         """The maps ``[S, D+1, K]`` (:func:`fit_maps`); the last row is the bias."""
         if self.xtx is None:
             raise ValueError("No rows were added to the normal equations: pass at least one text to fit on.")
-        return fit_maps(self.xtx, self.xty, ridge)
+        return fit_maps(self.xtx, self.xty, ridge, toward_identity)

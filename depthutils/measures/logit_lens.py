@@ -145,7 +145,7 @@ def block_stats(z: torch.Tensor, final: torch.Tensor, p_final: torch.Tensor | No
 
 
 def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_bytes: int | None = None,
-                 output_first: bool = False) -> torch.Tensor:
+                 output_first: bool = False, normed: bool = False) -> torch.Tensor:
     """``[L, 2, T]`` as :func:`read_lens` gives it, from the layer inputs ``hs`` ``[L, T, H]`` (``h_0 … h_{L−1}``)
     and the model's logits ``final`` ``[T, V]``: every layer's lens as matrix products over blocks of rows (every
     layer of some tokens) and slices of the vocabulary (:func:`depthutils.cost.chunks.lens_blocks`, within
@@ -158,12 +158,14 @@ def chunked_lens(model, hs: torch.Tensor, final: torch.Tensor, k: int, chunk_byt
     slice maximum beats their ``k``-th value); then
     ``KL(q ‖ q_final) = W/S − lse(z) + lse(z_final)``. With ``output_first`` the KL row is the other direction,
     ``KL(q_final ‖ q) = Σ q_final (z_final − z) − lse(z_final) + lse(z)``, from ``R = Σ q_final·z`` summed over
-    the slices (the tuned readout's objective).
+    the slices (the tuned readout's objective). With ``normed`` the rows of ``hs`` are already what the unembedding
+    reads (the final norm applied, or the tuned readout's maps after it).
     """
     module = model.nn._module
     norm, head = get_path(module, model.arch.final_norm), get_path(module, model.arch.unembed)
     Lh, T, _ = hs.shape
-    x = norm(hs.to(head.weight.device)).transpose(0, 1).reshape(T * Lh, -1)  # row t·L + l: a token's layers together
+    x = hs.to(head.weight.device)
+    x = (x if normed else norm(x)).transpose(0, 1).reshape(T * Lh, -1)  # row t·L + l: a token's layers together
     final = final.float()
     V, M = final.shape[-1], T * Lh
     per_block, step = lens_blocks(Lh, T, V, k, chunk_bytes or LENS_CHUNK_BYTES)

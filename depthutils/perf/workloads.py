@@ -10,6 +10,7 @@ from __future__ import annotations
 from depthutils import data
 from depthutils.analysis.objectives_tables import prompts as objective_prompts
 from depthutils.analysis.study import OWN_TASKS
+from depthutils.book.reviews.early_exit import own_sets
 from depthutils.ladder.registry import OBJECTIVE_TASKS, SPECS, is_embedded
 from depthutils.perf.plan import Workload, capped, dataset_tokens, prompt_tokens, score_prompts
 
@@ -43,18 +44,19 @@ def chapter_02(models, p, k):
 
 
 def chapter_03(models, p, k):
-    """Beside the lens (counted as the chapter's registered measurement): the tuned readout's fit and evaluation
-    (locally only), and the early exit on an embedded model's own tasks or another model's GSM8K answers (the facts
-    it knows, which its fact check chooses when it runs, are not counted)."""
+    """Beside the lens (counted as the chapter's registered measurement): the tuned readout's fit on held-out prompts
+    and its evaluation (locally only), and the early exit on an embedded model's own tasks or another model's GSM8K
+    answers (the facts it knows, which its fact check chooses when it runs, and their held-out ones, are not
+    counted)."""
     out = []
     for info in models:
+        sets, held_out = own_sets(is_embedded(info.name), n=p["n_examples"], seed=p.get("seed", 123),
+                                  **({"fit_prompts": p["fit_prompts"]} if "fit_prompts" in p else {}))
         if not k.remote:
-            fit = capped([info.count(t.text) for t in data.heldout_text(p.get("fit_texts", 100))], p.get("max_tokens"),
-                         info.shape)
+            fit = capped([info.count(q.text) for ps in held_out.values() for q in ps], p.get("max_tokens"), info.shape)
             out.append((info, "tuned_lens", dict(Ts=dataset_tokens(info, p), fit_Ts=fit)))
-        sets = ("addition", "multihop") if is_embedded(info.name) else ("gsm8k",)
-        rows = [r for name in sets for r in prompt_tokens(info, name, p["n_examples"], **(
-            {"seed": p.get("seed", 123)} if name != "gsm8k" else {}))]
+        rows = [(info.count(q.text), max(1, info.count(q.text) - info.count(q.context)))
+                for ps in sets.values() for q in ps]
         out.append((info, "early_exit", dict(Ts=capped([T for T, _ in rows], p.get("max_tokens"), info.shape),
                                              answers=[a for _, a in rows], readouts=not k.remote)))
     return out

@@ -11,6 +11,7 @@ from conftest import ATOL, TEXT
 
 from depthutils.book.reviews import early_exit as exit_review
 from depthutils.book.reviews import norm_growth as norm_review
+from depthutils.book.reviews import readout_check as check
 from depthutils.core.depth import LENS_POSITIONS
 from depthutils.core.encoding import encode_all
 from depthutils.core.prompts import Prompt
@@ -46,7 +47,8 @@ def _skipped_logits(hf, family, ids, first):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_early_exit_matches_a_plain_pytorch_oracle(tiny, prompts, family):
     handle, hf = tiny(family)
-    fit = [Prompt(" ".join(TEXT.split()[i:i + 14]), 0, "test") for i in range(16)]
+    words = TEXT.split()
+    fit = [Prompt.from_parts(" ".join(words[i:i + 13]), " " + words[i + 13], "test") for i in range(20)]
     readouts = fit_readouts(handle, fit, progress_bar=False)
     got = early_exit(handle, prompts, readouts=readouts, progress_bar=False)
     _, encs, _ = encode_all(handle, prompts, need_answer=True)
@@ -57,9 +59,14 @@ def test_early_exit_matches_a_plain_pytorch_oracle(tiny, prompts, family):
             pp, gold = e.predict_positions, torch.tensor(e.answer_ids)
             tops = [P["finish"](P["head"](P["norm"](h[l])))[pp].argmax(-1) for l in range(L)] + [logits[pp].argmax(-1)]
             skipped = _skipped_logits(hf, family, e.input_ids, L // 2)[pp].argmax(-1)
-            mapped = [(torch.cat([h[l], torch.ones(len(h[l]), 1)], -1).double() @ readouts.maps[l]).float()
-                      for l in range(L)]
-            tuned = [P["finish"](P["head"](P["norm"](x)))[pp].argmax(-1) for x in mapped]
+            normed = [P["norm"](h[l]).double() for l in range(L)]
+            mapped = [(torch.cat([n, torch.ones(len(n), 1, dtype=n.dtype)], -1) @ readouts.maps[l]).float()
+                      for l, n in enumerate(normed)]
+            tuned_z = [P["finish"](P["head"](x))[pp] for x in mapped]
+            raw_z = [P["finish"](P["head"](P["norm"](h[l])))[pp] for l in range(L)]
+            tuned = [z.argmax(-1) for z in tuned_z]
+            log_p = logits[pp].double().log_softmax(-1)
+            kl = lambda z: (log_p.exp() * (log_p - z.double().log_softmax(-1))).sum(-1).mean().item()  # noqa: E731
         np.testing.assert_allclose(got.gold_by_prompt[i], [(t == gold).double().mean().item() for t in tops])
         np.testing.assert_allclose(got.agree_by_prompt[i], [(t == tops[L]).double().mean().item() for t in tops])
         # the skipped model, run for real, is what the result reports for it
@@ -70,6 +77,11 @@ def test_early_exit_matches_a_plain_pytorch_oracle(tiny, prompts, family):
         # the tuned readout: the same maps applied to the oracle's residuals, through the plain final norm and head
         np.testing.assert_allclose(got.tuned_gold_by_prompt[i], [(t == gold).double().mean().item() for t in tuned])
         assert got.tuned_kept_by_prompt[i] == ((tops[L] == gold) & (tuned[L // 2] == gold)).sum().item()
+        # the readout check's numbers: KL(q_L ‖ ·), the output first, over full softmaxes, and the answers kept per layer
+        np.testing.assert_allclose(got.kl_by_prompt[i], [kl(z) for z in raw_z], rtol=1e-4, atol=ATOL)
+        np.testing.assert_allclose(got.tuned_kl_by_prompt[i], [kl(z) for z in tuned_z], rtol=1e-4, atol=ATOL)
+        assert got.kept_at_by_prompt[i].tolist() == [((tops[L] == gold) & (t == gold)).sum().item() for t in tops[:L]]
+        assert got.tuned_kept_at_by_prompt[i].tolist() == [((tops[L] == gold) & (t == gold)).sum().item() for t in tuned]
     assert got.agree_by_prompt[:, L].min() == 1.0  # the exit after the last layer is the model's output
     f = got.facts()
     correct, kept = got.correct_by_prompt.sum(), got.kept_by_prompt.sum()
@@ -118,16 +130,23 @@ def test_norm_growth_matches_a_plain_pytorch_oracle(tiny, prompts, family):
     assert got.facts()["abs_ratio"] == pytest.approx(second / first, abs=5e-3)
 
 
-def _exit_result(correct, kept, n=20, L=8, tuned_kept=None) -> EarlyExitResult:
+def _exit_result(correct, kept, n=20, L=8, tuned_kept=None, tuned_kl=None, tuned_kept_at=None) -> EarlyExitResult:
     """A result of ``n`` prompts with these counts of answer tokens right (full model; model cut after its first
-    half with the raw lens too; with the tuned readout too, by default as many as with the raw lens)."""
+    half with the raw lens too; with the tuned readout too, by default as many as with the raw lens), and the readout
+    check's numbers: the raw lens at KL 2 nats and keeping ``kept`` at every layer, the tuned readout at ``tuned_kl``
+    (default 1 nat) keeping ``tuned_kept_at`` (default its ``tuned_kept``) at every layer."""
     per = np.zeros((n, L + 1))
     tuned = np.asarray(kept if tuned_kept is None else tuned_kept, float)
+    at = lambda v: np.repeat(np.asarray(v, float)[:, None], L, 1)  # noqa: E731
     return EarlyExitResult(gold_by_prompt=per, agree_by_prompt=per, skip_gold_by_prompt=np.zeros(n),
                            skip_agree_by_prompt=np.zeros(n), correct_by_prompt=np.asarray(correct, float),
                            kept_by_prompt=np.asarray(kept, float), tuned_gold_by_prompt=per[:, :L],
                            tuned_skip_gold_by_prompt=np.zeros(n), tuned_skip_agree_by_prompt=np.zeros(n),
-                           tuned_kept_by_prompt=tuned).with_aggregates()
+                           tuned_kept_by_prompt=tuned, kl_by_prompt=np.full((n, L), 2.0),
+                           tuned_kl_by_prompt=np.full((n, L), 1.0) if tuned_kl is None else np.asarray(tuned_kl, float),
+                           kept_at_by_prompt=at(kept),
+                           tuned_kept_at_by_prompt=at(tuned) if tuned_kept_at is None else np.asarray(tuned_kept_at, float)
+                           ).with_aggregates()
 
 
 def test_the_early_exit_verdict_can_come_out_every_way():
@@ -151,9 +170,46 @@ def test_the_early_exit_verdict_can_come_out_every_way():
                               skip_gold_by_prompt=np.zeros(n), skip_agree_by_prompt=np.zeros(n),
                               correct_by_prompt=np.ones(n), kept_by_prompt=np.zeros(n)).with_aggregates()
     assert exit_review.verdict({"a": untuned}).outcome == "not tested"  # measured without a tuned readout
-    # either cheap readout keeping most answers is enough against the claim: here the raw lens keeps them all
-    raw_keeps = exit_review.verdict({"a": _exit_result([1] * n, [1] * n, tuned_kept=[0] * n)})
-    assert raw_keeps.outcome == "not shown" and "both readouts" in raw_keeps.criterion
+    assert check.readout_checks({"a": untuned}) == {}
+    # either cheap readout keeping most answers is enough against the claim: the raw lens keeps them all here
+    # (where the tuned readout keeps them too at every layer but the middle, whose answers it loses)
+    kept_at = np.ones((n, 8))
+    kept_at[:, 4] = 0
+    raw_keeps = _exit_result([1] * n, [1] * n, tuned_kept=[0] * n, tuned_kept_at=kept_at)
+    assert check.readout_checks({"a": raw_keeps})["a"].failing() == [4]  # ... which fails the readout check there
+    assert exit_review.verdict({"a": raw_keeps}).outcome == "not tested"
+    assert "both readouts" in exit_review.verdict({"a": none_lost}).criterion
+
+
+def test_the_grade_counts_only_where_the_readout_beats_the_raw_lens_at_every_layer():
+    n, L = 20, 8
+    good = _exit_result([1] * n, [0] * n)  # the tuned readout: KL 1 against the raw lens's 2, as many answers kept
+    checks = check.readout_checks({"a": good})
+    assert check.passes(checks) and checks["a"].failing() == [] and checks["a"].prompts == n == checks["a"].correct
+    assert len(checks["a"].table().splitlines()) == L + 1 and "FAIL" not in check.summary(checks)
+    v = exit_review.verdict({"a": good})
+    assert v.outcome == "shown" and v.value and any("beats the raw lens at every layer" in x for x in v.notes)
+    # a higher KL at one layer fails the check, and the grade is not tested whatever the shares
+    kl = np.ones((n, L))
+    kl[:, 3] = 2.5
+    worse_kl = _exit_result([1] * n, [0] * n, tuned_kl=kl)
+    # a tie in KL is no win either
+    kl_tie = np.ones((n, L))
+    kl_tie[:, 0] = 2.0
+    tie = _exit_result([1] * n, [0] * n, tuned_kl=kl_tie)
+    # fewer answers kept at one layer fails it too (here the raw lens keeps one per prompt at every layer)
+    kept_at = np.ones((n, L))
+    kept_at[:5, 6] = 0
+    fewer = _exit_result([1] * n, [1] * n, tuned_kept_at=kept_at)
+    for bad, layer in ((worse_kl, 3), (tie, 0), (fewer, 6)):
+        checks = check.readout_checks({"a": bad, "b": good})  # every set must pass: "b" passing does not make up
+        assert not check.passes(checks) and checks["a"].failing() == [layer] and checks["b"].passed
+        assert checks["a"].table().splitlines()[layer + 1].endswith("FAIL")
+        v = exit_review.verdict({"a": bad, "b": good})
+        assert v.outcome == "not tested" and v.value == ""
+        assert any(f"on a not at h_{layer}" in x and "not tested on this model" in x for x in v.notes)
+        assert f"on a not at h_{layer}" in exit_review.check_sentence({"a": bad})
+    assert not check.passes({}) and exit_review.check_lines({"a": good})[0].startswith("readout check: The tuned")
 
 
 def _norm_result(delta, h=None, n=10, noise=0.01) -> NormGrowthResult:
@@ -210,3 +266,15 @@ def test_the_ladder_table_has_a_set_column_only_for_sets_of_prompts():
     n = 20
     sets = ladder_table({"m": {"a": _exit_result([1] * n, [0] * n)}}, {"lost": "lost"}, exit_review.verdict)
     assert sets.splitlines()[0] == "| model | set | lost | verdict |" and sets.endswith("| shown |")
+
+
+def test_a_sample_grades_the_first_facts_of_each_kind():
+    from depthutils.analysis.known_facts import FactPrompts
+
+    facts = FactPrompts(prompts={"arithmetic": "a1", "arithmetic_2": "a2", "multihop": "m1", "multihop_2": "m2",
+                                 "multihop_3": "m3"}, candidates=["c"])
+    assert list(exit_review.first_of_each_kind(facts, 1).prompts) == ["arithmetic", "multihop"]
+    assert list(exit_review.first_of_each_kind(facts, 2).prompts) == ["arithmetic", "arithmetic_2", "multihop",
+                                                                      "multihop_2"]
+    assert exit_review.first_of_each_kind(facts, 5).prompts == facts.prompts
+    assert exit_review.first_of_each_kind(facts, 1).candidates == ["c"]

@@ -1,9 +1,15 @@
 """Chapters 0–6's sections on the real models: which models a build includes, and what a section shows."""
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import re
+
 import pytest
 
-from depthutils.book import realruns
+from depthutils.book import realruns, reviews
+from depthutils.book.claims.run import Run
+from depthutils.book.reviews import early_exit as exit_review
 from depthutils.book.runner import chapters, parameters, real_parameters
 from depthutils.core.errors import DepthError
 from depthutils.core.numbers import literal
@@ -69,6 +75,14 @@ def test_every_section_takes_a_sample_and_a_smaller_one_is_shown_not_graded(tiny
     from tests.conftest import build_tiny
 
     assert all("sample" in (run.options or {}) for run in realruns.runs().values())
+    for info in pkgutil.iter_modules(reviews.__path__):  # a reviewer's section too, and every chapter passes it on
+        run = getattr(importlib.import_module(f"{reviews.__name__}.{info.name}"), "REAL_RUN", None)
+        assert run is None or "sample" in run.get("options", {}), info.name
+    for num, path in chapters().items():
+        calls = re.findall(r"realruns\.section\([^)]*\)", path.read_text())
+        assert all("sample=real_sample" in c for c in calls), (num, calls)
+    assert Run(**{k: v for k, v in exit_review.REAL_RUN.items() if k != "key"}).words(sample=1).count(
+        "N = 1 (a sample; the book runs 20)") == 1
     assert realruns.run_of("05").words(sample=2).startswith("the first 2 counted of up to 4 prompts per kind")
     assert realruns.run_of("02").words(sample=1) == "N = 1 GSM8K test problems (a sample; the book runs 10)"
     assert realruns.run_of("01").words(sample=20) == "N = 20 GSM8K test problems (P1's N)"

@@ -33,6 +33,8 @@ class Run:
     #: the keyword options ``measure`` and ``what`` take (a chapter's parameters pass them: chapters 4 and 5's
     #: ``real_sample``), each with its default
     options: dict | None = None
+    #: more lines a model's details print, ``results -> [str]`` (chapter 3's readout check, beside the summaries)
+    printed: Callable | None = None
 
     def words(self, **options) -> str:
         """:attr:`what` for these options (the defaults where not given)."""

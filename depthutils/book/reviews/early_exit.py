@@ -3,6 +3,8 @@ raw lens and with the tuned readout (:mod:`depthutils.measures.tuned_lens`): the
 real-model run."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -12,15 +14,17 @@ from depthutils.book.claim_table import CLAIMS
 from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, interval_text, judge
 from depthutils.book.legends import band_key, below
 from depthutils.book.plotstyle import COLUMN_IN, lines, long_form, subplots, title
+from depthutils.book.reviews import readout_check as check
 from depthutils.core.depth import RESIDUAL_AXIS, residual_depth
 from depthutils.core.errors import DepthError, NothingFits
+from depthutils.core.prompts import Prompt
 from depthutils.ladder.registry import is_embedded
 from depthutils.measures.early_exit import EarlyExitResult, early_exit
-from depthutils.measures.tuned_lens import Readouts, TunedLensResult, fit_readouts, tuned_lens
+from depthutils.measures.tuned_lens import Readouts, TunedLensResult, fit_readouts, fit_time, tuned_lens
 
-__all__ = ["verdict", "figure", "lens_figure", "lens_panels", "headline", "tuned_on", "early_exit_on", "real_facts",
-           "REAL_RUN", "FIT_TEXTS",
-           "REAL_FACTS", "REAL_FIT_TEXTS", "REAL_POSITIONS", "MIN_CORRECT", "READINGS", "LENS_KEY", "better_readout"]
+__all__ = ["verdict", "figure", "lens_figure", "lens_panels", "headline", "prompt_sets", "own_sets", "tuned_on",
+           "first_of_each_kind", "early_exit_on", "real_facts", "REAL_RUN", "FIT_PROMPTS", "REAL_FACTS", "REAL_FIT_PROMPTS", "REAL_POSITIONS", "MIN_CORRECT",
+           "READINGS", "LENS_KEY", "better_readout", "check_lines", "check_sentence"]
 
 #: the fewest answer tokens the full model must get right for the share it loses to mean something (ours: below
 #: five one token moves the share by more than a fifth)
@@ -31,12 +35,13 @@ READINGS = {"shown": "the reviewers' reading: the second half's refinement is ne
                          "half keeps most of the full model's correct answers",
             "mixed": "neither reading at this many prompts",
             "not tested": "neither reading: the run cannot speak to the question"}
-#: on a real model: the held-out corpus windows the tuned readout is fitted on (~90 tokens each), and the positions
-#: per GSM8K problem its KL and overlap are evaluated at (the decoding of 2L rows over a 49k–262k vocabulary is
-#: the cost; the book's tests run this section, so it stays within about a minute per model)
-REAL_FIT_TEXTS, REAL_POSITIONS = 40, 8
-#: the held-out corpus windows (60 words each, :func:`depthutils.data.heldout_text`) the tuned readout is fitted on
-FIT_TEXTS = 100
+#: the held-out prompts per graded set the tuned readout is fitted on (:func:`prompt_sets`), on an embedded model;
+#: an addition chain or an invented-world question is a few tokens, so these cost little
+FIT_PROMPTS = 200
+#: on a real model: the held-out prompts per graded set (a GSM8K problem is about 250 tokens; a fact's candidates
+#: run out near 170), and the positions per GSM8K problem the tuned readout's KL and overlap on GSM8K text are
+#: evaluated at (the decoding of 2L rows over a 49k–262k vocabulary is the cost; the book's tests run this section)
+REAL_FIT_PROMPTS, REAL_POSITIONS = 100, 8
 #: the key of the tuned readout's own result (KL and top-5 per layer on GSM8K text) among a real run's results
 LENS_KEY = "tuned readout, GSM8K text"
 
@@ -44,13 +49,17 @@ LENS_KEY = "tuned readout, GSM8K text"
 def verdict(results: dict, facts: FactPrompts | None = None) -> Verdict:
     """Per set of prompts (``{name: EarlyExitResult}``; a :class:`TunedLensResult` among them, under
     :data:`LENS_KEY`, adds its numbers at mid-depth), the share of the full model's correct answer tokens that the
-    model cut after its first half, read out by the tuned readout, gets wrong, with the raw lens's share beside it;
-    a set where the full model gets fewer than :data:`MIN_CORRECT` answer tokens right is not tested, and so are
-    the facts when ``facts`` (the check that chose them) found none the model answers. The last note says which
-    reading the outcome supports (:data:`READINGS`)."""
+    model cut after its first half, read out by the tuned readout, gets wrong, with the raw lens's share beside it.
+    The tuned readout counts only where it beats the raw lens at every layer on the graded prompts
+    (:func:`~depthutils.book.reviews.readout_check.readout_checks`): otherwise every set is not tested. A set where
+    the full model gets fewer than :data:`MIN_CORRECT` answer tokens right is not tested, and so are the facts when
+    ``facts`` (the check that chose them) found none the model answers. The last note says which reading the
+    outcome supports (:data:`READINGS`)."""
     c = CLAIMS["early_exit"]
     lens = next((r for r in results.values() if isinstance(r, TunedLensResult)), None)
     results = {k: r for k, r in results.items() if isinstance(r, EarlyExitResult)}
+    checks = check.readout_checks(results)
+    counts = check.passes(checks)
     outcomes, parts, values, notes = [], [], [], []
     if facts is not None and not facts.prompts:
         outcomes.append("not tested")
@@ -70,7 +79,7 @@ def verdict(results: dict, facts: FactPrompts | None = None) -> Verdict:
         tuned, value, lo, hi = judge(c, r, c.fact)
         if value is None:
             notes.append(f"{name}: no tuned readout was fitted, so the cut model with one is not measured.")
-        outcome = better_readout(tuned, judge(c, r, "lost")[0])
+        outcome = better_readout(tuned, judge(c, r, "lost")[0]) if counts else "not tested"
         outcomes.append(outcome)
         band = r.intervals()
         raw = interval_text(f["lost"], band.get("lost_lo"), band.get("lost_hi"))
@@ -78,27 +87,44 @@ def verdict(results: dict, facts: FactPrompts | None = None) -> Verdict:
                      f"readout on h_{f['half']} (raw lens: {raw}; gold accuracy: full model {f['full_gold']:.2f}, "
                      f"cut with the tuned readout {_num(f['tuned_skip_gold'])}, with the raw lens "
                      f"{f['skip_gold']:.2f}; {outcome})")
-        values.append(f"{name} {interval_text(value, lo, hi)}")
+        if counts:
+            values.append(f"{name} {interval_text(value, lo, hi)}")
     if not results:
         outcomes.append("not tested")
         parts.append("no set of prompts measured")
         notes.append("No set of prompts could be measured: none fits the model's context with its answer, or the "
                      "model answers none of the facts it was given.")
-    fitted = next((r.facts() for r in results.values() if r.facts()["fit_tokens"]), None)
+    fitted = next((r.meta["params"] for r in results.values() if r.facts()["fit_tokens"]), None)
     if fitted:
-        notes.append(f"The tuned readout was fitted on {fitted['fit_tokens']} tokens of held-out corpus text in "
-                     f"{fitted['fit_time']}, and evaluated on the prompts above (other text).")
+        where = "the positions that predict their answers" if fitted.get("fit_at") == "answers" else "every position"
+        notes.append(f"The tuned readout was fitted at {fitted['fit_tokens']} positions ({where}) of "
+                     f"{fitted['fit_texts']} held-out prompts of the kinds graded, never a graded one, in "
+                     f"{fit_time(results[next(iter(results))].meta)}.")
+    if checks:
+        notes.append(check.sentence(checks) + (" Its tables, layer by layer, are printed with the run." if counts else
+                                               " So the early exit is not tested on this model: this run could not "
+                                               "fit a tuned readout that beats the raw lens at every layer, and the "
+                                               "tables of the check, printed with the run, show where."))
     if lens is not None:
         lf = lens.facts()
-        notes.append(f"On GSM8K text at h_{lf['mid_layer']}: KL(output ‖ readout) {lf['mid_kl']:.2f} nats with the "
-                     f"tuned readout, {lf['mid_raw_kl']:.2f} with the raw lens; top-{lens.k} overlap "
-                     f"{lf['mid_overlap']:.2f} and {lf['mid_raw_overlap']:.2f}.")
+        notes.append(f"On GSM8K text at h_{lf['mid_layer']} (every position, not only the answers): KL(q_L ‖ ·), the "
+                     f"output first, {lf['mid_kl']:.2f} nats with the tuned readout, {lf['mid_raw_kl']:.2f} with the "
+                     f"raw lens; top-{lens.k} overlap {lf['mid_overlap']:.2f} and {lf['mid_raw_overlap']:.2f}.")
     outcome = combine(outcomes)
     notes.append(f"This outcome supports {READINGS[outcome]}.")
     return _verdict(c, outcome, "; ".join(parts) + ".", notes, value="; ".join(values),
-                    criterion=c.criterion() + " The raw lens on the same residual, the cheapest readout, is graded "
-                    "alike, and a set is shown only if both readouts lose most, not shown if either keeps most, "
-                    f"mixed otherwise; the sets combined: {COMBINED}.")
+                    criterion=c.criterion() + " The tuned readout counts only where it beats the raw lens at every "
+                    "layer on each set of graded prompts (a lower KL(q_L ‖ ·), the output first, and at least as many "
+                    "of the full model's correct answer tokens kept; the readout check); otherwise every set is not "
+                    "tested. The raw lens on the same residual, the cheapest readout, is graded alike, and a set is "
+                    "shown only if both readouts lose most, not shown if either keeps most, mixed otherwise; the sets "
+                    f"combined: {COMBINED}.")
+
+
+def check_lines(results: dict) -> list[str]:
+    """The readout check of a run's results, as a real model's details print it (none without a tuned readout)."""
+    checks = check.readout_checks(results)
+    return [f"readout check: {check.summary(checks)}"] if checks else []
 
 
 def better_readout(tuned: str, raw: str) -> str:
@@ -184,14 +210,14 @@ def lens_figure(r: TunedLensResult) -> plt.Figure:
 
 
 def lens_panels(axes, r: TunedLensResult, first: int = 0) -> None:
-    """On two axes: ``KL(output ‖ readout)`` per layer (log scale) and the top-``k`` overlap with the output, of the
+    """On two axes: ``KL(q_L ‖ ·)`` (the output first) per layer (log scale) and the top-``k`` overlap with the output, of the
     tuned readout and the raw lens (x: relative depth ``l / L``), with 95% bootstrap bands over prompts and their
     legend below the (sub)figure that holds them; dashed: P2's overlap threshold; dotted: the middle. ``first``: the
     panels' letters start after that many."""
     L = len(r.kl)
     colors = {"tuned readout": "#d62728", "raw lens": "#7f7f7f"}
     p = r.meta.get("params", {})
-    for i, (ax, (key, raw, label)) in enumerate(zip(axes, (("kl", "raw_kl", "KL(output ‖ readout), nats"),
+    for i, (ax, (key, raw, label)) in enumerate(zip(axes, (("kl", "raw_kl", "KL(q_L ‖ ·), nats (output first)"),
                                                            ("overlap", "raw_overlap", f"top-{r.k} overlap")))):
         df = long_form(r, {key: "tuned readout", raw: "raw lens"}, x=residual_depth(np.arange(L), L))
         lines(ax, df, colors)
@@ -207,28 +233,49 @@ def lens_panels(axes, r: TunedLensResult, first: int = 0) -> None:
     below(axes[0].get_figure(root=False), axes, extra=[band_key()])
 
 
-def early_exit_on(model, sets="auto", *, n: int = 20, seed: int = 123, facts=None, readouts: Readouts | None = None,
-                  max_tokens: int | None = None, progress_bar: bool = True) -> tuple[dict, object]:
-    """:func:`early_exit` on each set of prompts of ``sets`` (``{name: prompts}``), or with ``"auto"`` the sets a
-    model can be graded on: an embedded model's own tasks (``n`` addition chains and ``n`` invented-world
-    questions), another model's ``n`` GSM8K answers and the facts it knows (``facts``, a
-    :class:`~depthutils.analysis.known_facts.FactPrompts`, by default up to ``n`` sums and ``n`` two-hop questions
-    it answers among the book's candidates, each checked). The tuned readout is ``readouts``, or fitted here on
-    :data:`FIT_TEXTS` windows of the held-out corpus (:func:`depthutils.data.heldout_text`). Returns ``({name: result}, FactPrompts or None)``; a
-    set with no prompt, or none that fits ``max_tokens`` (default: the model's context) with its answer, is left
-    out (the fact check, or the verdict, says why)."""
-    if isinstance(sets, str):
-        if sets != "auto":
-            raise DepthError(f"sets must be 'auto' or a dict of name → prompts, got {sets!r}.")
-        if is_embedded(model):
-            sets = {"addition": data.load("addition", n, seed=seed), "multihop": data.load("multihop", n, seed=seed)}
-        else:
-            if facts is None:
-                facts = prompts_for(model, n=n, n_arithmetic=n, seed=seed, progress_bar=progress_bar,
-                                    **SAMPLE_CANDIDATES)
-            sets = {"GSM8K answers": data.load("gsm8k", n), "facts it knows": list(facts.prompts.values())}
-    if readouts is None:
-        readouts = fit_readouts(model, data.heldout_text(FIT_TEXTS), max_tokens=max_tokens, progress_bar=progress_bar)
+def prompt_sets(model, *, n: int = 20, fit_prompts: int = FIT_PROMPTS, seed: int = 123, facts=None,
+                progress_bar: bool = True) -> tuple[dict, dict, object]:
+    """The sets of prompts a model's early exit is graded on, ``{name: prompts}``, and for each up to
+    ``fit_prompts`` held-out prompts of the same kind, never a graded one, that its tuned readout is fitted on:
+
+    * an embedded model: its own tasks, ``n`` addition chains and ``n`` invented-world questions, the first of one
+      shuffle (``seed``) of the project's evaluation rows; the fit's are the rows after them;
+    * another model: the first ``n`` GSM8K test problems (the fit's: the last of the test split) and the facts it
+      knows (``facts``, a :class:`~depthutils.analysis.known_facts.FactPrompts`, by default up to ``n`` sums and
+      ``n`` two-hop questions it answers among the book's candidates, each checked; the fit's: the candidates of
+      the same check that are not graded, with their gold answers).
+
+    Returns ``(sets, held_out, FactPrompts or None)``."""
+    sets, held_out = own_sets(is_embedded(model), n=n, fit_prompts=fit_prompts, seed=seed)
+    if is_embedded(model):
+        return sets, held_out, None
+    if facts is None:
+        facts = prompts_for(model, n=n, n_arithmetic=n, seed=seed, progress_bar=progress_bar, **SAMPLE_CANDIDATES)
+    graded = list(facts.prompts.values())
+    texts = {p.context for p in graded}
+    spare = [Prompt.from_parts(c.context, c.answer or ("" if c.context.endswith(" ") else " ") + c.forms[0], c.source)
+             for c in facts.candidates if not c.graded and c.context not in texts]
+    return {**sets, "facts it knows": graded}, {**held_out, "facts it knows": spare[:fit_prompts]}, facts
+
+
+def own_sets(embedded: bool, *, n: int = 20, fit_prompts: int = FIT_PROMPTS, seed: int = 123) -> tuple[dict, dict]:
+    """The graded sets of :func:`prompt_sets` that need no fact check, and their held-out prompts: an embedded
+    model's addition chains and invented-world questions, or another model's GSM8K answers."""
+    if embedded:
+        rows = {kind: data.project_task(kind, None, seed=seed) for kind in ("addition", "multihop")}
+        return {k: r[:n] for k, r in rows.items()}, {k: r[n:n + fit_prompts] for k, r in rows.items()}
+    gsm = data.gsm8k(None)
+    if n + fit_prompts > len(gsm):
+        raise DepthError(f"n + fit_prompts must keep the graded and the held-out GSM8K problems apart: at most "
+                         f"{len(gsm)} together, got {n} + {fit_prompts}.")
+    return {"GSM8K answers": gsm[:n]}, {"GSM8K answers": gsm[len(gsm) - fit_prompts:]}
+
+
+def early_exit_on(model, sets: dict, *, readouts: Readouts, max_tokens: int | None = None,
+                  progress_bar: bool = True) -> dict:
+    """:func:`early_exit` with the tuned readout ``readouts`` on each set of prompts of ``sets`` (``{name:
+    prompts}``, :func:`prompt_sets`): ``{name: result}``; a set with no prompt, or none that fits ``max_tokens``
+    (default: the model's context) with its answer, is left out (the fact check, or the verdict, says why)."""
     out = {}
     for name, prompts in sets.items():
         try:
@@ -236,71 +283,103 @@ def early_exit_on(model, sets="auto", *, n: int = 20, seed: int = 123, facts=Non
                                    progress_bar=progress_bar) if prompts else None
         except NothingFits:
             out[name] = None
-    return {k: r for k, r in out.items() if r is not None}, facts
+    return {k: r for k, r in out.items() if r is not None}
 
 
-def tuned_on(lm, *, n: int = 20, fit_texts: int = FIT_TEXTS, positions: int | None = None, seed: int = 123,
-             facts=None, max_tokens=None, progress_bar: bool = True) -> tuple[dict, object]:
-    """One fit of the tuned readout (``fit_texts`` held-out corpus windows), then :func:`tuned_lens` on ``n``
-    GSM8K problems (at ``positions`` per problem; None: all) under :data:`LENS_KEY`, and :func:`early_exit_on` with the same
-    readout: ``({name: result}, FactPrompts or None)``."""
-    from depthutils.ladder.registry import is_embedded
-
-    if is_embedded(lm):
-        facts = None
-    elif facts is None:  # a real model's facts: chapters 4 and 5's check
+def tuned_on(lm, *, n: int = 20, fit_prompts: int = FIT_PROMPTS, positions: int | None = None, seed: int = 123,
+             facts=None, facts_per_kind: int | None = None, max_tokens=None,
+             progress_bar: bool = True) -> tuple[dict, object]:
+    """One fit of the tuned readout on the held-out prompts of :func:`prompt_sets` (``fit_prompts`` per set, at
+    the positions that predict their answers; never a prompt it is evaluated on), then :func:`tuned_lens` on ``n``
+    GSM8K problems (at ``positions`` per problem; None: all) under :data:`LENS_KEY`, and :func:`early_exit_on` on
+    the graded sets with the same readout: ``({name: result}, FactPrompts or None)``. A real model's facts are
+    chapters 4 and 5's check (``facts`` by default), the first ``facts_per_kind`` of each kind graded (None: all)."""
+    if not is_embedded(lm) and facts is None:
         from depthutils.book.claims.context.runs import SAMPLE, facts_for
 
         facts = facts_for(lm, SAMPLE)
-    readouts = fit_readouts(lm, data.heldout_text(fit_texts), max_tokens=max_tokens, progress_bar=progress_bar)
-    lens = tuned_lens(lm, data.load("gsm8k", n), readouts=readouts, positions=positions, max_tokens=max_tokens,
+    if facts is not None and facts_per_kind is not None:
+        facts = first_of_each_kind(facts, facts_per_kind)
+    sets, held_out, facts = prompt_sets(lm, n=n, fit_prompts=fit_prompts, seed=seed, facts=facts,
+                                        progress_bar=progress_bar)
+    gsm = data.load("gsm8k", n)
+    readouts = fit_readouts(lm, [p for ps in held_out.values() for p in ps], max_tokens=max_tokens,
+                            not_on=gsm + [p for ps in sets.values() for p in ps], progress_bar=progress_bar)
+    lens = tuned_lens(lm, gsm, readouts=readouts, positions=positions, max_tokens=max_tokens,
                       progress_bar=progress_bar)
-    exits, facts = early_exit_on(lm, n=n, seed=seed, facts=facts,
-                                 readouts=readouts, max_tokens=max_tokens, progress_bar=progress_bar)
+    exits = early_exit_on(lm, sets, readouts=readouts, max_tokens=max_tokens, progress_bar=progress_bar)
     return {**exits, LENS_KEY: lens}, facts
+
+
+def first_of_each_kind(facts: FactPrompts, n: int) -> FactPrompts:
+    """``facts`` with only the first ``n`` graded prompts of each kind (``"multihop_2"`` is of kind ``"multihop"``)."""
+    kinds = [k.split("_")[0] for k in facts.prompts]
+    return replace(facts, prompts={k: p for i, (k, p) in enumerate(facts.prompts.items())
+                                   if kinds[:i].count(kinds[i]) < n})
 
 
 #: the numbers a real model's run glues for the chapter's prose (:func:`real_facts`)
 REAL_FACTS = ("L", "mid_layer", "fit_tokens", "fit_time", "mid_kl", "mid_raw_kl", "mid_overlap", "mid_raw_overlap",
-              "overlap_layer", "raw_overlap_layer", "kl_layer", "raw_kl_layer", "lost", "tuned_lost", "reading")
+              "overlap_layer", "raw_overlap_layer", "kl_layer", "raw_kl_layer", "lost", "tuned_lost", "check",
+              "reading")
 
 
 def real_facts(results: dict) -> dict:
-    """:data:`REAL_FACTS` of a real model's run: the tuned readout's on GSM8K text, and the first set's shares lost
-    when cut after the first half (raw lens and tuned readout)."""
+    """:data:`REAL_FACTS` of a real model's run: the tuned readout's on GSM8K text, the readout check's sentence, and
+    the first set's shares lost when cut after the first half (raw lens and tuned readout)."""
     lens = next((r.facts() for r in results.values() if isinstance(r, TunedLensResult)), {})
     exits = headline(results)
-    out = {k: exits[k] if k in ("lost", "tuned_lost") else lens.get(k) for k in REAL_FACTS if k != "reading"}
+    out = {k: exits[k] if k in ("lost", "tuned_lost") else lens.get(k) for k in REAL_FACTS[:-2]}
+    out["check"] = check_sentence(results)
     out["reading"] = reading(out, next(iter(k for k, r in results.items() if isinstance(r, EarlyExitResult)), None))
     return out
 
 
+def check_sentence(results: dict) -> str:
+    """The readout check's outcome in one sentence (:mod:`~depthutils.book.reviews.readout_check`)."""
+    return check.sentence(check.readout_checks(results))
+
+
 def reading(f: dict, first: str | None) -> str:
-    """One sentence of :func:`real_facts`' numbers, for a chapter's prose."""
-    say = lambda l: "no layer" if l is None else f"layer {l}"  # noqa: E731
+    """A few sentences of :func:`real_facts`' numbers, for a chapter's prose."""
     if f.get("fit_tokens") is None:
-        return "no tuned readout was fitted."
+        return "No tuned readout was fitted."
     lost = ("" if first is None or f["tuned_lost"] is None else
-            f" Cut after its first half, it loses {f['tuned_lost']:.2f} of the full model's correct answer tokens on "
-            f"the {first} with the tuned readout, {_num(f['lost'])} with the raw lens.")
-    return (f"the tuned readout, fitted on {f['fit_tokens']} tokens in {f['fit_time']}, is at "
-            f"KL(output ‖ readout) {f['mid_kl']:.2f} nats at h_{f['mid_layer']} of {f['L']} layers (the raw lens "
-            f"{f['mid_raw_kl']:.2f}), with top-5 overlap {f['mid_overlap']:.2f} (raw {f['mid_raw_overlap']:.2f}); "
-            f"its overlap first exceeds P2's 0.3 at {say(f['overlap_layer'])} (raw lens: {say(f['raw_overlap_layer'])})."
-            + lost)
+            f" Cut after its first half, the model loses {f['tuned_lost']:.2f} of its correct answer tokens on the "
+            f"{first} with the tuned readout, {_num(f['lost'])} with the raw lens.")
+    return (f"The tuned readout was fitted at {f['fit_tokens']} positions of held-out prompts in {f['fit_time']}. "
+            f"{f['check']}{lost} On GSM8K text (every position, not only the answers), at h_{f['mid_layer']} of "
+            f"{f['L']} layers, KL(q_L ‖ ·), the output first, is {f['mid_kl']:.2f} nats with the tuned readout and "
+            f"{f['mid_raw_kl']:.2f} with the raw lens.")
+
+
+def _real_words(sample: int) -> str:
+    """The real run's prompts in words, for ``sample`` graded GSM8K problems (the book's 20)."""
+    n = "N = 20" if sample == 20 else f"N = {sample} (a sample; the book runs 20)"
+    return (f"the tuned readout fitted at the answers of held-out prompts of the kinds graded ({_fit_prompts(sample)} "
+            "GSM8K test problems other than the graded ones, and the sums and two-hop facts of the same check that "
+            f"are not graded), then evaluated on the graded ones: the answers of {n} GSM8K test problems, the sums "
+            "and two-hop facts the model answers that chapters 4 and 5 measure (the same check"
+            + ("" if sample == 20 else f"; the first {sample} of each kind") + "), with the readout "
+            f"check at every layer beside them, and the KL and top-5 overlap at {REAL_POSITIONS} evenly spaced "
+            "positions of each of those problems")
+
+
+def _fit_prompts(sample: int) -> int:
+    """The held-out prompts per set a real run of ``sample`` graded problems fits on: the book's
+    :data:`REAL_FIT_PROMPTS` for its 20, in proportion for a sample (at least 5)."""
+    return max(5, REAL_FIT_PROMPTS * sample // 20)
 
 
 # in float32, as chapters 4 and 5: the facts are theirs
 REAL_RUN = dict(
-    key="03-exit", what=f"the tuned readout fitted on {REAL_FIT_TEXTS} windows of 60 words of held-out corpus text "
-                        "(King James Bible and Shakespeare), then evaluated on other text: the answers of N = 20 GSM8K "
-                        "test problems, the sums and two-hop facts the model answers that chapters 4 and 5 measure "
-                        f"(the same check), and the KL and top-5 overlap at {REAL_POSITIONS} evenly spaced positions "
-                        "of each of those 20 problems",
-    measure=lambda lm: tuned_on(lm, fit_texts=REAL_FIT_TEXTS, positions=REAL_POSITIONS, progress_bar=False), claim=lambda rs, f: verdict(rs, facts=f), figure=figure,
+    key="03-exit", options={"sample": 20}, what=_real_words,
+    measure=lambda lm, sample=20: tuned_on(lm, n=sample, fit_prompts=_fit_prompts(sample), positions=REAL_POSITIONS,
+                                           facts_per_kind=None if sample == 20 else sample, progress_bar=False),
+    claim=lambda rs, f: verdict(rs, facts=f), figure=figure, printed=check_lines,
     dtype=FACT_CHECK_DTYPE,
     caption="Top: gold accuracy and top-1 agreement with the full model when each residual hₗ is decoded by the raw "
             "lens, the gold accuracy of the tuned readout, and the model cut after its first half with either "
-            "(markers), with 95% bootstrap intervals over prompts. Bottom: KL(output ‖ readout) and top-5 overlap of "
-            "the tuned readout and the raw lens per layer on GSM8K text.",
+            "(markers), with 95% bootstrap intervals over prompts. Bottom: KL(q_L ‖ ·), the output first, and top-5 "
+            "overlap of the tuned readout and the raw lens per layer on GSM8K text.",
     together=True, glue=real_facts, glue_keys=REAL_FACTS)
