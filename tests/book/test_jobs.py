@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from depthutils.book.runner import default_jobs, kernel_config, run_chapters
+from depthutils.book.runner import kernel_config, run_chapters
 from depthutils.core.threads import cores
 
 
@@ -58,10 +58,3 @@ def test_two_kernels_started_in_one_folder_get_sockets_of_their_own():
     assert a.transport == b.transport
     if a.transport == "ipc":
         assert a.ip != b.ip and os.path.isabs(a.ip) and os.path.isabs(b.ip)
-
-
-def test_the_book_runs_a_chapter_per_core_without_real_models_and_one_at_a_time_with_them():
-    """bench --only jobs on 2 cores: the embedded model's chapters 1.6× faster side by side; a real model's run up to
-    about twice as slow on one thread, so with real models the longest chapter's section outlasts the rest."""
-    assert default_jobs({"01": {"params": {"real_models": []}}, "07": {"params": {}}}) == cores()
-    assert default_jobs({"01": {"params": {"real_models": ["smollm2-135m"]}}, "07": {"params": {}}}) == 1
