@@ -30,6 +30,7 @@ from depthutils.book.grading import not_tested
 from depthutils.book.plotstyle import save
 from depthutils.core.errors import DepthError
 from depthutils.core.numbers import as_shown, literal
+from depthutils.core.threads import taking_turns
 from depthutils.measures import MEASUREMENTS, uncounted
 from depthutils.models.handle import load_model
 from depthutils.models.real.catalog import REAL_MODELS, TermsNotAccepted, cache_root, terms_accepted
@@ -162,12 +163,14 @@ class _Measured:
 
 
 def _one(run: Run, name: str, options: dict | None = None) -> _Measured:
-    """``run`` on real model ``name``: loaded, measured, graded, then freed (a section holds one model at a time)."""
-    t0 = time.perf_counter()
-    lm = load_model(name, dtype=run.dtype)
-    out = run.measure(lm, **(options or {}))
+    """``run`` on real model ``name``: loaded, measured, graded, then freed (a section holds one model at a time; beside
+    other chapters of a book run, it waits for their real models' runs, :func:`~depthutils.core.threads.taking_turns`)."""
+    with taking_turns():  # beside other chapters: one real model's run at a time, on the cores they free
+        t0 = time.perf_counter()
+        lm = load_model(name, dtype=run.dtype)
+        out = run.measure(lm, **(options or {}))
+        seconds = time.perf_counter() - t0
     results, facts = out if isinstance(out, tuple) else (out, None)
-    seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # GiB (ru_maxrss is in KiB on Linux)
     v, sample = run.claim(results, facts), run.sample(options or {})
     if sample is not None and v.outcome != "not tested":

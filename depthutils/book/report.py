@@ -23,6 +23,7 @@ from depthutils.book.claims import Verdict, paper_vs_run
 from depthutils.book.grading import MIXED_KINDS, interval_text, run_models
 from depthutils.book.plotstyle import save
 from depthutils.core.numbers import as_shown, listing
+from depthutils.core.threads import JOBS_ENV
 from depthutils.ladder.registry import is_embedded
 from depthutils.measures import CALLS
 from depthutils.models.handle import loaded_dtypes
@@ -221,14 +222,9 @@ def count_real(seconds: float) -> None:
     _CLOCK["real"] += seconds
 
 
-#: set by whatever runs several chapters at once (the tests' xdist workers, ``tests/conftest.py``): how many run side
-#: by side, which a chapter's run time depends on
-JOBS_ENV = "DEPTHUTILS_JOBS"
-
-
 def machine() -> str:
     """The machine a chapter ran on, in words: the GPU, or the CPU model and its thread count (and how many chapters
-    ran beside it, :data:`JOBS_ENV`)."""
+    ran beside it, :data:`~depthutils.core.threads.JOBS_ENV`)."""
     if torch.cuda.is_available():
         return f"{torch.cuda.get_device_name(0)} (GPU)"
     cpu = platform.processor() or platform.machine()
@@ -238,7 +234,7 @@ def machine() -> str:
     except OSError:
         pass
     threads = torch.get_num_threads()
-    beside = int(os.environ.get(JOBS_ENV, "1")) - 1  # the tests' xdist workers
+    beside = int(os.environ.get(JOBS_ENV, "1")) - 1  # the book's runner, the tests' xdist workers
     return (f"{cpu}, {threads} CPU thread{'' if threads == 1 else 's'} of {os.cpu_count()}"
             + (f", beside {beside} other chapter{'' if beside == 1 else 's'} running at once" if beside > 0 else ""))
 

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -23,11 +24,12 @@ from depthutils.book import overview
 from depthutils.book.chapters import CHAPTER_DIR, ROOT, chapters, find_chapter, parameters
 from depthutils.book.realruns import available
 from depthutils.core.errors import DepthError
+from depthutils.core.threads import JOBS_ENV, TURNS_ENV, cores
 from depthutils.data import check_n
 from depthutils.models.real.catalog import REAL_MODELS
 
 __all__ = ["CHAPTER_DIR", "ROOT", "chapters", "find_chapter", "parameters", "parse_value", "run_chapter",
-           "build_book", "run_chapters", "default_jobs", "cores", "real_parameters", "kernel_config", "KERNEL_ENV", "PAGES", "COUNTS"]
+           "build_book", "run_chapters", "real_parameters", "kernel_config", "KERNEL_ENV", "PAGES", "COUNTS"]
 BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "using_depthutils.md", "references.md",
               "references.bib", "favicon.png", "_static")
 #: pages that are notebooks but not chapters: executed (no parameters) into the staged book at each build
@@ -147,23 +149,13 @@ def real_parameters(path: Path, included: list[str], sample: int | None = None) 
     return {**out, "real_sample": sample} if sample is not None and "real_sample" in takes else out
 
 
-def cores() -> int:
-    """The CPU cores this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def _run_in_share(run, num: str, kwargs: dict, jobs: int):
-    """One chapter of a book run with ``jobs`` chapters at once, in a process of its own: its kernel gets
-    ``cores() // jobs`` threads, and its header says how many chapters ran beside it."""
+def _run_in_share(run, num: str, kwargs: dict, jobs: int, turns: str):
+    """One chapter of a book run with ``jobs`` chapters at once, in a process of its own: its kernel starts on
+    ``cores() // jobs`` threads and takes the cores the others free (:mod:`depthutils.core.threads`), its real models'
+    runs take turns with theirs on the lock file ``turns``, and its header says how many chapters ran beside it."""
     threads = str(max(1, cores() // jobs))
-    os.environ.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, DEPTHUTILS_JOBS=str(jobs))
+    os.environ.update({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, JOBS_ENV: str(jobs), TURNS_ENV: turns})
     return run(num, **kwargs)
-
-
-def default_jobs(todo: dict[str, dict]) -> int:
-    """The chapters a book runs at once by default (see :func:`build_book`'s ``jobs``): one per core, or one when
-    any of ``todo`` (``{chapter: run_chapter's keyword arguments}``) runs a real model."""
-    return 1 if any(map(_runs_real, todo.values())) else cores()
 
 
 def _runs_real(kwargs: dict) -> bool:
@@ -184,8 +176,10 @@ def run_chapters(todo: dict[str, dict], jobs: int, run=run_chapter) -> None:
     from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 
     order = sorted(todo, key=lambda num: not _runs_real(todo[num]))
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_run_in_share, run, num, todo[num], jobs) for num in order]
+    with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(
+            max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_run_in_share, run, num, todo[num], jobs, str(Path(tmp) / "turns.lock"))
+                   for num in order]
         wait(futures, return_when=FIRST_EXCEPTION)
         for f in futures:
             f.cancel()  # those not started yet
@@ -205,10 +199,11 @@ def build_book(*, model: str | None = None, models: list[str] | None = None, rea
     book's parameters (the test run's nbval writes one, ``tests/nbval_book.py``): they are rendered as they
     are, and only a chapter missing there is executed. Once every chapter is in place, the staged intro gets the
     overview of their verdicts, a column per real model that ran in them (:func:`depthutils.book.overview.write`).
-    ``jobs``: chapters executed at once, each in a process of its own with its share of the cores. None: one per core
-    when no real model runs (the embedded models' chapters run faster as single-threaded processes side by side), one
-    at a time on every core when one does (a real model's run is much slower on one thread, and the longest chapter's
-    section then outlasts the rest of the book); ``python -m depthutils bench --only jobs`` times both on a machine.
+    ``jobs``: chapters executed at once, each in a process of its own with its share of the cores (None: one per
+    core). Side by side, a chapter takes the cores the others free, and the real models' runs take turns
+    (:mod:`depthutils.core.threads`): a real model's run is slower on half the cores than two are one after the
+    other, while the embedded models' parts are faster side by side; ``python -m depthutils bench --only jobs`` times
+    both ways on a machine.
     """
     if jobs is not None and (not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1):
         raise DepthError(f"jobs must be a whole number of chapters at once (≥ 1), got {jobs!r}.")
@@ -239,7 +234,7 @@ def build_book(*, model: str | None = None, models: list[str] | None = None, rea
         todo[num] = dict(model=None if (takes_list and models) or not (takes_list or takes_one) else model,
                          params=real_parameters(path, included), models=models if takes_list else None,
                          out=stage / "chapters")
-    run_chapters(todo, min(default_jobs(todo) if jobs is None else jobs, max(1, len(todo))))
+    run_chapters(todo, min(cores() if jobs is None else jobs, max(1, len(todo))))
     shown = overview.write(stage / "intro.md", stage / "chapters")
     print(f"book: the intro's overview shows the embedded models{''.join(', ' + n for n in shown)}")
     for name in PAGES:

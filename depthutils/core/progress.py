@@ -14,6 +14,8 @@ with warnings.catch_warnings():  # a kernel without ipywidgets: tqdm falls back 
     warnings.simplefilter("ignore")
     from tqdm.auto import tqdm
 
+from depthutils.core.threads import take_freed_cores
+
 __all__ = ["bars_wanted", "progress", "bar"]
 
 
@@ -34,8 +36,11 @@ def bars_wanted() -> bool:
 
 
 def progress(iterable, desc: str, total: int | None = None, enabled: bool = True):
-    """A tqdm.auto bar on loops that can take a while (see :func:`bars_wanted`)."""
-    return tqdm(iterable, desc=desc, total=total, disable=not (enabled and bars_wanted()), leave=False)
+    """A tqdm.auto bar on loops that can take a while (see :func:`bars_wanted`); before each item, the threads of a
+    chapter run beside others follow the cores they leave free (:func:`depthutils.core.threads.take_freed_cores`)."""
+    for item in tqdm(iterable, desc=desc, total=total, disable=not (enabled and bars_wanted()), leave=False):
+        take_freed_cores()
+        yield item
 
 
 def bar(desc: str, enabled: bool = True):

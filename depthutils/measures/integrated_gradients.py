@@ -32,6 +32,7 @@ from depthutils.core.depth import layer_depth
 from depthutils.core.encoding import encode_all
 from depthutils.core.errors import DepthError, check_finite
 from depthutils.core.numbers import rounded
+from depthutils.core.progress import bars_wanted
 from depthutils.core.prompts import as_prompt
 from depthutils.core.results import Result, context_depth, describe, make_meta
 from depthutils.core.threads import spare_threads
@@ -180,7 +181,7 @@ def integrated_gradients(model, prompt, answer: str | None = None, steps: int = 
                                               steps=n_fixed, batch=batch_size, layers_per_pass=g).peak,
             model.n_layers, budget_bytes(model, max_memory), smallest=1, say=progress_bar)
     remote = getattr(model, "remote", False)
-    with contextlib.nullcontext() if remote else spare_threads("integrated gradients", say=progress_bar):
+    with contextlib.nullcontext() if remote else spare_threads("integrated gradients", say=progress_bar and bars_wanted()):
         path = Integrand(model, ids, pred, gold, part, fast, batch_size, layers_per_pass, progress_bar)
         if rule == "adaptive":
             q = quad.adaptive(path.evaluate, path.L, tol=tol, budget=budget, max_rounds=max_rounds, skip=1)

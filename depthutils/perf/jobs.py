@@ -3,8 +3,9 @@ once in a process each with its share of the cores (what ``python -m depthutils 
 xdist workers do), each piece a fresh process, timed from start to end.
 
 The pairs (:func:`pairs`): chapters 1 and 4 on the embedded default model (``python -m depthutils run``); chapters 1
-and 3's headline runs on each cached real model (:func:`depthutils.book.realruns.measure_run`); and, in a clone with
-its ``tests/``, the two slowest tests that are not chapters (bfloat16 against float32 on SmolLM2, and the cached
+and 3's headline runs on each cached real model (:func:`depthutils.book.realruns.measure_run`), and the two whole
+chapters with that model as the book runs them (their real models' runs taking turns side by side); and, in a clone
+with its ``tests/``, the two slowest tests that are not chapters (bfloat16 against float32 on SmolLM2, and the cached
 SmolLM2 folder against its GGUF). A pair whose model is not cached is skipped with one sentence.
 """
 from __future__ import annotations
@@ -15,7 +16,8 @@ import sys
 import tempfile
 import time
 
-from depthutils.book.runner import ROOT, cores
+from depthutils.book.runner import ROOT
+from depthutils.core.threads import JOBS_ENV, TURNS_ENV, cores
 from depthutils.perf.real_table import unavailable
 
 __all__ = ["pairs", "time_pair", "jobs_rows", "jobs_table"]
@@ -37,6 +39,10 @@ def pairs(real=("smollm2-135m", "gemma3-270m")) -> dict[str, tuple[list[str], li
             print(f"jobs: {why} Its pair is left out.")
             continue
         out[f"chapters 1 + 3 headline, {model}"] = (_real(model, "01"), _real(model, "03"))
+        whole = ["-p", "real_models", f'["{model}"]']  # as the book runs them: the embedded model, then the real one
+        out[f"chapters 1 + 3 whole, with {model}"] = (
+            [PY, "-m", "depthutils", "run", "01", "--out", "{tmp}/c", *whole],
+            [PY, "-m", "depthutils", "run", "03", "--out", "{tmp}/d", *whole])
     if (ROOT / "tests" / "conftest.py").exists():
         test = [PY, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-p", "no:randomly"]
         out["tests: precision + SmolLM2 GGUF logits"] = (
@@ -46,8 +52,10 @@ def pairs(real=("smollm2-135m", "gemma3-270m")) -> dict[str, tuple[list[str], li
 
 
 def _start(cmd: list[str], threads: int, jobs: int, tmp: str) -> subprocess.Popen:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "DEPTHUTILS_JOBS": str(jobs),
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), JOBS_ENV: str(jobs),
            "DEPTHUTILS_PROGRESS": "0", "TQDM_DISABLE": "1"}
+    if jobs > 1:  # as the book's runner: real models' runs take turns
+        env[TURNS_ENV] = os.path.join(tmp, "turns.lock")
     return subprocess.Popen([c.format(tmp=tmp) for c in cmd], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from depthutils.book.runner import cores, default_jobs, kernel_config, run_chapters
+from depthutils.book.runner import kernel_config, run_chapters
+from depthutils.core.threads import cores
 
 
 def probe(num: str, out: Path, fail: bool = False) -> Path:
@@ -18,7 +19,7 @@ def probe(num: str, out: Path, fail: bool = False) -> Path:
     record = str(out / f"{num}.json")
     code = ("import json, os, time\nt0 = time.time()\ntime.sleep(3)\n"
             f"json.dump(dict(kernel=os.getpid(), parent=os.getppid(), start=t0, end=time.time(), "
-            f"threads=os.environ.get('OMP_NUM_THREADS'), jobs=os.environ.get('DEPTHUTILS_JOBS')), open({record!r}, 'w'))"
+            f"threads=os.environ.get('OMP_NUM_THREADS'), jobs=os.environ.get('DEPTHUTILS_JOBS'), turns=os.environ.get('DEPTHUTILS_TURNS')), open({record!r}, 'w'))"
             + ("\nraise ValueError('chapter ' + " + repr(num) + " + ' failed')" if fail else ""))
     src, dest = out / f"{num}-src.ipynb", out / f"{num}.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)],
@@ -37,6 +38,7 @@ def test_two_jobs_run_two_chapters_at_once_in_processes_of_their_own_and_a_failu
     assert a["parent"] != b["parent"]  # two papermills, in two processes
     assert {r["threads"] for r in (a, b, c)} == {str(max(1, cores() // 2))} and {r["jobs"] for r in (a, b, c)} == {"2"}
     assert c["start"] >= min(a["end"], b["end"]) - 0.5  # the third waited for a free job
+    assert len({r["turns"] for r in (a, b, c)}) == 1 and a["turns"].endswith("turns.lock")  # one lock for their real runs
 
 
 def test_one_job_runs_them_one_after_the_other_here(tmp_path):
@@ -56,10 +58,3 @@ def test_two_kernels_started_in_one_folder_get_sockets_of_their_own():
     assert a.transport == b.transport
     if a.transport == "ipc":
         assert a.ip != b.ip and os.path.isabs(a.ip) and os.path.isabs(b.ip)
-
-
-def test_the_book_runs_a_chapter_per_core_without_real_models_and_one_at_a_time_with_them():
-    """bench --only jobs on 2 cores: the embedded model's chapters 1.6× faster side by side; a real model's run up to
-    about twice as slow on one thread, so with real models the longest chapter's section outlasts the rest."""
-    assert default_jobs({"01": {"params": {"real_models": []}}, "07": {"params": {}}}) == cores()
-    assert default_jobs({"01": {"params": {"real_models": ["smollm2-135m"]}}, "07": {"params": {}}}) == 1

@@ -110,9 +110,8 @@ def test_busy_cores_takes_the_fewest_of_its_reads_a_gap_apart(monkeypatch, readi
 
 @pytest.mark.parametrize("busy, expect", [(None, "all"), (0, "all"), (1, 1), (5, 1)])
 def test_spare_threads_leaves_the_free_cores_and_restores_the_setting(monkeypatch, capsys, busy, expect):
-    monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(threads, "cores", lambda: 2)
     monkeypatch.setattr(threads, "busy_cores", lambda: busy)
-    monkeypatch.setattr(threads, "bars_wanted", lambda: True)
     had = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -144,7 +143,7 @@ def test_spare_threads_on_one_thread_reads_nothing(monkeypatch):
 def test_spare_threads_through_busy_cores_on_readings(fake_proc, monkeypatch, had):
     """The whole path (``/proc``'s counts, then the threads torch gets) on chosen readings: a neighbour on one of
     two cores leaves one thread, and with nothing else running the block keeps all of them."""
-    monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(threads, "cores", lambda: 2)
     monkeypatch.setattr(threads, "time", types.SimpleNamespace(sleep=lambda s: None))
     before = torch.get_num_threads()
     torch.set_num_threads(had)
@@ -181,3 +180,56 @@ def test_the_real_counts_are_read_and_bounded():
     with threads.spare_threads("test") as use:
         assert 1 <= use <= had and torch.get_num_threads() == use
     assert torch.get_num_threads() == had
+
+
+@pytest.mark.parametrize("jobs, busy, expect", [(None, 0, 1), ("1", 0, 1), ("2", 0, 2), ("2", 1, 1), ("2", 3, 1),
+                                                ("2", None, 1)])
+def test_a_chapter_beside_others_takes_the_cores_they_free(monkeypatch, jobs, busy, expect):
+    """Where chapters run side by side (``DEPTHUTILS_JOBS`` above 1), a loop's next item runs on the cores the other
+    processes leave free (at least one), looked up at most every ``EVERY`` seconds; a chapter run alone keeps its
+    threads whatever the machine does."""
+    from depthutils.core.progress import progress
+
+    clock = [1000.0]
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    monkeypatch.setattr(threads, "busy_cores", lambda: busy)
+    monkeypatch.setattr(threads.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(threads, "_LOOKED", {"at": float("-inf")})
+    if jobs is None:
+        monkeypatch.delenv(threads.JOBS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(threads.JOBS_ENV, jobs)
+    had = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        seen = [torch.get_num_threads() for _ in progress(range(2), "test", enabled=False)]
+        assert seen == [expect, expect]
+        monkeypatch.setattr(threads, "busy_cores", lambda: 1)  # another chapter starts: not looked at before EVERY
+        clock[0] += threads.EVERY / 2
+        assert threads.take_freed_cores() == expect
+        clock[0] += threads.EVERY
+        assert threads.take_freed_cores() == (1 if jobs == "2" else expect)
+    finally:
+        torch.set_num_threads(had)
+
+
+def test_real_runs_beside_each_other_take_turns(tmp_path, monkeypatch):
+    """With the book's lock file named (:data:`threads.TURNS_ENV`), a block waits while another process holds it; with
+    none, it runs at once."""
+    lock = tmp_path / "turns.lock"
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\nf = open(sys.argv[1], 'a')\n"
+                               "fcntl.flock(f, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(2)", str(lock)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        monkeypatch.setenv(threads.TURNS_ENV, str(lock))
+        t0 = time.monotonic()
+        with threads.taking_turns():
+            waited = time.monotonic() - t0
+        assert waited > 1.0
+    finally:
+        holder.wait()
+    monkeypatch.delenv(threads.TURNS_ENV)
+    t0 = time.monotonic()
+    with threads.taking_turns():
+        assert time.monotonic() - t0 < 0.5
