@@ -23,7 +23,7 @@ from depthutils.book.claims import Verdict, paper_vs_run
 from depthutils.book.grading import MIXED_KINDS, interval_text, run_models
 from depthutils.book.plotstyle import save
 from depthutils.core.numbers import as_shown, listing
-from depthutils.core.threads import JOBS_ENV
+from depthutils.core.progress import JOBS_ENV
 from depthutils.ladder.registry import is_embedded
 from depthutils.measures import CALLS
 from depthutils.models.handle import loaded_dtypes
@@ -224,7 +224,7 @@ def count_real(seconds: float) -> None:
 
 def machine() -> str:
     """The machine a chapter ran on, in words: the GPU, or the CPU model and its thread count (and how many chapters
-    ran beside it, :data:`~depthutils.core.threads.JOBS_ENV`)."""
+    ran beside it, :data:`~depthutils.core.progress.JOBS_ENV`)."""
     if torch.cuda.is_available():
         return f"{torch.cuda.get_device_name(0)} (GPU)"
     cpu = platform.processor() or platform.machine()

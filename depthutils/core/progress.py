@@ -14,9 +14,11 @@ with warnings.catch_warnings():  # a kernel without ipywidgets: tqdm falls back 
     warnings.simplefilter("ignore")
     from tqdm.auto import tqdm
 
-from depthutils.core.threads import take_freed_cores
+__all__ = ["JOBS_ENV", "bars_wanted", "progress", "bar"]
 
-__all__ = ["bars_wanted", "progress", "bar"]
+#: set by whatever runs several chapters at once (the book's runner, the tests' xdist workers, ``tests/conftest.py``):
+#: how many run side by side, which a chapter's threads and run time depend on
+JOBS_ENV = "DEPTHUTILS_JOBS"
 
 
 def bars_wanted() -> bool:
@@ -36,9 +38,16 @@ def bars_wanted() -> bool:
 
 
 def progress(iterable, desc: str, total: int | None = None, enabled: bool = True):
-    """A tqdm.auto bar on loops that can take a while (see :func:`bars_wanted`); before each item, the threads of a
-    chapter run beside others follow the cores they leave free (:func:`depthutils.core.threads.take_freed_cores`)."""
-    for item in tqdm(iterable, desc=desc, total=total, disable=not (enabled and bars_wanted()), leave=False):
+    """A tqdm.auto bar on loops that can take a while (see :func:`bars_wanted`); where chapters run side by side
+    (:data:`JOBS_ENV` above 1), before each item torch's threads follow the cores the others leave free
+    (:func:`depthutils.core.threads.take_freed_cores`)."""
+    items = tqdm(iterable, desc=desc, total=total, disable=not (enabled and bars_wanted()), leave=False)
+    if int(os.environ.get(JOBS_ENV) or 1) <= 1:
+        yield from items
+        return
+    from depthutils.core.threads import take_freed_cores  # only beside other chapters
+
+    for item in items:
         take_freed_cores()
         yield item
 

@@ -6,12 +6,10 @@ and a pass of many small regions (integrated gradients on a small model) can tak
 same cores idle. :func:`spare_threads` runs a block on the threads the other processes leave free, from the kernel's
 count of runnable threads (Linux; elsewhere it changes nothing).
 
-The other way round, :func:`take_freed_cores`: where chapters run side by side (:data:`JOBS_ENV` above 1), each starts
-on its share of the cores, and the last one still running takes the cores the others have freed (every loop with a
-progress bar calls it), so a long chapter does not finish on one thread while the others' cores idle. And
-:func:`taking_turns`: a real model's run holds a lock the chapters beside it wait for (the file :data:`TURNS_ENV`
-names), so that two real models' runs never share the cores (each is slower on half of them than the two are one
-after the other); the chapter that waits frees its core, and the run takes it.
+The other way round, :func:`take_freed_cores`: where chapters run side by side
+(:data:`depthutils.core.progress.JOBS_ENV` above 1), each starts on its share of the cores, and the last one still
+running takes the cores the others have freed (every loop with a progress bar calls it there), so a long chapter does
+not finish on one thread while the others' cores idle.
 """
 from __future__ import annotations
 
@@ -22,13 +20,8 @@ import time
 
 import torch
 
-__all__ = ["JOBS_ENV", "TURNS_ENV", "EVERY", "busy_cores", "cores", "spare_threads", "take_freed_cores", "taking_turns"]
+__all__ = ["EVERY", "busy_cores", "cores", "spare_threads", "take_freed_cores"]
 
-#: set by whatever runs several chapters at once (the book's runner, the tests' xdist workers, ``tests/conftest.py``):
-#: how many run side by side, which a chapter's threads and run time depend on
-JOBS_ENV = "DEPTHUTILS_JOBS"
-#: set beside :data:`JOBS_ENV` by the book's runner: the lock file that :func:`taking_turns` takes
-TURNS_ENV = "DEPTHUTILS_TURNS"
 #: the fewest seconds between two looks at the machine by :func:`take_freed_cores`
 EVERY = 5.0
 
@@ -91,10 +84,10 @@ _LOOKED = {"at": float("-inf")}
 
 
 def take_freed_cores() -> int:
-    """Where chapters run side by side (:data:`JOBS_ENV` above 1): torch's threads become the cores the other
-    processes leave free (at least one), looked up at most every :data:`EVERY` seconds; elsewhere nothing changes.
+    """Torch's threads become the cores the other processes leave free (at least one), looked up at most every
+    :data:`EVERY` seconds (:func:`depthutils.core.progress.progress` calls it where chapters run side by side).
     Returns the threads torch uses."""
-    if int(os.environ.get(JOBS_ENV) or 1) <= 1 or time.monotonic() - _LOOKED["at"] < EVERY:
+    if time.monotonic() - _LOOKED["at"] < EVERY:
         return torch.get_num_threads()
     _LOOKED["at"] = time.monotonic()
     busy = busy_cores()
@@ -103,21 +96,6 @@ def take_freed_cores() -> int:
         if free != torch.get_num_threads():
             torch.set_num_threads(free)
     return torch.get_num_threads()
-
-
-@contextlib.contextmanager
-def taking_turns():
-    """Within the block, no other process holding it runs (a lock on the file :data:`TURNS_ENV` names, which the
-    book's runner sets when it runs chapters side by side; elsewhere the block runs at once)."""
-    path = os.environ.get(TURNS_ENV)
-    if not path:
-        yield
-        return
-    import fcntl
-
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes, after an error too
-        yield
 
 
 def cores() -> int:

@@ -4,6 +4,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -216,3 +219,25 @@ def test_a_section_shows_a_paragraph_a_figure_its_details_collapsed_and_where_it
     assert "SmolLM2-135M: " in details and "<pre>" in details  # the run's printed summary
     assert pointer == "*SmolLM2-135M's grade is in the chapter's verdict box at the end.*"
     assert out["SmolLM2-135M"].outcome not in para + pointer and "Gemma 3 270M" in why_not
+
+
+def test_real_runs_beside_each_other_take_turns(tmp_path, monkeypatch):
+    """With the book's lock file named (:data:`realruns.TURNS_ENV`), a block waits while another process holds it; with
+    none, it runs at once."""
+    lock = tmp_path / "turns.lock"
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\nf = open(sys.argv[1], 'a')\n"
+                               "fcntl.flock(f, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(2)", str(lock)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        monkeypatch.setenv(realruns.TURNS_ENV, str(lock))
+        t0 = time.monotonic()
+        with realruns.taking_turns():
+            waited = time.monotonic() - t0
+        assert waited > 1.0
+    finally:
+        holder.wait()
+    monkeypatch.delenv(realruns.TURNS_ENV)
+    t0 = time.monotonic()
+    with realruns.taking_turns():
+        assert time.monotonic() - t0 < 0.5
