@@ -85,8 +85,8 @@ def sentence(checks: dict) -> str:
     """The checks' outcome in one sentence."""
     if not checks:
         return "No tuned readout was measured, so there is no readout check."
-    sets = "; ".join(f"{c.name}: {c.prompts} prompts, {c.correct} answer tokens the full model gets right"
-                     for c in checks.values())
+    sets = "; ".join(f"{c.name}: {c.prompts} prompt{'s' * (c.prompts != 1)}, {c.correct} answer "
+                     f"token{'s' * (c.correct != 1)} the full model gets right" for c in checks.values())
     if passes(checks):
         return (f"The tuned readout beats the raw lens at every layer on every set graded ({sets}): a lower "
                 "KL(q_L ‖ ·) and at least as many answers kept.")
