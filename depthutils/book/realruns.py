@@ -13,11 +13,8 @@ overview, :mod:`depthutils.book.overview`). Their time counts as the real models
 from __future__ import annotations
 
 import base64
-import contextlib
-import fcntl
 import gc
 import importlib.util
-import os
 import resource
 import time
 from dataclasses import dataclass
@@ -164,28 +161,11 @@ class _Measured:
     dtype_name: str
 
 
-#: set by the book's runner beside chapters run side by side: the lock file their real models' runs take turns on
-TURNS_ENV = "DEPTHUTILS_TURNS"
-
-
-@contextlib.contextmanager
-def taking_turns():
-    """Within the block, no other process holding it runs (a lock on the file :data:`TURNS_ENV` names; unset, the
-    block runs at once): side by side, two real models' runs are each slower on half the cores than one after the
-    other on all of them, and the chapter that waits frees its core for the run
-    (:func:`depthutils.core.threads.take_freed_cores`)."""
-    path = os.environ.get(TURNS_ENV)
-    if not path:
-        yield
-        return
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes, after an error too
-        yield
-
-
 def _one(run: Run, name: str, options: dict | None = None) -> _Measured:
     """``run`` on real model ``name``: loaded, measured, graded, then freed (a section holds one model at a time; beside
-    other chapters of a book run, it waits for their real models' runs, :func:`taking_turns`)."""
+    other chapters of a book run, it waits for their real models' runs, :func:`depthutils.core.threads.taking_turns`)."""
+    from depthutils.core.threads import taking_turns  # loaded where a real model runs
+
     with taking_turns():  # beside other chapters: one real model's run at a time, on the cores they free
         t0 = time.perf_counter()
         lm = load_model(name, dtype=run.dtype)

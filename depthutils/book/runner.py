@@ -22,10 +22,10 @@ from traitlets.config import Config
 
 from depthutils.book import overview
 from depthutils.book.chapters import CHAPTER_DIR, ROOT, chapters, find_chapter, parameters
-from depthutils.book.realruns import TURNS_ENV, available
+from depthutils.book.realruns import available
 from depthutils.core.errors import DepthError
 from depthutils.core.progress import JOBS_ENV
-from depthutils.core.threads import cores
+from depthutils.core.threads import TURNS_ENV, cores
 from depthutils.data import check_n
 from depthutils.models.real.catalog import REAL_MODELS
 

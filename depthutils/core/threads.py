@@ -14,13 +14,14 @@ not finish on one thread while the others' cores idle.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import sys
 import time
 
 import torch
 
-__all__ = ["EVERY", "busy_cores", "cores", "spare_threads", "take_freed_cores"]
+__all__ = ["TURNS_ENV", "taking_turns", "EVERY", "busy_cores", "cores", "spare_threads", "take_freed_cores"]
 
 #: the fewest seconds between two looks at the machine by :func:`take_freed_cores`
 EVERY = 5.0
@@ -96,6 +97,25 @@ def take_freed_cores() -> int:
         if free != torch.get_num_threads():
             torch.set_num_threads(free)
     return torch.get_num_threads()
+
+
+#: set by the book's runner beside chapters run side by side: the lock file their real models' runs take turns on
+TURNS_ENV = "DEPTHUTILS_TURNS"
+
+
+@contextlib.contextmanager
+def taking_turns():
+    """Within the block, no other process holding it runs (a lock on the file :data:`TURNS_ENV` names; unset, the
+    block runs at once): side by side, two real models' runs are each slower on half the cores than one after the
+    other on all of them, and the chapter that waits frees its core for the run
+    (:func:`take_freed_cores`)."""
+    path = os.environ.get(TURNS_ENV)
+    if not path:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes, after an error too
+        yield
 
 
 def cores() -> int:

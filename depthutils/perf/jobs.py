@@ -16,10 +16,9 @@ import sys
 import tempfile
 import time
 
-from depthutils.book.realruns import TURNS_ENV
 from depthutils.book.runner import ROOT
 from depthutils.core.progress import JOBS_ENV
-from depthutils.core.threads import cores
+from depthutils.core.threads import TURNS_ENV, cores
 from depthutils.perf.real_table import unavailable
 
 __all__ = ["pairs", "time_pair", "jobs_rows", "jobs_table"]

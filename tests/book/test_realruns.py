@@ -14,6 +14,7 @@ from depthutils.book import realruns, reviews
 from depthutils.book.claims.run import Run
 from depthutils.book.reviews import early_exit as exit_review
 from depthutils.book.runner import chapters, parameters, real_parameters
+from depthutils.core import threads
 from depthutils.core.errors import DepthError
 from depthutils.core.numbers import literal
 from depthutils.models import start_token
@@ -222,7 +223,7 @@ def test_a_section_shows_a_paragraph_a_figure_its_details_collapsed_and_where_it
 
 
 def test_real_runs_beside_each_other_take_turns(tmp_path, monkeypatch):
-    """With the book's lock file named (:data:`realruns.TURNS_ENV`), a block waits while another process holds it; with
+    """With the book's lock file named (:data:`threads.TURNS_ENV`), a block waits while another process holds it; with
     none, it runs at once."""
     lock = tmp_path / "turns.lock"
     holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\nf = open(sys.argv[1], 'a')\n"
@@ -230,14 +231,14 @@ def test_real_runs_beside_each_other_take_turns(tmp_path, monkeypatch):
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "held\n"
-        monkeypatch.setenv(realruns.TURNS_ENV, str(lock))
+        monkeypatch.setenv(threads.TURNS_ENV, str(lock))
         t0 = time.monotonic()
-        with realruns.taking_turns():
+        with threads.taking_turns():
             waited = time.monotonic() - t0
         assert waited > 1.0
     finally:
         holder.wait()
-    monkeypatch.delenv(realruns.TURNS_ENV)
+    monkeypatch.delenv(threads.TURNS_ENV)
     t0 = time.monotonic()
-    with realruns.taking_turns():
+    with threads.taking_turns():
         assert time.monotonic() - t0 < 0.5
