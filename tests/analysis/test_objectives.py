@@ -146,10 +146,11 @@ def test_no_objective_is_graded_without_the_premise():
 
     g = oc.grading(_made_up({"a": 0.3, "qa": 0.15, "lm": 0.0}, noise=0.01))
     held = Verdict("premise", "rule", "shown", "S5 4 layers, Z10 2 layers.")
-    failed = Verdict("premise", "rule", "not shown", "S5 4 layers, Z10 4 layers.")
+    failed = Verdict("premise", "rule", "not shown", "Layers needed: S5 4 layers, Z10 4 layers.",
+                     value="S5 4 layers, Z10 4 layers")
     assert g.verdicts(held)["s5"].outcome == oc.verdict(g, "s5").outcome == "shown"
     v = g.verdicts(failed)["s5"]
-    assert v.outcome == "not tested" and "premise is not shown (S5 4 layers, Z10 4 layers)" in v.numbers
+    assert v.outcome == "not tested" and "is not shown (S5 4 layers, Z10 4 layers)" in v.numbers
 
 
 def _measured_run(root, name: str, seed: int, values, batch_size: int = 64) -> None:

@@ -313,13 +313,17 @@ def verdict(g: Grading, task: str, premise: Verdict | None = None) -> Verdict:
     where ``premise`` (:func:`depthutils.book.claims.objectives.premise.verdict`) is given and is not shown: without
     a task that needs more depth than its control, the comparison cannot speak to the hypothesis."""
     c, label = CLAIMS["objectives"], TASKS[task].label
-    why = (f"{label}: the premise is {premise.outcome} ({premise.numbers.rstrip('.')}), so no objective is graded."
+    why = (f"{label}: the premise (chapter 10's first verdict) is {premise.outcome}"
+           + (f" ({premise.value})" if premise.value else "") + ", so no objective is graded."
            if premise is not None and premise.outcome != "shown" else
            f"{label}: {NOT_RUN[0].lower()}{NOT_RUN[1:]}" if task not in g.result.tasks() else
            f"{label}: one seed only; the intervals are over seeds." if len(g.result.seeds(task)) < 2 else
            f"{label}: {g.conditions[(task, 'matched')].why}." if g.conditions[(task, "matched")].why else None)
     if why:
-        return verdict_of(c, "not tested", why, criterion=criterion(task))
+        also = g.conditions.get((task, "matched"))
+        notes = [f"Apart from the premise, at matched accuracy: {also.why}."] if also and also.why and "premise" in why \
+            else []
+        return verdict_of(c, "not tested", why, notes, criterion=criterion(task))
     m, f = g.conditions[(task, "matched")], g.conditions[(task, "final")]
     parts = []
     for pair in PAIRS:

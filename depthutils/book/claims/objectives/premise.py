@@ -34,7 +34,7 @@ from depthutils.ladder.registry import SWEEP_LAYERS, SWEEP_TASKS
 from depthutils.ladder.sweep import TABLE
 from depthutils.ladder.word_problems import TASKS
 
-__all__ = ["LEARNED", "MIN_SEEDS", "GRADED_LENGTHS", "Run", "load", "layers_needed", "verdict", "facts", "table",
+__all__ = ["LEARNED", "MIN_SEEDS", "GRADED_LENGTHS", "CRITERION", "MODELS", "Run", "load", "layers_needed", "verdict", "facts", "table",
            "figure"]
 
 #: a run learns the task at or above this accuracy on every graded length (the standard the experiment's runs
@@ -107,29 +107,40 @@ def _tasks() -> tuple[str, str]:
     return tuple(SWEEP_TASKS)
 
 
+#: the rule in words (the module's docstring)
+CRITERION = (f"{CLAIMS['depth_premise'].statistic}. Shown when, at the layers Z10 needs, every S5 seed fails to learn "
+             "S5 with its training loss flat over the last quarter; not shown when every S5 seed learns it there; mixed "
+             f"otherwise (the seeds disagree, or a failing run was still learning); not tested while a task and layer "
+             f"count has fewer than {MIN_SEEDS} seeds, or where no layer count teaches Z10 to every seed.")
+#: the runs the premise is graded on, in the verdict's table
+MODELS = "the sweep's runs (objective A; 2, 4 and 8 layers; 3 seeds per task; trained, not shipped)"
+
+
 def verdict(runs) -> Verdict:
     """The premise graded by the rule in this module's docstring."""
     c, (hard, control) = CLAIMS["depth_premise"], _tasks()
-    seeds = {(t, n): len(_cell(runs, t, n)) for t in (hard, control) for n in SWEEP_LAYERS}
-    short = [f"{_name(t)} at {n} layers ({k})" for (t, n), k in seeds.items() if k < MIN_SEEDS]
+    said = dict(criterion=CRITERION, rows={"models": MODELS})
+    short = [(t, n) for t in (hard, control) for n in SWEEP_LAYERS if len(_cell(runs, t, n)) < MIN_SEEDS]
     if short:
-        return verdict_of(c, "not tested", f"The sweep is not complete: fewer than {MIN_SEEDS} seeds in its table for "
-                                           + ", ".join(short) + "; python -m depthutils.ladder sweep trains the rest.")
+        planned = len(SWEEP_TASKS) * len(SWEEP_LAYERS) * MIN_SEEDS
+        return verdict_of(c, "not tested", f"The sweep is not complete: {len(runs)} of its {planned} runs are in "
+                                           f"its table, and {len(short)} of the {len(SWEEP_TASKS) * len(SWEEP_LAYERS)} "
+                                           f"task and layer counts have fewer than {MIN_SEEDS} seeds.", **said)
     need = {t: layers_needed(runs, t) for t in (hard, control)}
     words = {t: f"{need[t]} layers" if need[t] else f"more than {max(SWEEP_LAYERS)} layers" for t in need}
+    value = f"{_name(hard)} {words[hard]}, {_name(control)} {words[control]}"
     numbers = (f"Layers needed (every seed ≥ {LEARNED} on {GRADED_LENGTHS[0]}–{GRADED_LENGTHS[-1]} operations): "
-               f"{_name(hard)} {words[hard]}, {_name(control)} {words[control]}.")
+               f"{value}.")
     if need[control] is None:
-        return verdict_of(c, "not tested", numbers + " The control is learned at no layer count of the sweep.")
+        return verdict_of(c, "not tested", numbers + " The control is learned at no layer count of the sweep.",
+                          value=value, **said)
     at = _cell(runs, hard, need[control])
     failed = [r for r in at if not r.learned and r.converged]
     outcome = ("shown" if len(failed) == len(at) else "not shown" if all(r.learned for r in at) else "mixed")
     detail = "; ".join(f"seed {r.seed} {r.worst:.2f}" + ("" if r.converged or r.learned else " (still learning)")
                        for r in at)
-    return verdict_of(c, outcome, numbers + f" {_name(hard)} at {need[control]} layers, worst graded "
-                                            f"length per seed: {detail}.",
-                      value=f"{_name(hard)} {words[hard]}, {_name(control)} "
-                            f"{words[control]}")
+    return verdict_of(c, outcome, numbers + f" {_name(hard)} at {need[control]} layers, worst graded length per "
+                                            f"seed: {detail}.", value=value, **said)
 
 
 def facts(runs, v: Verdict) -> dict:
