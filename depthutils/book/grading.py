@@ -149,7 +149,7 @@ def _claim_text(c: Claim) -> str:
     return f"{c.paper} ({c.where}): {c.sentence}"
 
 
-def _verdict(c: Claim, outcome: str, numbers: str, notes=(), criterion: str | None = None, rows=None,
+def verdict_of(c: Claim, outcome: str, numbers: str, notes=(), criterion: str | None = None, rows=None,
              value: str = "", parts=None) -> Verdict:
     """A verdict on claim ``c``; ``value``: this run's value of the claim's statistic, with its interval;
     ``parts``: the outcomes of the graded parts ``outcome`` combines (:attr:`Verdict.parts`; by default those

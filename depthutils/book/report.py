@@ -88,7 +88,8 @@ def paper(v: Verdict, *results) -> Markdown:
 
 #: how a chapter's several verdicts are named in their headings (chapter 9: P2's three questions)
 QUESTIONS = {"scale": "model size", "cot": "long chain-of-thought training", "difficulty": "task difficulty",
-             "s5": "the S5 word problem, which needs depth", "z10": "the Z10 chains, the control with a shortcut"}
+             "s5": "the S5 word problem, which needs depth", "z10": "the Z10 chains, the control with a shortcut",
+             "premise": "the premise: S5 needs more layers than Z10"}
 
 
 _NUMBER = r"[+\-−]?\d+(?:\.\d+)?(?:e[+\-]\d+)?"
@@ -153,12 +154,14 @@ def box(named: dict[str, Verdict], real: dict | None = None) -> str:
     model's numbers and notes, collapsed. ``real``: ``{title: Verdict}`` of the pretrained models that ran (None: the
     chapter has no real-model section)."""
     own = {name: one for name, one in named.items()}
-    label = next((one.rows.get("models") for one in own.values() if one.rows.get("models")), "this chapter's models")
+    # a verdict's models: its own, or those of another verdict on the same claim (chapter 10's two tasks)
+    models = {one.key: one.rows["models"] for one in own.values() if one.rows.get("models")}
+    label = next(iter(models.values()), "this chapter's models")
     rows = []  # (question, model, verdict)
     for title, one in (real or {}).items():
         rows.append(("", title, one))
     for name, one in own.items():
-        rows.append((QUESTIONS.get(name, name), label, one))
+        rows.append((QUESTIONS.get(name, name), models.get(one.key, label), one))
     head = ["question"] if len(own) > 1 else []
     lines = ["| " + " | ".join(head + ["model", "statistic", "this run [95% interval]", "verdict"]) + " |",
              "|" + "---|" * (len(head) + 4)]

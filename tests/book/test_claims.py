@@ -17,7 +17,7 @@ from depthutils.analysis.study import Study
 from depthutils.book import claims
 from depthutils.book.claims import CLAIMS, OUTCOMES, combine, grade
 from depthutils.book.claims.mapping import against_null, null_facts
-from depthutils.book.grading import _verdict
+from depthutils.book.grading import verdict_of
 from depthutils.core.errors import DepthError
 from depthutils.measures.contributions import KEYS, ContributionsResult
 from depthutils.measures.cross_model_mapping import MappingResult, spearman
@@ -79,8 +79,8 @@ def test_a_mixed_verdict_says_which_kind():
     nested = combine([combine(["shown", "shown"]), combine(["not shown", "mixed"])])  # chapter 9's size verdict
     assert nested == "mixed" and nested.parts == ("shown", "shown", "not shown", "mixed")
     c = next(iter(CLAIMS.values()))
-    assert _verdict(c, nested, "numbers").mixed_kind() == "both ways"
-    assert _verdict(c, combine(["shown", "mixed"]), "numbers").mixed_kind() == "inconclusive"
+    assert verdict_of(c, nested, "numbers").mixed_kind() == "both ways"
+    assert verdict_of(c, combine(["shown", "mixed"]), "numbers").mixed_kind() == "inconclusive"
 
 
 # ------------------------------------------------------------------------------ chapter 6: unsolved groups

@@ -33,7 +33,6 @@ from depthutils.book.claim_table import (
 from depthutils.book.grading import (
     COMBINED,
     Verdict,
-    _verdict,
     band,
     combine,
     grade,
@@ -41,6 +40,7 @@ from depthutils.book.grading import (
     judge,
     not_tested,
     paper_vs_run,
+    verdict_of,
 )
 from depthutils.measures.curves import peaks_at_embedding
 from depthutils.measures.effective_depth import METRICS
@@ -62,7 +62,7 @@ def verdict(key: str, result) -> Verdict:
     (``result.facts()[claim.fact]`` and its bootstrap interval): what a claim needs when nothing else decides it."""
     c = CLAIMS[key]
     outcome, value, lo, hi = judge(c, result, c.fact)
-    return _verdict(c, outcome, f"{c.statistic}: {interval_text(value, lo, hi)}.", value=interval_text(value, lo, hi))
+    return verdict_of(c, outcome, f"{c.statistic}: {interval_text(value, lo, hi)}.", value=interval_text(value, lo, hi))
 
 
 # ------------------------------------------------------------------------------------ P2's claims

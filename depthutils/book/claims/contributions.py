@@ -6,7 +6,7 @@ from matplotlib.lines import Line2D
 
 from depthutils.book.claim_table import CLAIMS, MIN_HALF
 from depthutils.book.claims.run import Run
-from depthutils.book.grading import Verdict, _verdict, interval_text, judge, not_tested
+from depthutils.book.grading import Verdict, interval_text, judge, not_tested, verdict_of
 from depthutils.book.plotstyle import BAND_NOTE, COLORS, LABELS, integer_ticks, lines, long_form, subplots, title
 from depthutils.measures.contributions import ContributionsResult
 from depthutils.measures.contributions import contributions as measure
@@ -21,7 +21,7 @@ def verdict(result: ContributionsResult) -> Verdict:
         return not_tested("contributions", f"{f['L']} layers: layers 1–{f['L'] - 1} cannot form two halves of at "
                                            f"least {MIN_HALF} layers each.")
     outcome, value, lo, hi = judge(c, result, c.fact)
-    return _verdict(c, outcome,
+    return verdict_of(c, outcome,
                     f"second half {f['second']:.3f}, first half {f['first']:.3f}, ratio {interval_text(value, lo, hi)}; "
                     f"without the last layer (ours: how much one layer moves the ratio), the second half is "
                     f"{f['second_wo_last']:.3f} and the ratio {interval_text(f['ratio_wo_last'])}.",

@@ -9,7 +9,7 @@ from matplotlib.lines import Line2D
 
 from depthutils.book.claim_table import ACCURACY_FLOOR, CLAIMS, LEVEL
 from depthutils.book.claims.run import Run
-from depthutils.book.grading import Verdict, _verdict, combine, grade, interval_text
+from depthutils.book.grading import Verdict, combine, grade, interval_text, verdict_of
 from depthutils.book.plotstyle import BAND, integer_ticks, subplots, title
 from depthutils.measures.depth_score import DepthScoreResult
 from depthutils.measures.depth_score import depth_score as measure
@@ -53,7 +53,7 @@ def verdict(result: DepthScoreResult, floor: float = ACCURACY_FLOOR) -> Verdict:
     outcome = combine(grades)
     if outcome == "not tested":
         notes.append("No task family is informative, so this run cannot test the claim.")
-    return _verdict(c, outcome, "; ".join(parts) + ".", notes, value="; ".join(values),
+    return verdict_of(c, outcome, "; ".join(parts) + ".", notes, value="; ".join(values),
                     criterion=f"{c.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval (a resampled max never "
                               "exceeds the level's observed one, so the interval says how much the slope hangs on a "
                               "few prompts): a family counts for the "

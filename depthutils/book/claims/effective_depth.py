@@ -12,7 +12,7 @@ from depthutils.analysis.p2_table import reference_spread
 from depthutils.analysis.study import METRICS, Study
 from depthutils.book.claim_table import CLAIMS, GROWS, LEVEL, SCALE_WORDS, Claim
 from depthutils.book.claims import degenerate, degenerate_sentence
-from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, grade, interval_text, not_tested
+from depthutils.book.grading import COMBINED, Verdict, combine, grade, interval_text, not_tested, verdict_of
 from depthutils.book.plotstyle import integer_ticks, lines, long_form, subplots, yerr
 from depthutils.core.depth import layer_depth
 from depthutils.core.numbers import enclose, listing, plain
@@ -98,7 +98,7 @@ def verdicts(study: Study, ladder, base: str | None = None, cot: str | None = No
             criterion = _scale_criterion(c)
         if outcome == "not tested":
             notes.append("No metric is informative for these models, so this run cannot test the claim.")
-        out[name] = _verdict(c, outcome, numbers + ".", notes, value=value, criterion=criterion)
+        out[name] = verdict_of(c, outcome, numbers + ".", notes, value=value, criterion=criterion)
     out["scale"].also = [out["cot"], out["difficulty"]]  # the chapter's one paper-vs-run table shows all three
     return out
 

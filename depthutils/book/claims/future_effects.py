@@ -7,7 +7,7 @@ import seaborn as sns
 
 from depthutils.book.claim_table import CLAIMS, LEVEL, MIN_HALF, OUTPUT_AGAINST, OUTPUT_SHOWN
 from depthutils.book.claims.run import Run
-from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, interval_text, judge, not_tested
+from depthutils.book.grading import COMBINED, Verdict, combine, interval_text, judge, not_tested, verdict_of
 from depthutils.book.plotstyle import BAND, CMAPS, COLORS, LABELS, heatmap, integer_ticks, long_form, subplots, title
 from depthutils.core.numbers import numbered
 from depthutils.measures.future_effects import FutureEffectsResult
@@ -45,7 +45,7 @@ def verdict(result: FutureEffectsResult) -> Verdict:
                  f"{OUTPUT_SHOWN.value:.2f} ({OUTPUT_SHOWN.source}), not shown if wholly above "
                  f"{OUTPUT_AGAINST.value:.2f} ({OUTPUT_AGAINST.source}), mixed otherwise. The two parts combined: "
                  f"{COMBINED}; an output ratio that is undefined is not tested and not counted.")
-    return _verdict(c, combine([outcome, out]),
+    return verdict_of(c, combine([outcome, out]),
                     f"second half {f['later_second']:.3f}, first half {f['later_first']:.3f}, ratio {later_text} "
                     f"({params.get('part', 'layer')}, {params.get('mode', 'future')} tokens; {outcome}); on the "
                     f"output: ratio {out_text} ({out}).", notes, criterion=criterion,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.claims.run import Run
-from depthutils.book.grading import Verdict, _verdict, combine, interval_text, judge
+from depthutils.book.grading import Verdict, combine, interval_text, judge, verdict_of
 from depthutils.book.plotstyle import BAND_NOTE, integer_ticks, lines, long_form, subplots, title
 from depthutils.core.depth import LENS_AXIS
 from depthutils.measures.logit_lens import LogitLensResult
@@ -27,7 +27,7 @@ def verdict(result: LogitLensResult) -> Verdict:
         outcomes.append(outcome)
         parts.append(f"{what} at relative depth {interval_text(value, lo, hi)} ({outcome})")
         values.append(f"{what}: {interval_text(value, lo, hi)}")
-    return _verdict(c, combine(outcomes), "; ".join(parts) + ".", value="; ".join(values))
+    return verdict_of(c, combine(outcomes), "; ".join(parts) + ".", value="; ".join(values))
 
 
 def figure(result):

@@ -30,7 +30,7 @@ import numpy as np
 
 from depthutils.analysis.mapping_null import N_INITS
 from depthutils.book.claim_table import CLAIMS, LEVEL, N_PERMUTATIONS, OUTCOMES, SHARED_TARGET, UNTRAINED_RULE
-from depthutils.book.grading import _verdict, band, grade, interval_text, not_tested
+from depthutils.book.grading import band, grade, interval_text, not_tested, verdict_of
 from depthutils.book.legends import below
 from depthutils.book.plotstyle import CMAPS, ROBUST_PERCENTILE, heatmap, robust_max, subplots, yerr
 from depthutils.core.depth import layer_depth
@@ -178,7 +178,7 @@ def verdict(results: list[MappingResult], untrained: list[MappingResult] | None 
         notes.append(f"Positive control (not counted): {pair_name(control)}, a model onto another seed of itself, "
                      f"lies {interval_text(d, lo, hi, '.3f')} from the diagonal; the rule grades it {by_null} and "
                      f"{by_chance} against chance.")
-    return _verdict(c, _worse(*grades), "; ".join(parts) + ".", notes, value="; ".join(values), rows=rows,
+    return verdict_of(c, _worse(*grades), "; ".join(parts) + ".", notes, value="; ".join(values), rows=rows,
                     criterion=f"{c.statistic}, with its {100 * LEVEL:.0f}% bootstrap interval over held-out prompts "
                               f"(maps fixed). {UNTRAINED_RULE}. Against chance: shown if the interval lies at or "
                               f"below {c.shown.source}; not shown if it lies wholly above it; mixed otherwise. A "

@@ -7,7 +7,7 @@ import seaborn as sns
 
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.claims.run import Run
-from depthutils.book.grading import Verdict, _verdict, interval_text, judge
+from depthutils.book.grading import Verdict, interval_text, judge, verdict_of
 from depthutils.book.plotstyle import BAND_NOTE, integer_ticks, lines, long_form, subplots, title
 from depthutils.core.numbers import significant
 from depthutils.measures.residual_stream import ROUNDING, ResidualStreamResult
@@ -21,7 +21,7 @@ def verdict(result: ResidualStreamResult) -> Verdict:
     c, f = CLAIMS["residual_stream"], result.facts()
     outcome, value, lo, hi = judge(c, result, c.fact)
     shown = interval_text(value, lo, hi, _two_digits)
-    return _verdict(c, outcome, f"largest relative error {shown}; with the raw module outputs instead: "
+    return verdict_of(c, outcome, f"largest relative error {shown}; with the raw module outputs instead: "
                                 f"{_two_digits(f['max_raw_error'])}.",
                     criterion=c.criterion(fmt=".0e"), value=shown)
 

@@ -11,7 +11,7 @@ from depthutils.analysis.depth_use import MEASURES, DepthUse
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.claims import embedding_peak_words
 from depthutils.book.claims.depth_score import score_frame
-from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, grade, interval_text, not_tested
+from depthutils.book.grading import COMBINED, Verdict, combine, grade, interval_text, not_tested, verdict_of
 from depthutils.book.plotstyle import BAND_NOTE, CMAPS, COLUMN_IN, heatmap, integer_ticks, lineplot, long_form
 from depthutils.core.depth import layer_depth
 
@@ -42,7 +42,7 @@ def verdict(result: DepthUse) -> Verdict:
         fmt = lambda v: "—" if v is None else f"{v:.3f}"
         parts.append(f"{k}: {fmt(b[k])} vs {fmt(a[k])}, difference {interval_text(d, lo, hi, '+.3f')} ({g})")
         values.append(f"{k}: {interval_text(d, lo, hi, '+.3f')}")
-    return _verdict(c, combine(grades), "; ".join(parts) + ".", notes, value="; ".join(values),
+    return verdict_of(c, combine(grades), "; ".join(parts) + ".", notes, value="; ".join(values),
                     criterion=f"{shared} minus {stacked}: " + c.criterion().replace("at or above", "wholly above")
                     + f" Each of the three is graded and combined: {COMBINED}; a measure "
                               "that is degenerate on these models (the KL ratio where a model's lens KL peaks at "

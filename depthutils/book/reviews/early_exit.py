@@ -11,7 +11,7 @@ import numpy as np
 from depthutils import data
 from depthutils.analysis.known_facts import FACT_CHECK_DTYPE, SAMPLE_CANDIDATES, FactPrompts, prompts_for
 from depthutils.book.claim_table import CLAIMS
-from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, interval_text, judge
+from depthutils.book.grading import COMBINED, Verdict, combine, interval_text, judge, verdict_of
 from depthutils.book.legends import band_key, below
 from depthutils.book.plotstyle import COLUMN_IN, lines, long_form, subplots, title
 from depthutils.book.reviews import readout_check as check
@@ -112,7 +112,7 @@ def verdict(results: dict, facts: FactPrompts | None = None) -> Verdict:
                      f"raw lens; top-{lens.k} overlap {lf['mid_overlap']:.2f} and {lf['mid_raw_overlap']:.2f}.")
     outcome = combine(outcomes)
     notes.append(f"This outcome supports {READINGS[outcome]}.")
-    return _verdict(c, outcome, "; ".join(parts) + ".", notes, value="; ".join(values),
+    return verdict_of(c, outcome, "; ".join(parts) + ".", notes, value="; ".join(values),
                     criterion=c.criterion() + " The tuned readout counts only where it beats the raw lens at every "
                     "layer on each set of graded prompts (a lower KL(q_L ‖ ·), the output first, and at least as many "
                     "of the full model's correct answer tokens kept; the readout check); otherwise every set is not "

@@ -8,7 +8,7 @@ import numpy as np
 from depthutils import data
 from depthutils.book.claim_table import CLAIMS, MIN_HALF
 from depthutils.book.claim_types import LEVEL
-from depthutils.book.grading import Verdict, _verdict, grade, interval_text, not_tested
+from depthutils.book.grading import Verdict, grade, interval_text, not_tested, verdict_of
 from depthutils.book.legends import band_key, below
 from depthutils.book.plotstyle import integer_ticks, lines, long_form, subplots, title, yerr
 from depthutils.core.numbers import as_shown
@@ -63,7 +63,7 @@ def verdict(result: MassiveClampResult) -> Verdict:
                f"clamped {text['rel_clamp']}; the clamped model's output against the clean one: KL "
                f"{text['output_kl']} nats, top-1 agreement {f['output_agree']:.2f}.")
     rows = {"massive activations": f"position 0, components {f['dims']}, from h_{f['onset']}"}
-    return _verdict(c, outcome, numbers, notes, rows=rows, value=text["survive"])
+    return verdict_of(c, outcome, numbers, notes, rows=rows, value=text["survive"])
 
 
 def figure(result: MassiveClampResult) -> plt.Figure:

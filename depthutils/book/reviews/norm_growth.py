@@ -7,7 +7,7 @@ import numpy as np
 
 from depthutils import data
 from depthutils.book.claim_table import CLAIMS, MIN_HALF
-from depthutils.book.grading import Verdict, _verdict, band, interval_text, judge, not_tested
+from depthutils.book.grading import Verdict, band, interval_text, judge, not_tested, verdict_of
 from depthutils.book.legends import band_key, below
 from depthutils.book.plotstyle import COLORS, integer_ticks, lines, long_form, subplots, title
 from depthutils.core.depth import residual_depth
@@ -32,12 +32,12 @@ def verdict(result: NormGrowthResult) -> Verdict:
     rows = {"norm growth": f"‖hₗ‖ second half over first {grow}; ‖Δₗ‖ / ‖hₗ‖ ratio {rel}",
             "massive activations": where}
     if rhi is None or rhi >= 1:
-        return _verdict(c, "not tested",
+        return verdict_of(c, "not tested",
                         f"the relative contribution does not fall: its second-to-first ratio is {rel}, not wholly "
                         f"below 1, so there is no drop for norm growth to explain (‖Δₗ‖ ratio "
                         f"{interval_text(f['abs_ratio'], *band(result, 'abs_ratio'))}; ‖hₗ‖ grows {grow}×). {where}", rows=rows)
     outcome, value, lo, hi = judge(c, result, c.fact)
-    return _verdict(c, outcome,
+    return verdict_of(c, outcome,
                     f"the relative contribution falls (second-to-first ratio {rel}); what a layer writes, ‖Δₗ‖: "
                     f"second half {f['abs_second']:.3f}, first half {f['abs_first']:.3f}, ratio "
                     f"{interval_text(value, lo, hi)}; the residual's norm grows {grow}× from the first half to the "

@@ -9,7 +9,7 @@ import seaborn as sns
 
 from depthutils.analysis.solved_split import GROUPS, MIN_GROUP, SolvedSplit, flips_needed, problems_needed
 from depthutils.book.claim_table import CLAIMS, FLIP_NULL, LEVEL, NOISE_GATE, POWER
-from depthutils.book.grading import COMBINED, Verdict, _verdict, combine, grade, interval_text
+from depthutils.book.grading import COMBINED, Verdict, combine, grade, interval_text, verdict_of
 from depthutils.book.legends import below
 from depthutils.book.plotstyle import subplots, title
 
@@ -99,7 +99,7 @@ def verdict(result: SolvedSplit) -> Verdict:
                  f"only-deeper or both group holds fewer than {MIN_GROUP} problems is not tested (ours: a mean over "
                  f"fewer rests on one or two problems). Then, before the difference is graded, the noise gate: {NOISE_GATE}.")
     problems = "; ".join(f"{t}: {f[f'{t}_n_by_level']}" for t in result.tasks())
-    return _verdict(c, outcome, numbers, notes, criterion=criterion, value="; ".join(values),
+    return verdict_of(c, outcome, numbers, notes, criterion=criterion, value="; ".join(values),
                     rows={"models": f"{shallow} ({f['shallow_L']} layers) and {deep} ({f['L']} layers)",
                           "problems per level": problems,
                           "groups": "; ".join(counts),

@@ -10,7 +10,7 @@ from IPython.display import Markdown
 
 from depthutils.analysis.known_facts import KINDS, FactPrompts
 from depthutils.book.claim_table import CLAIMS, COMPLETENESS_LIMIT, LEVEL, OUTCOMES
-from depthutils.book.grading import Verdict, _verdict, grade, interval_text
+from depthutils.book.grading import Verdict, grade, interval_text, verdict_of
 from depthutils.core.depth import layer_depth
 from depthutils.core.progress import progress
 from depthutils.core.results import bootstrap
@@ -290,7 +290,7 @@ def verdict(results: dict, what: str, facts: FactPrompts | None = None) -> Sampl
                  f"is shown if every kind is, not shown if one is, mixed otherwise. A kind needs at least {MIN_PROMPTS} "
                  "counted prompts that the model answers (on an embedded model: the chapter's and others held out of "
                  "its training).")
-    v = _verdict(c, outcome, "; ".join(parts) + f" ({what}).", notes, value="; ".join(values), rows=rows,
+    v = verdict_of(c, outcome, "; ".join(parts) + f" ({what}).", notes, value="; ".join(values), rows=rows,
                  criterion=criterion)
     return SampleVerdict(**vars(v), drops=drops, bounds=bounds, either=either)
 

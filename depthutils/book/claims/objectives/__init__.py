@@ -10,14 +10,14 @@ predicts no direction for it.
 
 **Rules (ours, each stated with its source):**
 
-* A step count counts for a task only where every objective's seed-mean accuracy reaches :func:`floor`:
-  chapter 6's floor, or, where that lies too close to chance to tell a model that does the task from one that
-  guesses, the accuracy a one-sided binomial test on 100 chains tells from chance at 5%.
+* A step count counts for a task only where **every** compared run (each objective's every seed, and the null
+  control's) reaches :data:`LEARNED` on it at the snapshot read, and only from :data:`MIN_COMPOSED` operations
+  on: a model compared must have learned what it is graded on, and one operation is a lookup, with nothing to
+  compose. A condition with no such step count is not tested.
 * At matched accuracy, each run is read at its first snapshot whose accuracy on the hardest trained step count
-  reaches the level every run of the task reaches (:meth:`ObjectivesResult.reachable`). Where that level is below
-  the floor (some run never learns the hardest count), the match is on the hardest trained count where it is not.
-  A condition is not tested unless some chain of :data:`MIN_COMPOSED` or more operations counts: one operation is
-  a lookup, with nothing to compose, so it cannot speak to depth.
+  that every run learns (reaches :data:`LEARNED` at some snapshot) reaches the level every run of the task reaches
+  (:meth:`ObjectivesResult.reachable`). The match is a match only where every run's accuracy there lies within
+  :data:`MATCH_TOL` of that level (snapshots too sparse for that: not tested).
 * A comparison (one measure, one pair of objectives) is *shown* when its interval over seeds and prompts lies
   wholly above 0 **and** every seed's own difference is above 0; *not shown* when the interval lies wholly below
   0; *mixed* otherwise. Under a null with no difference, every one of ``n`` seeds agrees in the predicted
@@ -34,21 +34,19 @@ predicts no direction for it.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from statistics import NormalDist
 
 from depthutils.analysis.objectives import Comparison, ObjectivesResult
-from depthutils.book.claim_table import ACCURACY_FLOOR, CLAIMS
-from depthutils.book.grading import Verdict, _verdict
+from depthutils.book.claim_table import CLAIMS
+from depthutils.book.grading import Verdict, verdict_of
 from depthutils.core.numbers import interval
 from depthutils.ladder.objectives import GEOMETRIES, N_ACCURACY, NULL, OBJECTIVE_LABELS, TRAIN_STEPS
 from depthutils.ladder.registry import OBJECTIVE_TASKS
 from depthutils.ladder.word_problems import TASKS
 from depthutils.measures.curves import OVERLAP_THRESHOLD
 
-__all__ = ["GRADED", "PREDICTIONS", "PAIRS", "CONDITIONS", "SHORT", "SHORT_LABELS", "ALPHA", "Z_ALPHA", "MAJORITY",
-           "MIN_COMPOSED", "NOT_RUN", "OBJECTIVE_TASKS", "floor", "grade", "apart", "pair_outcome", "claim_outcome",
+__all__ = ["GRADED", "PREDICTIONS", "PAIRS", "CONDITIONS", "SHORT", "SHORT_LABELS", "LEARNED", "MATCH_TOL", "MAJORITY",
+           "MIN_COMPOSED", "NOT_RUN", "OBJECTIVE_TASKS", "grade", "apart", "pair_outcome", "claim_outcome",
            "Condition", "condition", "Grading", "null_words", "cell", "grading", "criterion", "verdict"]
 
 #: the graded measures, each predicted larger for A than Q+A and for Q+A than LM
@@ -73,9 +71,10 @@ SHORT = {o: OBJECTIVE_LABELS[o].split(" (")[0] for o in OBJECTIVE_LABELS}
 SHORT_LABELS = {"later": "later-layer effect", "output": "output effect", "ed_kl": "ED_KL", "ed_overlap": "ED_overlap",
                 "depth": "depth score", "contributions": "contribution ratio"}
 
-#: the floor's binomial test: its one-sided level, and the normal quantile of its approximation (1.645)
-ALPHA = 0.05
-Z_ALPHA = NormalDist().inv_cdf(1 - ALPHA)
+#: a step count counts only where every compared run reaches this accuracy on it at the snapshot read
+LEARNED = 0.9
+#: matched accuracy is a match only where every run's accuracy at its snapshot lies within this of the level
+MATCH_TOL = 0.05
 #: how many of a pair's measures must be shown (or not shown) for the pair to be
 MAJORITY = 3
 #: the fewest operations a counted chain must have for the comparison to speak to depth: a single operation is
@@ -83,13 +82,6 @@ MAJORITY = 3
 MIN_COMPOSED = 2
 #: what the chapter says of a task none of whose seeds has all three objectives in the tables
 NOT_RUN = "No seed of this task has all three objectives in the tables (train them with `python -m depthutils objectives`)."
-
-
-def floor(task: str) -> float:
-    """The accuracy a step count of ``task`` needs to count: chapter 6's floor, or the accuracy a one-sided binomial
-    test on :data:`N_ACCURACY` chains tells from chance at 5% where that is higher."""
-    p = TASKS[task].chance
-    return max(ACCURACY_FLOOR, p + Z_ALPHA * math.sqrt(p * (1 - p) / N_ACCURACY))
 
 
 def grade(c: Comparison) -> str:
@@ -140,7 +132,7 @@ class Condition:
     name: str
     steps: dict
     levels: tuple
-    dropped: dict                     # step count -> {objective: seed-mean accuracy} below the floor
+    dropped: dict                     # step count -> {run: accuracy} of the runs below LEARNED on it
     match_level: float | None = None  # the matched accuracy (matched only) …
     match_k: int | None = None        # … on this many operations
     why: str | None = None            # not tested: why
@@ -175,27 +167,39 @@ class Condition:
         return "mixed" if raw in ("shown", "not shown") and self.null_fails() else raw
 
 
+def _read_at(result: ObjectivesResult, task: str, steps: dict, k: int) -> dict:
+    """``{run: accuracy on k operations}`` of every run of ``task`` (the null control's too) at its snapshot in
+    ``steps``."""
+    return {n: result.accuracy(n, steps[n])[k] for n in result.runs(task) if steps.get(n) is not None}
+
+
 def condition(result: ObjectivesResult, task: str, name: str) -> Condition:
     """Grade ``task`` under condition ``name`` (:data:`CONDITIONS`)."""
-    fl, level, k = floor(task), None, None
+    composed = [k for k in TRAIN_STEPS if k >= MIN_COMPOSED]
+    level, k = None, None
     if name == "matched":
-        k = next((k for k in reversed(TRAIN_STEPS) if k >= MIN_COMPOSED and result.reachable(task, k) >= fl), None)
+        k = next((k for k in reversed(composed) if result.reachable(task, k) >= LEARNED), None)
         if k is None:
             return Condition(task, name, result.final_steps(task), (), {}, None, None, "no chain of "
                              f"{MIN_COMPOSED} or more operations is learned by every run: on each such count, some "
-                             f"run stays below the floor {fl:.2f} at every snapshot")
+                             f"run stays below {LEARNED} at every snapshot")
         level = result.reachable(task, k)
         steps = result.matched_steps(task, k, level)
+        off = {n: a for n, a in _read_at(result, task, steps, k).items() if a - level > MATCH_TOL}
+        if off:
+            return Condition(task, name, steps, (), {}, level, k, f"the snapshots are too sparse to match accuracy "
+                             f"within {MATCH_TOL} of {level:.2f} on {k} operations: " + ", ".join(
+                                 f"{n} reads {a:.2f}" for n, a in sorted(off.items())))
     else:
         steps = result.final_steps(task)
-    accs = {o: result.mean_accuracy(task, o, steps) for o, _ in OBJECTIVE_LABELS.items()}
-    dropped = {n: {o: accs[o][n][0] for o in accs if accs[o][n][0] < fl} for n in TRAIN_STEPS}
+    dropped = {n: {run: a for run, a in _read_at(result, task, steps, n).items() if a < LEARNED} for n in composed}
     dropped = {n: below for n, below in dropped.items() if below}
-    levels = tuple(n for n in TRAIN_STEPS if n not in dropped)
+    levels = tuple(n for n in composed if n not in dropped)
     cond = Condition(task, name, steps, levels, dropped, level, k)
-    if not any(n >= MIN_COMPOSED for n in levels):
-        cond.why = (f"no chain of {MIN_COMPOSED} or more operations reaches the floor {fl:.2f} under every objective"
-                    + (f" (only chains of {' or '.join(map(str, levels))} operation(s) do)" if levels else ""))
+    if not levels:
+        worst = {n: min(below.values()) for n, below in dropped.items()}
+        cond.why = (f"no chain of {MIN_COMPOSED} or more operations is learned by every run (≥ {LEARNED}); the "
+                    "lowest run per count: " + ", ".join(f"{n} operations {a:.2f}" for n, a in worst.items()))
         return cond
     for pair in PAIRS:
         for m in GRADED:
@@ -214,9 +218,10 @@ class Grading:
     result: ObjectivesResult
     conditions: dict  # (task, condition) -> Condition
 
-    def verdicts(self) -> dict:
-        """``{task: Verdict}`` for every task of the experiment (not tested where it has no complete seed)."""
-        return {t: verdict(self, t) for t in OBJECTIVE_TASKS}
+    def verdicts(self, premise: Verdict | None = None) -> dict:
+        """``{task: Verdict}`` for every task of the experiment (not tested where it has no complete seed, or
+        where ``premise``, the depth-necessity sweep's verdict, is given and is not shown)."""
+        return {t: verdict(self, t, premise) for t in OBJECTIVE_TASKS}
 
     def n_comparisons(self) -> int:
         return len(PAIRS) * len(GRADED)
@@ -225,7 +230,7 @@ class Grading:
         """The numbers the chapter states, rounded as printed, keyed ``{task}_{condition}_{...}``."""
         r3 = lambda v: None if v is None else round(v, 3) + 0.0  # noqa: E731  (no "-0.0")
         out = {"n_comparisons": self.n_comparisons(), "majority": MAJORITY, "hardest": TRAIN_STEPS[-1],
-               "overlap_threshold": OVERLAP_THRESHOLD, "n_runs": len(self.result.cards), "alpha": f"{ALPHA:.0%}",
+               "overlap_threshold": OVERLAP_THRESHOLD, "n_runs": len(self.result.cards), "learned": LEARNED, "match_tol": MATCH_TOL,
                "n_live": len(self.result.live_gap),
                "n_null": sum(c["objective"] == NULL for c in self.result.cards.values()),
                "train_hours": f"{sum(c.get('wall_time_s', 0) for c in self.result.cards.values()) / 3600:.1f}",
@@ -236,12 +241,12 @@ class Grading:
             out.update({f"{t}_{name}_{key}": "not run" for name in CONDITIONS for key in ("null_apart", "null")})
             out.update({f"{t}_{name}_{key}": "not tested" for name in CONDITIONS
                         for key in ("outcome", "raw_outcome", *map("_".join, PAIRS))})
-            out.update({f"{t}_floor": round(floor(t), 2), f"{t}_chance": round(TASKS[t].chance, 2), f"{t}_n_seeds": 0,
+            out.update({f"{t}_chance": round(TASKS[t].chance, 2), f"{t}_n_seeds": 0,
                         f"{t}_chains": GEOMETRIES[t].examples,
                         f"{t}_null_agree": "—", f"{t}_expected_chance_shown": "—"})
         for t in self.result.tasks():
             seeds = self.result.seeds(t)
-            out.update({f"{t}_n_seeds": len(seeds), f"{t}_floor": round(floor(t), 2),
+            out.update({f"{t}_n_seeds": len(seeds),
                         f"{t}_chance": round(TASKS[t].chance, 2), f"{t}_null_agree": f"1/{2 ** len(seeds)}",
                         f"{t}_expected_chance_shown": round(self.n_comparisons() / 2 ** len(seeds), 2)})
             for name in CONDITIONS:
@@ -289,7 +294,7 @@ def grading(result: ObjectivesResult) -> Grading:
 
 
 def criterion(task: str) -> str:
-    """The rule that grades ``task``, in words, with its floor."""
+    """The rule that grades ``task``, in words."""
     c = CLAIMS["objectives"]
     return (f"{c.statistic}. A comparison is shown when its 95% interval over seeds and prompts lies wholly above 0 "
             f"and every seed's own difference is above 0 (ours), not shown when the interval lies wholly below 0, "
@@ -297,19 +302,28 @@ def criterion(task: str) -> str:
             f"are shown and none is not shown, not shown in the mirror case, mixed otherwise; the claim is shown when "
             f"both pairs are; a shown or not shown claim is reported as mixed when the same rule tells A from A′ (A "
             f"on another draw of the examples, the null control) apart on {MAJORITY} or more measures. A step count "
-            f"counts where every objective's mean accuracy reaches {floor(task):.2f} "
-            f"(chapter 6's floor, or the accuracy a one-sided binomial test on {N_ACCURACY} chains tells from chance, "
-            f"{TASKS[task].chance:.2f}, at {ALPHA:.0%}, whichever is higher).")
+            f"counts only from {MIN_COMPOSED} operations on, and only where every compared run (each seed of each "
+            f"objective, and A′) reaches {LEARNED} on it at the snapshot read ({N_ACCURACY} held-out chains; chance "
+            f"{TASKS[task].chance:.2f}); at matched accuracy every run must lie within {MATCH_TOL} of the level. "
+            f"Graded only where the premise holds: at these lengths S5 needs more layers than Z10 (the sweep above).")
 
 
-def verdict(g: Grading, task: str) -> Verdict:
-    """The verdict on ``task``, graded at matched accuracy; the same step's outcome is stated beside it."""
+def verdict(g: Grading, task: str, premise: Verdict | None = None) -> Verdict:
+    """The verdict on ``task``, graded at matched accuracy; the same step's outcome is stated beside it. Not tested
+    where ``premise`` (:func:`depthutils.book.claims.objectives.premise.verdict`) is given and is not shown: without
+    a task that needs more depth than its control, the comparison cannot speak to the hypothesis."""
     c, label = CLAIMS["objectives"], TASKS[task].label
-    why = (f"{label}: {NOT_RUN[0].lower()}{NOT_RUN[1:]}" if task not in g.result.tasks() else
+    why = (f"{label}: the premise (chapter 10's first verdict) is {premise.outcome}"
+           + (f" ({premise.value})" if premise.value else "") + ", so no objective is graded."
+           if premise is not None and premise.outcome != "shown" else
+           f"{label}: {NOT_RUN[0].lower()}{NOT_RUN[1:]}" if task not in g.result.tasks() else
            f"{label}: one seed only; the intervals are over seeds." if len(g.result.seeds(task)) < 2 else
            f"{label}: {g.conditions[(task, 'matched')].why}." if g.conditions[(task, "matched")].why else None)
     if why:
-        return _verdict(c, "not tested", why, criterion=criterion(task))
+        also = g.conditions.get((task, "matched"))
+        notes = [f"Apart from the premise, at matched accuracy: {also.why}."] if also and also.why and "premise" in why \
+            else []
+        return verdict_of(c, "not tested", why, notes, criterion=criterion(task))
     m, f = g.conditions[(task, "matched")], g.conditions[(task, "final")]
     parts = []
     for pair in PAIRS:
@@ -320,7 +334,11 @@ def verdict(g: Grading, task: str) -> Verdict:
     numbers = (f"{label}, {n} seeds, at matched accuracy (every run read at its first snapshot with accuracy "
                f"≥ {m.match_level:.2f} on {m.match_k} operations; step counts {', '.join(map(str, m.levels))}): "
                + "; ".join(parts) + f". At the same step (the last), the claim would be {f.outcome()}.")
-    notes = [f"{g.n_comparisons()} comparisons per task and condition; under a null with no difference each has at "
+    read = _read_at(g.result, task, m.steps, m.match_k)
+    notes = [f"Matched accuracy, each run's on {m.match_k} operations at its snapshot (level {m.match_level:.2f}, "
+             f"tolerance {MATCH_TOL}): " + ", ".join(f"{n.removeprefix('objective-')} {a:.2f}"
+                                                     for n, a in sorted(read.items())) + ".",
+             f"{g.n_comparisons()} comparisons per task and condition; under a null with no difference each has at "
              f"most a 1/{2 ** n} chance of every seed agreeing in the predicted direction, so about "
              f"{g.n_comparisons() / 2 ** n:.2f} chance-shown comparisons are expected, and a pair needs {MAJORITY}.",
              "Null control (A against A′, objective A on another draw of the examples, paired by seed): "
@@ -330,6 +348,6 @@ def verdict(g: Grading, task: str) -> Verdict:
                     if m.null_fails() and m.raw_outcome() in ("shown", "not shown") else
                     f"{MAJORITY} or more: the control fails." if m.null_fails() else
                     f"fewer than {MAJORITY}, so the control passes."))]
-    return _verdict(c, m.outcome(), numbers, notes, criterion=criterion(task),
+    return verdict_of(c, m.outcome(), numbers, notes, criterion=criterion(task),
                     value=f"{TASKS[task].name.upper()}: A − Q+A {m.pair(PAIRS[0])}, Q+A − LM {m.pair(PAIRS[1])}",
                     parts=m.parts())

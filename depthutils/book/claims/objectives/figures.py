@@ -10,7 +10,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
-from depthutils.book.claims.objectives import CONDITIONS, GRADED, PAIRS, SHORT, SHORT_LABELS, Grading, floor
+from depthutils.book.claims.objectives import CONDITIONS, GRADED, LEARNED, PAIRS, SHORT, SHORT_LABELS, Grading
 from depthutils.book.legends import below
 from depthutils.book.plotstyle import COLUMN_IN, subplots
 from depthutils.ladder.objectives import EVAL_STEPS, NULL, OBJECTIVES, TRAIN_STEPS
@@ -126,7 +126,8 @@ def dynamics(g: Grading, measure: str = "depth") -> plt.Figure:
 
 def accuracy(g: Grading) -> plt.Figure:
     """Per task: greedy accuracy per step count of the last snapshot (100 held-out chains each; 2-operation S5
-    chains: every held-out one), seed mean and the seeds as dots; the trained range shaded, chance and the floor."""
+    chains: every held-out one), seed mean and the seeds as dots; the trained range shaded, chance and the
+    accuracy a graded run must reach."""
     tasks = g.result.tasks()
     fig, axes = subplots(1, len(tasks), height=3.4, squeeze=False, sharey=True)
     for ax, t in zip(axes[0], tasks):
@@ -139,7 +140,7 @@ def accuracy(g: Grading) -> plt.Figure:
             ax.scatter(np.repeat(x, len(runs)), acc.T.ravel(), color=COLORS[o], s=5, alpha=0.6)
         ax.axvspan(TRAIN_STEPS[0] - 0.5, TRAIN_STEPS[-1] + 0.5, color="0.92", zorder=0, label="trained")
         ax.axhline(TASKS[t].chance, color="k", lw=0.8, ls=":", label="chance")
-        ax.axhline(floor(t), color="k", lw=0.8, ls="--", label="floor")
+        ax.axhline(LEARNED, color="k", lw=0.8, ls="--", label=f"learned ({LEARNED})")
         ax.set_xticks(EVAL_STEPS)
         ax.set(ylim=(0, 1.02), title=TASKS[t].label, xlabel="operations in the chain (k)")
     axes[0, 0].set_ylabel("greedy accuracy")
