@@ -221,7 +221,10 @@ class Grading:
     def verdicts(self, premise: Verdict | None = None) -> dict:
         """``{task: Verdict}`` for every task of the experiment (not tested where it has no complete seed, or
         where ``premise``, the depth-necessity sweep's verdict, is given and is not shown)."""
-        return {t: verdict(self, t, premise) for t in OBJECTIVE_TASKS}
+        out = {t: verdict(self, t, premise) for t in OBJECTIVE_TASKS}
+        if premise is not None:  # the chapter's "paper vs this run" table shows the premise's rows too
+            out[OBJECTIVE_TASKS[0]].also.append(premise)
+        return out
 
     def n_comparisons(self) -> int:
         return len(PAIRS) * len(GRADED)

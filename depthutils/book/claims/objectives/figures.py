@@ -140,7 +140,7 @@ def accuracy(g: Grading) -> plt.Figure:
             ax.scatter(np.repeat(x, len(runs)), acc.T.ravel(), color=COLORS[o], s=5, alpha=0.6)
         ax.axvspan(TRAIN_STEPS[0] - 0.5, TRAIN_STEPS[-1] + 0.5, color="0.92", zorder=0, label="trained")
         ax.axhline(TASKS[t].chance, color="k", lw=0.8, ls=":", label="chance")
-        ax.axhline(LEARNED, color="k", lw=0.8, ls="--", label=f"learned ({LEARNED})")
+        ax.axhline(LEARNED, color="k", lw=0.8, ls="--", label="learned")
         ax.set_xticks(EVAL_STEPS)
         ax.set(ylim=(0, 1.02), title=TASKS[t].label, xlabel="operations in the chain (k)")
     axes[0, 0].set_ylabel("greedy accuracy")
