@@ -244,11 +244,11 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           "would likely use fewer layers for the task and dedicate the final layers to probability refinement.” … "
           "“forcing the model to learn the question distribution seems to force the feature building stage to end "
           "earlier.”",
-          "on five measures read at the answer-predicting position, each predicted larger when the late layers still "
-          "build features (later-layer and output effect ratios, ED_KL and ED_overlap ratios, normalised depth score), "
-          "the answer-only objective (A) minus Q+A and Q+A minus LM, paired by seed and prompt, at matched accuracy",
-          Threshold(0.0, "ours: a difference whose interval over seeds and prompts lies wholly above 0, with every "
-                         "seed's own difference above 0"),
+          "on three measures read at the answer-predicting position, each predicted larger when the late layers still "
+          "build features (later-layer and output effect ratios, normalised depth score), the answer-only objective "
+          "(A) minus Q+A and Q+A minus LM, paired by seed, at matched accuracy",
+          Threshold(0.0, "ours: a difference whose band over seeds, on the larger of its own spread and the null "
+                         "control's (A − A′), lies wholly above 0, with every seed's own difference above 0"),
           Threshold(0.0, "the same 0 from below"),
           fact="{task}_matched_{pair}_{measure}", below=False, whole_layer=True, short="A minus Q+A, Q+A minus LM",
           paper_value="no number given: a hypothesis, A > Q+A > LM in depth used (ours, from the authors' words); "
@@ -256,7 +256,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           paper_facts=(("models", "none trained: a hypothesis, with P1's Q and Q+A models (Figs. 31, 32) as a hint"),
                        ("this book", "8 layers; the S5 word problem (needs depth) and Z10 chains (a control with a "
                                      "shortcut); 3 objectives, designed for 5 seeds each (the seeds trained are "
-                                     "counted in the chapter's first output), and on S5 a null control")),
+                                     "counted in the chapter's first output), and a null control (A′)")),
           overview=(Headline("P1's hypothesis: modelling the question ends feature building earlier (S5)",
                              "A > Q+A > LM, no number", "verdict_s5"),
                     Headline("the same on Z10, a control with a shortcut (ours)", "none (our control)",

@@ -34,7 +34,8 @@ def _made_up(shift: dict, acc: dict | None = None, noise: float = 0.02, flip_see
     for o in shift:
         for s in SEEDS:
             name = f"objective-s5-{o}-{s}"
-            cards[name] = {"name": name, "task": "s5", "objective": o, "seed": s, "steps": STEPS[-1]}
+            cards[name] = {"name": name, "task": "s5", "objective": o, "seed": s, "steps": STEPS[-1], "layers": 8,
+                           "task_label": "S5 (permutations of 5 points)"}
             given = acc or {}
             snaps[name] = {st: {k: given.get((name, k), given.get((o, st, k), given.get((o, st), 0.9)))
                                 for k in EVAL_STEPS}
@@ -81,31 +82,82 @@ def test_a_comparison_matches_independent_formulas():
     ({"a": 0.0, "qa": 0.0, "lm": 0.0}, None, "mixed"),
 ])
 def test_the_verdict_comes_out_every_way(shift, flip, outcome):
-    g = oc.grading(_made_up(shift, noise=0.01 if outcome != "mixed" else 0.05, flip_seed=flip))
-    assert g.conditions[("s5", "matched")].outcome() == outcome
+    g = oc.grading(_made_up(shift, noise=0.01 if outcome != "mixed" else 0.05, flip_seed=flip, null=0.0))
+    assert g.calibrated() and g.outcome("s5", "matched") == outcome
     assert oc.verdict(g, "s5").outcome == outcome
 
 
+def _cmp(diffs, a: str = "a", b: str = "qa"):
+    """A comparison with the given per-seed differences (the means and bootstrap bands play no part in a grade)."""
+    from depthutils.analysis.objectives import Comparison
+
+    d = dict(zip(SEEDS, diffs))
+    return Comparison("s5", "depth", a, b, (2,), 0.0, 0.0, (None, None), (None, None), float(np.mean(diffs)),
+                      None, None, d, {s: 0.0 for s in d}, {s: 0.0 for s in d})
+
+
+def test_t95_is_students_quantile():
+    """Against the t density integrated numerically (an independent formula): the CDF at t95(df) is 0.975."""
+    from math import lgamma, pi
+
+    from depthutils.core.seeds import t95
+
+    for df in (1, 2, 4, 9, 10, 11, 15, 30, 100):
+        q = t95(df)
+        x = np.linspace(0, q, 200_001)
+        pdf = np.exp(lgamma((df + 1) / 2) - lgamma(df / 2)) / np.sqrt(df * pi) * (1 + x ** 2 / df) ** (-(df + 1) / 2)
+        assert 0.5 + np.trapezoid(pdf, x) == pytest.approx(0.975, abs=2e-5), df
+    with pytest.raises(ValueError, match="df must be at least 1"):
+        t95(0)
+
+
+def test_a_difference_is_graded_over_seeds_against_the_null():
+    """The band is mean ± t95(4) · max(own sd, A − A′'s sd) / √5 (numpy's own sd): a difference clear of 0 on its
+    own spread is mixed once A − A′ spreads wider; without A′ it is not tested; a tie (|d| < TIE) agrees with
+    neither direction; the null is graded by the same rule on its own spread."""
+    d, quiet, loud = [0.10, 0.12, 0.11, 0.09, 0.13], [0.01, -0.01, 0.0, 0.02, -0.02], [0.3, -0.3, 0.2, -0.25, 0.1]
+    lo, hi = oc.seed_band(_cmp(d), _cmp(quiet, "a", NULL))
+    half = 2.7764 * max(np.std(d, ddof=1), np.std(quiet, ddof=1)) / np.sqrt(5)
+    assert (lo, hi) == pytest.approx((np.mean(d) - half, np.mean(d) + half))
+    assert oc.grade(_cmp(d), _cmp(quiet, "a", NULL)) == "shown"
+    assert oc.grade(_cmp(d), _cmp(loud, "a", NULL)) == "mixed"
+    assert oc.grade(_cmp(d), None) == "not tested" and oc.seed_band(_cmp(d), None) == (None, None)
+    assert oc.grade(_cmp([-x for x in d]), _cmp(quiet, "a", NULL)) == "not shown"
+    tied = _cmp([0.10, 0.12, 0.11, 0.0004, 0.13])
+    assert oc.signs(tied) == (4, 0, 1) and oc.grade(tied, _cmp(quiet, "a", NULL)) == "mixed"
+    assert oc.grade(_cmp(quiet, "a", NULL), _cmp(quiet, "a", NULL)) == "mixed"
+    assert oc.grade(_cmp(d, "a", NULL), _cmp(d, "a", NULL)) == "shown"  # a null this far off is a false shown
+
+
 def test_the_null_control_can_fail():
-    """A′ (A on other examples) drawn like A passes the null control and leaves a shown claim shown; an A′ that
-    differs from A on every measure tells the runs apart, and the same shown claim is reported as mixed."""
+    """A′ (A on other examples) drawn like A leaves the rule calibrated and a shown claim shown; an A′ that differs
+    from A on every graded measure is graded shown by the rule, its false-shown rate exceeds 5%, and the same
+    shown claim is reported as mixed; without A′ nothing is graded."""
     shift = {"a": 0.3, "qa": 0.15, "lm": 0.0}
-    assert oc.grading(_made_up(shift, noise=0.01)).conditions[("s5", "matched")].null_apart() is None
-    same = oc.grading(_made_up(shift, noise=0.01, null=0.0)).conditions[("s5", "matched")]
-    assert same.null_apart() < oc.MAJORITY and same.outcome() == "shown"
-    apart = oc.grading(_made_up(shift, noise=0.01, null=-0.15)).conditions[("s5", "matched")]
-    # A′ is shifted on the later-layer, output and depth measures (the lens's arrays are not): three apart
-    assert apart.null_apart() == 3 and not oc.apart(apart.null["ed_kl"])
-    assert apart.raw_outcome() == "shown" and apart.outcome() == "mixed"
-    assert any("reported as mixed" in n for n in oc.verdict(oc.grading(_made_up(shift, noise=0.01, null=-0.15)), "s5").notes)
+    none = oc.grading(_made_up(shift, noise=0.01))
+    assert none.false_shown() == (0, 0) and not none.calibrated()
+    assert none.conditions[("s5", "matched")].raw_outcome() == "not tested"
+    assert "null control (A′) was not run" in oc.verdict(none, "s5").numbers
+    same = oc.grading(_made_up(shift, noise=0.01, null=0.0))
+    false, n = same.false_shown()
+    assert n == 2 * len(oc.GRADED) * len(oc.CONDITIONS) and false <= 0.05 * n and same.outcome("s5", "matched") == "shown"
+    off = oc.grading(_made_up(shift, noise=0.01, null=-0.15))
+    # A′ is shifted on the later-layer, output and depth measures (the lens's arrays are not): all three shown
+    assert set(off.conditions[("s5", "matched")].null_grades().values()) == {"shown"}
+    assert off.false_shown() == (6, 12) and not off.calibrated()
+    assert off.conditions[("s5", "matched")].raw_outcome() == "shown" and off.outcome("s5", "matched") == "mixed"
+    assert any("reported as mixed" in n for n in oc.verdict(off, "s5").notes)
 
 
-def test_every_seed_must_agree():
+def test_every_seed_must_agree_and_no_grade_depends_on_the_draws():
     """A seed whose difference has the other sign keeps a comparison from being shown, even where the interval
-    over seeds and prompts lies above 0."""
-    r = _made_up({"a": 0.3, "qa": 0.15, "lm": 0.0}, noise=0.01, flip_seed=3)
-    c = r.compare("s5", r.final_steps("s5"), "depth", "a", "qa", TRAIN_STEPS)
-    assert c.agree == 4 and oc.grade(c) != "shown"
+    over seeds and prompts lies above 0; the grades are the same at 300 bootstrap draws as at 500."""
+    r = _made_up({"a": 0.3, "qa": 0.15, "lm": 0.0}, noise=0.01, flip_seed=3, null=0.0)
+    c = oc.grading(r).conditions[("s5", "final")]
+    assert c.comparisons[(("a", "qa"), "depth")].agree == 4 and c.grade(("a", "qa"), "depth") != "shown"
+    more = _made_up({"a": 0.3, "qa": 0.15, "lm": 0.0}, noise=0.01, flip_seed=3, null=0.0)
+    more.n_boot = 500
+    assert oc.grading(more).conditions[("s5", "final")].grades() == c.grades()
 
 
 def test_every_run_must_learn_a_graded_count_and_matched_is_a_match():
@@ -144,13 +196,30 @@ def test_no_objective_is_graded_without_the_premise():
     shown, and the verdict says why; with the premise shown it stands."""
     from depthutils.book.grading import Verdict
 
-    g = oc.grading(_made_up({"a": 0.3, "qa": 0.15, "lm": 0.0}, noise=0.01))
+    g = oc.grading(_made_up({"a": 0.3, "qa": 0.15, "lm": 0.0}, noise=0.01, null=0.0))
     held = Verdict("premise", "rule", "shown", "S5 4 layers, Z10 2 layers.")
     failed = Verdict("premise", "rule", "not shown", "Layers needed: S5 4 layers, Z10 4 layers.",
                      value="S5 4 layers, Z10 4 layers")
     assert g.verdicts(held)["s5"].outcome == oc.verdict(g, "s5").outcome == "shown"
     v = g.verdicts(failed)["s5"]
     assert v.outcome == "not tested" and "is not shown (S5 4 layers, Z10 4 layers)" in v.numbers
+
+
+def test_the_conclusion_says_what_is_graded_and_what_the_rule_alone_would_say():
+    """Without the premise, the conclusion grades nothing and gives the rule's own outcome; with it, the outcome; the
+    null control's size beside the objectives' and the rule's false-shown rate are stated either way."""
+    from depthutils.book.claims.objectives import reading
+    from depthutils.book.grading import Verdict
+
+    g = oc.grading(_made_up({"a": 0.3, "qa": 0.15, "lm": 0.0}, noise=0.01, null=0.0))
+    held = reading.conclusion(g, Verdict("premise", "rule", "shown", "S5 4 layers, Z10 2 layers."))
+    failed = reading.conclusion(g, Verdict("premise", "rule", "not shown", "…", value="S5 4 layers, Z10 4 layers"))
+    assert "at matched accuracy *shown*" in held and "no objective is graded" not in held
+    assert "*not shown* (S5 4 layers, Z10 4 layers). So no objective is graded" in failed
+    assert "by the rule alone, it would be *shown* at matched accuracy" in failed
+    for text in (held, failed):
+        assert "the size of A − A′ over that of A − Q+A" in text and f"grades {g.false_shown_words()} null" in text
+        assert "**Z10**: not run." in text and "20 runs of 8 layers trained for 400 steps on S5" in text
 
 
 def _measured_run(root, name: str, seed: int, values, batch_size: int = 64) -> None:

@@ -4,9 +4,8 @@ The hypothesis (P1's authors, in our reading): without the question to model (ob
 building features to its last layers; modelling the question (Q+A), and more so English too (LM), ends that
 stage earlier and leaves the last layers to refine the output distribution. So on a task that needs depth, every
 graded measure (:data:`GRADED`, each read at the answer-predicting position) should be larger for A than for Q+A,
-and for Q+A than for LM (:data:`PREDICTIONS` says why each). The contribution ratio is shown but not graded: a
-layer that refines the output writes into the residual as much as one that builds features, so the hypothesis
-predicts no direction for it.
+and for Q+A than for LM (:data:`PREDICTIONS` says why each). The lens's effective depths and the contribution ratio are shown but not graded
+(:data:`UNGRADED` says why): the hypothesis predicts no direction for them.
 
 **Rules (ours, each stated with its source):**
 
@@ -18,19 +17,20 @@ predicts no direction for it.
   that every run learns (reaches :data:`LEARNED` at some snapshot) reaches the level every run of the task reaches
   (:meth:`ObjectivesResult.reachable`). The match is a match only where every run's accuracy there lies within
   :data:`MATCH_TOL` of that level (snapshots too sparse for that: not tested).
-* A comparison (one measure, one pair of objectives) is *shown* when its interval over seeds and prompts lies
-  wholly above 0 **and** every seed's own difference is above 0; *not shown* when the interval lies wholly below
-  0; *mixed* otherwise. Under a null with no difference, every one of ``n`` seeds agrees in the predicted
-  direction with chance ``2^-n`` (1/32 for five).
-* A pair of objectives is shown when at least three of its five measures are shown and none is not shown, not
-  shown when at least three are not shown and none is shown, mixed otherwise (not tested with fewer than three
+* **Graded against the null, over seeds.** The seed is the unit of replication. Besides each objective, every
+  seed trains A′: objective A from the same initial weights on another draw of the task examples, so A − A′ is
+  a difference of two runs under no difference of objective. A comparison's per-seed differences ``d_s`` are
+  graded by :func:`seed_band`: their mean ± ``t(0.975, S − 1) · σ / √S``, where ``σ`` is the larger of their own
+  standard deviation and that of the same measure's A − A′ on the same seeds. It is *shown* when that band lies
+  wholly above 0 and every seed's difference is above 0 by at least :data:`TIE`; *not shown* in the mirror case;
+  *mixed* otherwise; *not tested* without A′. A seed within :data:`TIE` of 0 is a tie, which agrees with neither
+  direction. No bootstrap draw enters a grade, so it cannot change with their number.
+* **The rule calibrated on the null** (:meth:`Grading.false_shown`): graded by the same rule, A − A′ and A′ − A
+  on every graded measure, condition and task should come out neither shown; the share that does is the rule's
+  false-shown rate. Above :data:`FALSE_SHOWN_MAX`, no claim is graded shown or not shown (mixed instead).
+* A pair of objectives is shown when at least :data:`MAJORITY` of its :data:`GRADED` measures are shown and none
+  is not shown, not shown in the mirror case, mixed otherwise (not tested with fewer than :data:`MAJORITY`
   tested). The claim on a task is shown when both pairs are, not shown when both are not, mixed otherwise.
-* **The null control.** On S5 each seed also trains A′: objective A from the same initial weights on another
-  draw of the task examples. A against A′ is paired by seed exactly as the objectives are, and no objective
-  differs, so the rule should find nothing. A null comparison *tells the runs apart* when its interval excludes
-  0 and every seed's difference has the interval's sign. If at least three of the five measures tell A from A′
-  apart, the rule separates runs by their examples as readily as a pair needs to be shown, and a shown or not
-  shown claim is reported as mixed.
 """
 from __future__ import annotations
 
@@ -40,28 +40,36 @@ from depthutils.analysis.objectives import Comparison, ObjectivesResult
 from depthutils.book.claim_table import CLAIMS
 from depthutils.book.grading import Verdict, verdict_of
 from depthutils.core.numbers import interval
+from depthutils.core.seeds import sd, t_band
 from depthutils.ladder.objectives import GEOMETRIES, N_ACCURACY, NULL, OBJECTIVE_LABELS, TRAIN_STEPS
 from depthutils.ladder.registry import OBJECTIVE_TASKS
 from depthutils.ladder.word_problems import TASKS
 from depthutils.measures.curves import OVERLAP_THRESHOLD
 
-__all__ = ["GRADED", "PREDICTIONS", "PAIRS", "CONDITIONS", "SHORT", "SHORT_LABELS", "LEARNED", "MATCH_TOL", "MAJORITY",
-           "MIN_COMPOSED", "NOT_RUN", "OBJECTIVE_TASKS", "grade", "apart", "pair_outcome", "claim_outcome",
-           "Condition", "condition", "Grading", "null_words", "cell", "grading", "criterion", "verdict"]
+__all__ = ["GRADED", "UNGRADED", "SHOWN", "PREDICTIONS", "PAIRS", "CONDITIONS", "SHORT", "SHORT_LABELS", "LEARNED",
+           "MATCH_TOL", "MAJORITY", "MIN_COMPOSED", "TIE", "FALSE_SHOWN_MAX", "NOT_RUN", "OBJECTIVE_TASKS",
+           "seed_band", "signs", "grade", "pair_outcome", "claim_outcome", "Condition", "condition", "Grading", "cell",
+           "grading", "criterion", "verdict"]
 
 #: the graded measures, each predicted larger for A than Q+A and for Q+A than LM
-GRADED = ("later", "output", "ed_kl", "ed_overlap", "depth")
+GRADED = ("later", "output", "depth")
 #: why the hypothesis predicts that direction for each graded measure (ours)
 PREDICTIONS = {
     "later": "layers that still build features feed the layers above them: skipping a late layer changes the later "
              "updates more when the late layers compute",
     "output": "the answer position reads what earlier positions computed; late layers that build features there "
               "(not refine those positions' own next-token predictions) move the answer's distribution more",
-    "ed_kl": "the lens reaches half the final distribution's divergence later when the answer forms in the last "
-             "layers, earlier when they only sharpen it",
-    "ed_overlap": "the lens's top-5 overlaps the output's later when the answer forms in the last layers",
     "depth": "P1's depth score, the centre of mass of the later-layer effects, moves up when late layers compute",
 }
+#: shown beside the graded measures, not graded: why the hypothesis predicts no direction for each (ours)
+UNGRADED = {
+    "ed_kl": "late layers that refine the output distribution delay the lens's convergence as much as late layers "
+             "that build features, so either reading of the hypothesis moves it the same way",
+    "ed_overlap": "the same holds for the lens's top-5 overlap with the output",
+    "contributions": "a layer that refines the output writes into the residual as much as one that builds features",
+}
+#: every measure the chapter shows, graded first
+SHOWN = (*GRADED, *UNGRADED)
 #: the two comparisons the hypothesis orders
 PAIRS = (("a", "qa"), ("qa", "lm"))
 CONDITIONS = {"matched": "at matched accuracy", "final": "at the same step (the last)"}
@@ -75,34 +83,48 @@ SHORT_LABELS = {"later": "later-layer effect", "output": "output effect", "ed_kl
 LEARNED = 0.9
 #: matched accuracy is a match only where every run's accuracy at its snapshot lies within this of the level
 MATCH_TOL = 0.05
-#: how many of a pair's measures must be shown (or not shown) for the pair to be
-MAJORITY = 3
+#: how many of a pair's graded measures must be shown (or not shown) for the pair to be
+MAJORITY = 2
 #: the fewest operations a counted chain must have for the comparison to speak to depth: a single operation is
 #: a lookup, with nothing to compose
 MIN_COMPOSED = 2
+#: a seed's difference nearer 0 than this (half the printed precision) is a tie, in neither direction
+TIE = 5e-4
+#: the largest share of null comparisons (A − A′ and A′ − A) the rule may grade shown
+FALSE_SHOWN_MAX = 0.05
 #: what the chapter says of a task none of whose seeds has all three objectives in the tables
 NOT_RUN = "No seed of this task has all three objectives in the tables (train them with `python -m depthutils objectives`)."
 
+def seed_band(c: Comparison, null: Comparison | None) -> tuple:
+    """The graded band of ``c``'s mean per-seed difference: ``mean ± t95(S − 1) · σ / √S`` over its ``S`` seeds,
+    ``σ`` the larger of the per-seed differences' standard deviation and that of ``null`` (A − A′, the same
+    measure on the same snapshots and seeds). ``(None, None)`` without ``null``, with fewer than two seeds, or
+    where a seed's difference is undefined."""
+    if null is None or c.n_seeds < 2 or set(null.seed_diffs) != set(c.seed_diffs):
+        return None, None
+    d, n = list(c.seed_diffs.values()), list(null.seed_diffs.values())
+    return (None, None) if None in d or None in n else t_band(d, sd(n))
 
-def grade(c: Comparison) -> str:
-    """One comparison's outcome (see the module docstring)."""
-    if c.diff is None:
+
+def signs(c: Comparison) -> tuple[int, int, int]:
+    """``(above, below, ties)``: the seeds whose difference is above :data:`TIE`, below −TIE, and within it."""
+    d = [x for x in c.seed_diffs.values() if x is not None]
+    up, down = sum(x >= TIE for x in d), sum(x <= -TIE for x in d)
+    return up, down, len(d) - up - down
+
+
+def grade(c: Comparison, null: Comparison | None) -> str:
+    """One comparison's outcome, graded against ``null`` (see the module docstring; ``grade(x, x)`` grades a null
+    comparison ``x`` by the same rule)."""
+    lo, hi = seed_band(c, null)
+    if c.diff is None or lo is None:
         return "not tested"
-    if c.lo is not None and c.lo > 0 and c.agree == c.n_seeds:
+    up, down, _ = signs(c)
+    if lo > 0 and up == c.n_seeds:
         return "shown"
-    if c.hi is not None and c.hi < 0:
+    if hi < 0 and down == c.n_seeds:
         return "not shown"
     return "mixed"
-
-
-def apart(c: Comparison) -> bool:
-    """Whether a null comparison tells its runs apart: the interval excludes 0 and every seed's difference has
-    the interval's sign (either direction: under the null, both are false)."""
-    if c.diff is None or c.lo is None:
-        return False
-    up = c.lo > 0 and c.agree == c.n_seeds
-    down = c.hi < 0 and sum(d is not None and d < 0 for d in c.seed_diffs.values()) == c.n_seeds
-    return up or down
 
 
 def pair_outcome(grades) -> str:
@@ -136,35 +158,41 @@ class Condition:
     match_level: float | None = None  # the matched accuracy (matched only) …
     match_k: int | None = None        # … on this many operations
     why: str | None = None            # not tested: why
-    comparisons: dict = field(default_factory=dict)  # (pair, measure) -> Comparison
-    contributions: dict = field(default_factory=dict)  # pair -> Comparison of the ungraded contribution ratio
+    comparisons: dict = field(default_factory=dict)  # (pair, measure) -> Comparison, every measure of SHOWN
     null: dict = field(default_factory=dict)  # measure -> Comparison of A with A′ (the null control)
 
+    def grade(self, pair, measure: str) -> str:
+        """The outcome of ``pair`` on a graded ``measure``, against the null control's A − A′."""
+        return grade(self.comparisons[(pair, measure)], self.null.get(measure))
+
+    def band(self, pair, measure: str) -> tuple:
+        """The graded band (:func:`seed_band`) of ``pair`` on ``measure``."""
+        return seed_band(self.comparisons[(pair, measure)], self.null.get(measure))
+
     def grades(self) -> dict:
-        return {key: grade(c) for key, c in self.comparisons.items()}
+        return {(pair, m): self.grade(pair, m) for pair in PAIRS for m in GRADED} if not self.why else {}
 
     def pair(self, pair) -> str:
-        return pair_outcome([grade(self.comparisons[(pair, m)]) for m in GRADED]) if not self.why else "not tested"
+        return pair_outcome([self.grade(pair, m) for m in GRADED]) if not self.why else "not tested"
 
     def parts(self) -> list[str]:
         """Every graded measure's outcome, over every pair: the parts the verdict combines."""
-        return [] if self.why else [grade(self.comparisons[(pair, m)]) for pair in PAIRS for m in GRADED]
+        return list(self.grades().values())
 
-    def null_apart(self) -> int | None:
-        """How many graded measures tell A from A′ apart (the null control; None: not run)."""
-        return sum(apart(c) for c in self.null.values()) if self.null else None
-
-    def null_fails(self) -> bool:
-        """Whether the rule tells A from A′ apart on :data:`MAJORITY` or more measures."""
-        return (self.null_apart() or 0) >= MAJORITY
+    def null_grades(self) -> dict:
+        """``{measure: outcome}`` of A − A′ graded by the objectives' own rule (``shown`` or ``not shown`` here is
+        a false one: nothing differs but the draw of the examples). Empty without the null control."""
+        return {} if self.why else {m: grade(x, x) for m, x in self.null.items() if m in GRADED}
 
     def raw_outcome(self) -> str:
-        """The outcome before the null control."""
+        """The outcome before the calibration on the null."""
         return "not tested" if self.why else claim_outcome([self.pair(p) for p in PAIRS])
 
-    def outcome(self) -> str:
+    def outcome(self, calibrated: bool = True) -> str:
+        """The outcome; a shown or not shown one is mixed where the rule is not ``calibrated``
+        (:meth:`Grading.calibrated`)."""
         raw = self.raw_outcome()
-        return "mixed" if raw in ("shown", "not shown") and self.null_fails() else raw
+        return "mixed" if raw in ("shown", "not shown") and not calibrated else raw
 
 
 def _read_at(result: ObjectivesResult, task: str, steps: dict, k: int) -> dict:
@@ -202,11 +230,10 @@ def condition(result: ObjectivesResult, task: str, name: str) -> Condition:
                     "lowest run per count: " + ", ".join(f"{n} operations {a:.2f}" for n, a in worst.items()))
         return cond
     for pair in PAIRS:
-        for m in GRADED:
+        for m in SHOWN:
             cond.comparisons[(pair, m)] = result.compare(task, steps, m, *pair, levels)
-        cond.contributions[pair] = result.compare(task, steps, "contributions", *pair, levels)
     if result.has_null(task):
-        for m in GRADED:
+        for m in SHOWN:
             cond.null[m] = result.compare(task, steps, m, "a", NULL, levels)
     return cond
 
@@ -229,11 +256,32 @@ class Grading:
     def n_comparisons(self) -> int:
         return len(PAIRS) * len(GRADED)
 
+    def false_shown(self) -> tuple[int, int]:
+        """``(false, n)``: of the ``n`` null comparisons (A − A′ and A′ − A, every graded measure, condition and
+        task with the null control), how many the rule grades shown; A′ − A is shown where A − A′ is not shown."""
+        grades = [x for c in self.conditions.values() for x in c.null_grades().values()]
+        return sum(x in ("shown", "not shown") for x in grades), 2 * len(grades)
+
+    def calibrated(self) -> bool:
+        """Whether the rule's false-shown rate on the null is at most :data:`FALSE_SHOWN_MAX` (and measured)."""
+        false, n = self.false_shown()
+        return n > 0 and false <= FALSE_SHOWN_MAX * n
+
+    def outcome(self, task: str, name: str) -> str:
+        return self.conditions[(task, name)].outcome(self.calibrated())
+
+    def false_shown_words(self) -> str:
+        """``0 of 24 (0%)``: the rule's false-shown rate on the null, or that it has none to read."""
+        false, n = self.false_shown()
+        return f"{false} of {n} ({false / n:.0%})" if n else "not measured (no null comparison is tested)"
+
     def facts(self) -> dict:
         """The numbers the chapter states, rounded as printed, keyed ``{task}_{condition}_{...}``."""
         r3 = lambda v: None if v is None else round(v, 3) + 0.0  # noqa: E731  (no "-0.0")
-        out = {"n_comparisons": self.n_comparisons(), "majority": MAJORITY, "hardest": TRAIN_STEPS[-1],
-               "overlap_threshold": OVERLAP_THRESHOLD, "n_runs": len(self.result.cards), "learned": LEARNED, "match_tol": MATCH_TOL,
+        out = {"n_comparisons": self.n_comparisons(), "majority": MAJORITY, "n_graded": len(GRADED),
+               "hardest": TRAIN_STEPS[-1], "overlap_threshold": OVERLAP_THRESHOLD, "n_runs": len(self.result.cards),
+               "learned": LEARNED, "match_tol": MATCH_TOL, "tie": TIE, "false_shown": self.false_shown_words(),
+               "false_shown_max": f"{FALSE_SHOWN_MAX:.0%}", "calibrated": "is" if self.calibrated() else "is not",
                "n_live": len(self.result.live_gap),
                "n_null": sum(c["objective"] == NULL for c in self.result.cards.values()),
                "train_hours": f"{sum(c.get('wall_time_s', 0) for c in self.result.cards.values()) / 3600:.1f}",
@@ -241,20 +289,16 @@ class Grading:
         for t in OBJECTIVE_TASKS:  # every key for every task, so that the chapter's prose never misses one
             out.update({f"{t}_{name}_{key}": "—" for name in CONDITIONS
                         for key in ("level", "k", "steps", "levels")})
-            out.update({f"{t}_{name}_{key}": "not run" for name in CONDITIONS for key in ("null_apart", "null")})
             out.update({f"{t}_{name}_{key}": "not tested" for name in CONDITIONS
                         for key in ("outcome", "raw_outcome", *map("_".join, PAIRS))})
             out.update({f"{t}_chance": round(TASKS[t].chance, 2), f"{t}_n_seeds": 0,
-                        f"{t}_chains": GEOMETRIES[t].examples,
-                        f"{t}_null_agree": "—", f"{t}_expected_chance_shown": "—"})
+                        f"{t}_chains": GEOMETRIES[t].examples, f"{t}_n_null": 0})
         for t in self.result.tasks():
-            seeds = self.result.seeds(t)
-            out.update({f"{t}_n_seeds": len(seeds),
-                        f"{t}_chance": round(TASKS[t].chance, 2), f"{t}_null_agree": f"1/{2 ** len(seeds)}",
-                        f"{t}_expected_chance_shown": round(self.n_comparisons() / 2 ** len(seeds), 2)})
+            out.update({f"{t}_n_seeds": len(self.result.seeds(t)), f"{t}_chance": round(TASKS[t].chance, 2),
+                        f"{t}_n_null": len(self.result.runs(t, NULL))})
             for name in CONDITIONS:
                 c, p = self.conditions[(t, name)], f"{t}_{name}"
-                out[f"{p}_outcome"] = c.outcome()
+                out[f"{p}_outcome"] = self.outcome(t, name)
                 out[f"{p}_levels"] = ", ".join(map(str, c.levels)) or "none"
                 if c.match_level is not None:
                     out[f"{p}_level"] = round(c.match_level, 2)
@@ -267,22 +311,13 @@ class Grading:
                         cmp = c.comparisons.get((pair, m))
                         if cmp is None:
                             continue
-                        q = f"{p}_{'_'.join(pair)}_{m}"
-                        out.update({q: r3(cmp.diff), f"{q}_lo": r3(cmp.lo), f"{q}_hi": r3(cmp.hi),
-                                    f"{q}_agree": f"{cmp.agree}/{cmp.n_seeds}", f"{q}_grade": grade(cmp)})
-                n_shown = sum(g == "shown" for g in c.grades().values())
-                out[f"{p}_n_shown"] = n_shown
+                        q, (lo, hi), (up, _, ties) = f"{p}_{'_'.join(pair)}_{m}", c.band(pair, m), signs(cmp)
+                        out.update({q: r3(cmp.diff), f"{q}_lo": r3(lo), f"{q}_hi": r3(hi),
+                                    f"{q}_agree": f"{up}/{cmp.n_seeds}", f"{q}_ties": ties,
+                                    f"{q}_grade": c.grade(pair, m)})
+                out[f"{p}_n_shown"] = sum(g == "shown" for g in c.grades().values())
                 out[f"{p}_raw_outcome"] = c.raw_outcome()
-                if c.null:
-                    out[f"{p}_null_apart"] = null_words(c)
-                    out[f"{p}_null"] = "fails" if c.null_fails() else "passes"
         return out
-
-
-def null_words(c: Condition) -> str:
-    """``1 of 5 measures``: how many graded measures tell A from A′ apart (the null control)."""
-    n = c.null_apart()
-    return "not run" if n is None else f"{n} of {len(GRADED)} measures"
 
 
 def cell(v, band, fmt: str = ".3f") -> str:
@@ -299,14 +334,17 @@ def grading(result: ObjectivesResult) -> Grading:
 def criterion(task: str) -> str:
     """The rule that grades ``task``, in words."""
     c = CLAIMS["objectives"]
-    return (f"{c.statistic}. A comparison is shown when its 95% interval over seeds and prompts lies wholly above 0 "
-            f"and every seed's own difference is above 0 (ours), not shown when the interval lies wholly below 0, "
-            f"mixed otherwise. A pair of objectives is shown when at least {MAJORITY} of its {len(GRADED)} measures "
-            f"are shown and none is not shown, not shown in the mirror case, mixed otherwise; the claim is shown when "
-            f"both pairs are; a shown or not shown claim is reported as mixed when the same rule tells A from A′ (A "
-            f"on another draw of the examples, the null control) apart on {MAJORITY} or more measures. A step count "
-            f"counts only from {MIN_COMPOSED} operations on, and only where every compared run (each seed of each "
-            f"objective, and A′) reaches {LEARNED} on it at the snapshot read ({N_ACCURACY} held-out chains; chance "
+    return (f"{c.statistic}, on {len(GRADED)} measures ({', '.join(SHORT_LABELS[m] for m in GRADED)}; the lens's "
+            f"effective depths predict no direction and are not graded). Over seeds (ours): a comparison is shown when "
+            f"its mean per-seed difference ± t(0.975) · σ/√seeds lies wholly above 0, σ the larger of its seeds' spread "
+            f"and that of A − A′ (A on another draw of the examples, the null control), and every seed's difference "
+            f"is above {TIE}; not shown in the mirror case; mixed otherwise; not tested without A′. A pair of "
+            f"objectives is shown when at least {MAJORITY} of its {len(GRADED)} measures are shown and none is not "
+            f"shown, not shown in the mirror case, mixed otherwise; the claim is shown when both pairs are. Graded "
+            f"by the same rule, A − A′ must come out shown (either way) in at most {FALSE_SHOWN_MAX:.0%} of the null "
+            f"comparisons, or a shown or not shown claim is reported as mixed. A step count counts only from "
+            f"{MIN_COMPOSED} operations on, and only where every compared run (each seed of each objective, and A′) "
+            f"reaches {LEARNED} on it at the snapshot read ({N_ACCURACY} held-out chains; chance "
             f"{TASKS[task].chance:.2f}); at matched accuracy every run must lie within {MATCH_TOL} of the level. "
             f"Graded only where the premise holds: at these lengths S5 needs more layers than Z10 (the sweep above).")
 
@@ -321,36 +359,38 @@ def verdict(g: Grading, task: str, premise: Verdict | None = None) -> Verdict:
            if premise is not None and premise.outcome != "shown" else
            f"{label}: {NOT_RUN[0].lower()}{NOT_RUN[1:]}" if task not in g.result.tasks() else
            f"{label}: one seed only; the intervals are over seeds." if len(g.result.seeds(task)) < 2 else
-           f"{label}: {g.conditions[(task, 'matched')].why}." if g.conditions[(task, "matched")].why else None)
+           f"{label}: {g.conditions[(task, 'matched')].why}." if g.conditions[(task, "matched")].why else
+           f"{label}: the null control (A′) was not run on this task, so no difference has a null to be graded "
+           f"against." if not g.result.has_null(task) else None)
     if why:
         also = g.conditions.get((task, "matched"))
         notes = [f"Apart from the premise, at matched accuracy: {also.why}."] if also and also.why and "premise" in why \
             else []
         return verdict_of(c, "not tested", why, notes, criterion=criterion(task))
-    m, f = g.conditions[(task, "matched")], g.conditions[(task, "final")]
+    m = g.conditions[(task, "matched")]
     parts = []
     for pair in PAIRS:
-        cells = [f"{SHORT_LABELS[mm]} {cell(x.diff, (x.lo, x.hi), '+.3f')} ({x.agree}/{x.n_seeds} seeds, {grade(x)})"
-                 for mm in GRADED for x in [m.comparisons[(pair, mm)]]]
+        cells = []
+        for mm in GRADED:
+            x, (up, _, ties) = m.comparisons[(pair, mm)], signs(m.comparisons[(pair, mm)])
+            cells.append(f"{SHORT_LABELS[mm]} {cell(x.diff, m.band(pair, mm), '+.3f')} ({up}/{x.n_seeds} seeds above"
+                         + (f", {ties} tied" if ties else "") + f", {m.grade(pair, mm)})")
         parts.append(f"{SHORT[pair[0]]} − {SHORT[pair[1]]}: {m.pair(pair)} ({'; '.join(cells)})")
     n = len(g.result.seeds(task))
     numbers = (f"{label}, {n} seeds, at matched accuracy (every run read at its first snapshot with accuracy "
                f"≥ {m.match_level:.2f} on {m.match_k} operations; step counts {', '.join(map(str, m.levels))}): "
-               + "; ".join(parts) + f". At the same step (the last), the claim would be {f.outcome()}.")
+               + "; ".join(parts) + f". At the same step (the last), the claim would be {g.outcome(task, 'final')}.")
     read = _read_at(g.result, task, m.steps, m.match_k)
+    null = m.null_grades()
     notes = [f"Matched accuracy, each run's on {m.match_k} operations at its snapshot (level {m.match_level:.2f}, "
              f"tolerance {MATCH_TOL}): " + ", ".join(f"{n.removeprefix('objective-')} {a:.2f}"
                                                      for n, a in sorted(read.items())) + ".",
-             f"{g.n_comparisons()} comparisons per task and condition; under a null with no difference each has at "
-             f"most a 1/{2 ** n} chance of every seed agreeing in the predicted direction, so about "
-             f"{g.n_comparisons() / 2 ** n:.2f} chance-shown comparisons are expected, and a pair needs {MAJORITY}.",
-             "Null control (A against A′, objective A on another draw of the examples, paired by seed): "
-             + ("not run on this task." if not m.null else
-                f"{null_words(m)} tell them apart; " + (
-                    f"{MAJORITY} or more, so the rule's {m.raw_outcome()} is reported as mixed."
-                    if m.null_fails() and m.raw_outcome() in ("shown", "not shown") else
-                    f"{MAJORITY} or more: the control fails." if m.null_fails() else
-                    f"fewer than {MAJORITY}, so the control passes."))]
-    return verdict_of(c, m.outcome(), numbers, notes, criterion=criterion(task),
-                    value=f"{TASKS[task].name.upper()}: A − Q+A {m.pair(PAIRS[0])}, Q+A − LM {m.pair(PAIRS[1])}",
-                    parts=m.parts())
+             "Null control, A − A′ at matched accuracy graded by the same rule: " + "; ".join(
+                 f"{SHORT_LABELS[mm]} {cell(m.null[mm].diff, seed_band(m.null[mm], m.null[mm]), '+.3f')} ({x})"
+                 for mm, x in null.items()) + f". Over every task and condition, the rule grades "
+             f"{g.false_shown_words()} null comparisons shown (at most {FALSE_SHOWN_MAX:.0%} allowed)"
+             + ("." if g.calibrated() else f", so the rule's {m.raw_outcome()} is reported as mixed."
+                if m.raw_outcome() in ("shown", "not shown") else ": the rule is not calibrated.")]
+    return verdict_of(c, g.outcome(task, "matched"), numbers, notes, criterion=criterion(task),
+                      value=f"{TASKS[task].name.upper()}: A − Q+A {m.pair(PAIRS[0])}, Q+A − LM {m.pair(PAIRS[1])}",
+                      parts=m.parts())

@@ -10,7 +10,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
-from depthutils.book.claims.objectives import CONDITIONS, GRADED, LEARNED, PAIRS, SHORT, SHORT_LABELS, Grading
+from depthutils.book.claims.objectives import CONDITIONS, LEARNED, PAIRS, SHORT, SHORT_LABELS, SHOWN, UNGRADED, Grading
 from depthutils.book.legends import below
 from depthutils.book.plotstyle import COLUMN_IN, subplots
 from depthutils.ladder.objectives import EVAL_STEPS, NULL, OBJECTIVES, TRAIN_STEPS
@@ -34,22 +34,22 @@ def _log_ticks(steps, apart: float = 2.5) -> list:
 
 
 def measures(g: Grading, condition: str = "matched") -> plt.Figure:
-    """Per task, two rows of three panels: the graded measures, then the contribution ratio (not graded). Each
+    """Per task, two rows of three panels: the graded measures, then those not graded (:data:`SHOWN`). Each
     panel: every objective's seed mean (bar) with its 95% interval over seeds and prompts, and each seed's value
     (dots); where the null control ran, A′ beside them (hatched)."""
-    tasks, cols = g.result.tasks(), (*GRADED, "contributions")
+    tasks, cols = g.result.tasks(), SHOWN
     fig = plt.figure(figsize=(COLUMN_IN, 3.9 * len(tasks) + 1.1), layout="constrained")
     nulls = False
     for sub, t in zip(np.atleast_1d(fig.subfigures(len(tasks), 1)), tasks):
         c = g.conditions[(t, condition)]
         sub.suptitle(TASKS[t].label, fontweight="bold")
         for j, (ax, m) in enumerate(zip(sub.subplots(ROWS, COLS).ravel(), cols)):
-            ax.set_title("contribution ratio\n(not graded)" if m == "contributions" else SHORT_LABELS[m])
+            ax.set_title(SHORT_LABELS[m] + ("\n(not graded)" if m in UNGRADED else ""))
             if c.why:
                 ax.text(0.5, 0.5, "not tested", ha="center", va="center", transform=ax.transAxes)
                 ax.set_axis_off()
                 continue
-            first, second = (c.contributions[p] if m == "contributions" else c.comparisons[(p, m)] for p in PAIRS)
+            first, second = (c.comparisons[(p, m)] for p in PAIRS)
             per = {first.a: (first.mean_a, first.band_a, first.seed_a), first.b: (first.mean_b, first.band_b, first.seed_b),
                    second.b: (second.mean_b, second.band_b, second.seed_b)}
             shown = list(OBJECTIVES)
