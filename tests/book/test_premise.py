@@ -57,7 +57,10 @@ def test_one_operation_is_not_graded(tmp_path):
     ({(HARD, 2): 0.95}, None, "not shown"),                        # S5 learned at 2 layers too
     ({(HARD, 2, 3): 0.95}, None, "mixed"),                         # one S5 seed learns it at 2 layers
     ({}, {(HARD, 2, 1): False}, "mixed"),                          # a failing S5 run was still learning
-    ({(CONTROL, 2): 0.5, (CONTROL, 4): 0.5, (CONTROL, 8): 0.5}, None, "not tested"),  # the control never learned
+    ({(CONTROL, 2): 0.5, (CONTROL, 4): 0.5, (CONTROL, 8): 0.5}, None, "not shown"),  # the control is harder
+    ({(CONTROL, 2): 0.5, (CONTROL, 4): 0.5, (CONTROL, 8): 0.5}, {(CONTROL, 4, 2): False}, "mixed"),  # ... or slower
+    ({(CONTROL, 2): 0.5, (CONTROL, 4): 0.5, (CONTROL, 8): 0.5, (HARD, 4): 0.5, (HARD, 8): 0.5}, None,
+     "not tested"),                                                # neither task learned at any layer count
     ({(CONTROL, 2): 0.5}, None, "not shown"),                      # both need 4 layers
 ])
 def test_the_premise_comes_out_every_way(tmp_path, change, converged, outcome):

@@ -12,7 +12,10 @@ chain length in ``data/experiments/depth_sweep/rows.csv``. Read from that table 
   flat over the last quarter (:func:`depthutils.ladder.sweep.converged`: more steps would not change it); **not
   shown** when every S5 seed learns S5 there (S5 needs no more layers than Z10); **mixed** otherwise (the seeds
   disagree, or a failing run was still learning); **not tested** while a cell of the sweep has fewer than
-  :data:`MIN_SEEDS` seeds, or no layer count teaches Z10 to every seed.
+  :data:`MIN_SEEDS` seeds.
+* where no layer count teaches Z10 to every seed, the mirror question: at the layers S5 needs, the premise is **not
+  shown** when every Z10 seed fails with its loss flat (the control is the harder task), **mixed** when one was
+  still learning or one learns it; **not tested** when neither task is learned at any layer count.
 """
 from __future__ import annotations
 
@@ -110,8 +113,10 @@ def _tasks() -> tuple[str, str]:
 #: the rule in words (the module's docstring)
 CRITERION = (f"{CLAIMS['depth_premise'].statistic}. Shown when, at the layers Z10 needs, every S5 seed fails to learn "
              "S5 with its training loss flat over the last quarter; not shown when every S5 seed learns it there; mixed "
-             f"otherwise (the seeds disagree, or a failing run was still learning); not tested while a task and layer "
-             f"count has fewer than {MIN_SEEDS} seeds, or where no layer count teaches Z10 to every seed.")
+             f"otherwise (the seeds disagree, or a failing run was still learning). Where no layer count teaches Z10 to "
+             f"every seed: not shown when, at the layers S5 needs, every Z10 seed fails with its loss flat (the control "
+             f"is the harder task), mixed otherwise. Not tested while a task and layer count has fewer than "
+             f"{MIN_SEEDS} seeds, or where neither task is learned at any layer count.")
 #: the runs the premise is graded on, in the verdict's table
 MODELS = "the sweep's runs (objective A; 2, 4 and 8 layers; 3 seeds per task; trained, not shipped)"
 
@@ -131,15 +136,20 @@ def verdict(runs) -> Verdict:
     value = f"{_name(hard)} {words[hard]}, {_name(control)} {words[control]}"
     numbers = (f"Layers needed (every seed ≥ {LEARNED} on {GRADED_LENGTHS[0]}–{GRADED_LENGTHS[-1]} operations): "
                f"{value}.")
-    if need[control] is None:
-        return verdict_of(c, "not tested", numbers + " The control is learned at no layer count of the sweep.",
+    if need[hard] is None and need[control] is None:
+        return verdict_of(c, "not tested", numbers + " Neither task is learned at any layer count of the sweep.",
                           value=value, **said)
-    at = _cell(runs, hard, need[control])
+    # at the layers the other task needs, does the one that needs more (by the premise: S5) fail for good?
+    first, other = (control, hard) if need[control] is not None else (hard, control)
+    at = _cell(runs, other, need[first])
     failed = [r for r in at if not r.learned and r.converged]
-    outcome = ("shown" if len(failed) == len(at) else "not shown" if all(r.learned for r in at) else "mixed")
+    if first == control:
+        outcome = "shown" if len(failed) == len(at) else "not shown" if all(r.learned for r in at) else "mixed"
+    else:  # S5 learned where Z10 is not: the control is the harder task, unless a Z10 run was still learning
+        outcome = "not shown" if len(failed) == len(at) else "mixed"
     detail = "; ".join(f"seed {r.seed} {r.worst:.2f}" + ("" if r.converged or r.learned else " (still learning)")
                        for r in at)
-    return verdict_of(c, outcome, numbers + f" {_name(hard)} at {need[control]} layers, worst graded length per "
+    return verdict_of(c, outcome, numbers + f" {_name(other)} at {need[first]} layers, worst graded length per "
                                             f"seed: {detail}.", value=value, **said)
 
 
@@ -186,7 +196,7 @@ def figure(runs) -> plt.Figure:
         ax.axhline(LEARNED, color="k", lw=0.8, ls="--", label=f"learned ({LEARNED})")
         ax.axhline(TASKS[t].chance, color="k", lw=0.8, ls=":", label="chance")
         ax.set_xticks(EVAL_STEPS)
-        ax.set(ylim=(0, 1.02), title=_name(t), xlabel="operations in the chain (k)")
+        ax.set(ylim=(0, 1.02), title=_name(t), xlabel="operations (k)")
     axes[0, 0].set_ylabel("greedy accuracy, last snapshot")
     ax = axes[0, -1]
     for t, ls in zip(tasks, ("-", "--")):
