@@ -236,12 +236,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--dtype", default="float32", help="float32 or bfloat16 (default: %(default)s)")
     bench.add_argument("--ig-models", default="default,ladder-16",
                        help="models of the integrated-gradients rule table (default: %(default)s)")
-    bench.add_argument("--only", choices=["all", "ig-rules", "real", "dtype", "lens", "batch", "jobs"], default="all",
+    bench.add_argument("--only", choices=["all", "ig-rules", "real", "dtype", "lens", "batch", "jobs", "train"],
+                       default="all",
                        help="run every table, or only the integrated-gradients rule table, or only the real "
                             "models' rows (their layer-passes, then float32 against bfloat16 per chapter), or only "
                             "the float32-against-bfloat16 table, or only the logit lens against its floor, or only "
                             "chapter 2's call on the real models at several batches, or only pairs of runs one "
-                            "after the other against both at once (default: %(default)s)")
+                            "after the other against both at once, or only the trainer's step against every "
+                            "position's logits (default: %(default)s)")
     bench.add_argument("--real", default="smollm2-135m,gemma3-270m",
                        help="cached real models with rows for chapters 2, 3 and 5 ('none': no rows; default: "
                             "%(default)s)")

@@ -148,7 +148,8 @@ def export(model, tok, out: Path, dtype: str = "float32") -> Path:
 def loss_of(model, pairs, device="cpu"):
     """The training loss of one step from its ``(inputs, targets, weights)``: ``Σ weights · cross-entropy`` over
     the targets (``weights`` None: the mean over every counted target, those not
-    :data:`~depthutils.ladder.objectives.IGNORE`, of all the step's pairs)."""
+    :data:`~depthutils.ladder.objectives.IGNORE`, of all the step's pairs). The unembedding runs on the counted
+    positions only (objective A counts one position in a few; the others' logits would be computed and dropped)."""
     import torch.nn.functional as F
 
     from depthutils.ladder.objectives import IGNORE
@@ -156,10 +157,12 @@ def loss_of(model, pairs, device="cpu"):
     counted = sum(int((t != IGNORE).sum()) for _, t, _ in pairs)
     loss = 0.0
     for inputs, targets, weights in pairs:
-        logits = model(input_ids=inputs.to(device), use_cache=False).logits
-        ce = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.to(device).reshape(-1),
-                             ignore_index=IGNORE, reduction="none")
-        loss = loss + (ce.sum() / counted if weights is None else (ce * weights.to(device).reshape(-1)).sum())
+        targets = targets.to(device)
+        keep = targets != IGNORE
+        hidden = model.get_decoder()(input_ids=inputs.to(device), use_cache=False).last_hidden_state
+        logits = model.get_output_embeddings()(hidden[keep])
+        ce = F.cross_entropy(logits, targets[keep], reduction="none")
+        loss = loss + (ce.sum() / counted if weights is None else (ce * weights.to(device)[keep]).sum())
     return loss
 
 

@@ -21,6 +21,9 @@ rule, each timed and scored against a converged reference by
 The logit lens is timed against its floor, the unembedding's products alone, at Gemma 3 270M's shape
 (:mod:`depthutils.perf.lens_floor`); ``only="lens"`` runs that row alone.
 
+The trainer's step (objective A) is timed against every position's logits at each of the depth-necessity sweep's
+layer counts (:mod:`depthutils.perf.train_step`); ``only="train"`` runs that table alone.
+
 ``--device cuda --dtype bfloat16`` runs everything on a GPU where one is
 available (the fast stack path is float32-only; in bf16 the measurements take
 their batched path).
@@ -42,6 +45,7 @@ from depthutils.perf.harness import isolated, setup_model, timed
 from depthutils.perf.ig_table import ig_rule_table, ig_rules_measured, print_rules
 from depthutils.perf.lens_floor import GEMMA_LENS, lens_floor, print_lens_floor
 from depthutils.perf.real_table import REAL_MODELS, batch_rows, real_rows
+from depthutils.perf.train_step import print_train_step, train_step
 
 # ------------------------------------------------------------------ reference algorithms (batch-1 traces)
 
@@ -242,6 +246,9 @@ def bench(models=("default", "b"), repeats: int = 5, steps: int = 256, json_path
         table = ig_rule_table(isolated(ig_rules_measured, spec, repeats, threads, device, dtype))
         print_rules(spec, table)
         report["models"].setdefault(spec, {})["ig_rules"] = table
+    if only in ("all", "train"):
+        report["train_step"] = isolated(train_step)
+        print_train_step(report["train_step"])
     if only in ("all", "lens"):
         report["lens_floor"] = isolated(lens_floor, *GEMMA_LENS.values(), "bfloat16", repeats, threads)
         print_lens_floor(report["lens_floor"])

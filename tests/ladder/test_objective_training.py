@@ -118,6 +118,18 @@ def test_the_loss_is_one_mean_per_part():
             (x, y, _), = ObjectiveBatches(tok, objective, seed=3).pairs(900)
             with torch.no_grad():
                 assert float(loss_of(model, [(x, y, None)])) == pytest.approx(float(want), rel=1e-5)
+        # the gradients too: the trainer unembeds the counted positions only, the reference every position
+        grads = []
+        for route in ("reference", "trainer"):
+            model.zero_grad()
+            if route == "reference":
+                ce = -model(input_ids=ids[:, :-1]).logits.log_softmax(-1).gather(-1, ids[:, 1:, None])[..., 0]
+                loss = ce[answer[:, 1:]].mean() + (ce[real[:, 1:] & ~answer[:, 1:]].mean() if objective == "qa" else 0)
+            else:
+                loss = loss_of(model, ObjectiveBatches(tok, objective, seed=3).pairs(900))
+            loss.backward()
+            grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+        torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-6)
 
 
 def test_training_keeps_snapshots_exports_float16_and_resumes(tmp_path, monkeypatch):
