@@ -17,14 +17,12 @@ and for Q+A than for LM (:data:`PREDICTIONS` says why each). The lens's effectiv
   that every run learns (reaches :data:`LEARNED` at some snapshot) reaches the level every run of the task reaches
   (:meth:`ObjectivesResult.reachable`). The match is a match only where every run's accuracy there lies within
   :data:`MATCH_TOL` of that level (snapshots too sparse for that: not tested).
-* **Graded against the null, over seeds.** The seed is the unit of replication. Besides each objective, every
-  seed trains A′: objective A from the same initial weights on another draw of the task examples, so A − A′ is
-  a difference of two runs under no difference of objective. A comparison's per-seed differences ``d_s`` are
-  graded by :func:`seed_band`: their mean ± ``t(0.975, S − 1) · σ / √S``, where ``σ`` is the larger of their own
-  standard deviation and that of the same measure's A − A′ on the same seeds. It is *shown* when that band lies
-  wholly above 0 and every seed's difference is above 0 by at least :data:`TIE`; *not shown* in the mirror case;
-  *mixed* otherwise; *not tested* without A′. A seed within :data:`TIE` of 0 is a tie, which agrees with neither
-  direction. No bootstrap draw enters a grade, so it cannot change with their number.
+* **Graded against the null, over seeds.** The seed is the unit of replication. Every seed also trains A′
+  (objective A from the same initial weights on another draw of the examples), so A − A′ is what two runs differ by
+  when their objectives do not. A comparison is graded from its per-seed differences against A − A′
+  (:func:`seed_band`, :func:`grade`): *shown* when their band lies wholly above 0 and every seed's difference is
+  above :data:`TIE` (a smaller one is a tie, in neither direction); *not shown* in the mirror case; *mixed*
+  otherwise; *not tested* without A′. No bootstrap draw enters a grade.
 * **The rule calibrated on the null** (:meth:`Grading.false_shown`): graded by the same rule, A − A′ and A′ − A
   on every graded measure, condition and task should come out neither shown; the share that does is the rule's
   false-shown rate. Above :data:`FALSE_SHOWN_MAX`, no claim is graded shown or not shown (mixed instead).
@@ -47,8 +45,8 @@ from depthutils.ladder.word_problems import TASKS
 from depthutils.measures.curves import OVERLAP_THRESHOLD
 
 __all__ = ["GRADED", "UNGRADED", "SHOWN", "PREDICTIONS", "PAIRS", "CONDITIONS", "SHORT", "SHORT_LABELS", "LEARNED",
-           "MATCH_TOL", "MAJORITY", "MIN_COMPOSED", "TIE", "FALSE_SHOWN_MAX", "NOT_RUN", "OBJECTIVE_TASKS",
-           "seed_band", "signs", "grade", "pair_outcome", "claim_outcome", "Condition", "condition", "Grading", "cell",
+           "MATCH_TOL", "MAJORITY", "MIN_COMPOSED", "TIE", "FALSE_SHOWN_MAX", "NOT_RUN", "OBJECTIVE_TASKS", "seed_band",
+           "signs", "agreement", "grade", "pair_outcome", "claim_outcome", "Condition", "condition", "Grading", "cell",
            "grading", "criterion", "verdict"]
 
 #: the graded measures, each predicted larger for A than Q+A and for Q+A than LM
@@ -111,6 +109,12 @@ def signs(c: Comparison) -> tuple[int, int, int]:
     d = [x for x in c.seed_diffs.values() if x is not None]
     up, down = sum(x >= TIE for x in d), sum(x <= -TIE for x in d)
     return up, down, len(d) - up - down
+
+
+def agreement(c: Comparison, unit: str = "") -> str:
+    """``4/5, 1 tied``: the seeds above 0 (:func:`signs`) of all, ``unit`` after the count, and the ties beside."""
+    up, _, ties = signs(c)
+    return f"{up}/{c.n_seeds}{unit}" + (f", {ties} tied" if ties else "")
 
 
 def grade(c: Comparison, null: Comparison | None) -> str:
@@ -372,9 +376,9 @@ def verdict(g: Grading, task: str, premise: Verdict | None = None) -> Verdict:
     for pair in PAIRS:
         cells = []
         for mm in GRADED:
-            x, (up, _, ties) = m.comparisons[(pair, mm)], signs(m.comparisons[(pair, mm)])
-            cells.append(f"{SHORT_LABELS[mm]} {cell(x.diff, m.band(pair, mm), '+.3f')} ({up}/{x.n_seeds} seeds above"
-                         + (f", {ties} tied" if ties else "") + f", {m.grade(pair, mm)})")
+            x = m.comparisons[(pair, mm)]
+            cells.append(f"{SHORT_LABELS[mm]} {cell(x.diff, m.band(pair, mm), '+.3f')} "
+                         f"({agreement(x, ' seeds above')}, {m.grade(pair, mm)})")
         parts.append(f"{SHORT[pair[0]]} − {SHORT[pair[1]]}: {m.pair(pair)} ({'; '.join(cells)})")
     n = len(g.result.seeds(task))
     numbers = (f"{label}, {n} seeds, at matched accuracy (every run read at its first snapshot with accuracy "

@@ -18,21 +18,15 @@ from depthutils.book.claims.objectives import (
     UNGRADED,
     Condition,
     Grading,
+    agreement,
     cell,
     seed_band,
-    signs,
 )
 from depthutils.ladder.objectives import OBJECTIVE_LABELS
 from depthutils.ladder.word_problems import TASKS
 from depthutils.measures.curves import OVERLAP_THRESHOLD
 
 __all__ = ["READS", "conclusion", "measures_markdown", "null_sizes", "null_table", "reading", "table"]
-
-
-def _seeds(x) -> str:
-    """``5/5`` (seeds above 0), with the ties beside: ``4/5, 1 tied``."""
-    up, _, ties = signs(x)
-    return f"{up}/{x.n_seeds}" + (f", {ties} tied" if ties else "")
 
 
 def table(g: Grading, task: str, condition: str) -> str:
@@ -51,7 +45,7 @@ def table(g: Grading, task: str, condition: str) -> str:
         means = {cmps[0].a: (cmps[0].mean_a, cmps[0].band_a), cmps[0].b: (cmps[0].mean_b, cmps[0].band_b),
                  cmps[1].b: (cmps[1].mean_b, cmps[1].band_b)}
         cells = [cell(*means[o]) for o in OBJECTIVE_LABELS]
-        diffs = [f"{cell(x.diff, c.band(p, m), '+.3f')} · {_seeds(x)}" + (f" · *{c.grade(p, m)}*" if m in GRADED else "")
+        diffs = [f"{cell(x.diff, c.band(p, m), '+.3f')} · {agreement(x)}" + (f" · *{c.grade(p, m)}*" if m in GRADED else "")
                  for p, x in zip(PAIRS, cmps)]
         label = SHORT_LABELS[m] + (" (not graded)" if m in UNGRADED else "")
         lines.append(f"| {label} | " + " | ".join(cells + diffs) + " |")
@@ -72,7 +66,7 @@ def null_table(g: Grading, task: str, condition: str) -> str:
     grades = c.null_grades()
     for m, x in c.null.items():
         lines.append(f"| {SHORT_LABELS[m]}{'' if m in grades else ' (not graded)'} | {cell(x.mean_a, x.band_a)} | "
-                     f"{cell(x.mean_b, x.band_b)} | {cell(x.diff, seed_band(x, x), '+.3f')} · {_seeds(x)}"
+                     f"{cell(x.mean_b, x.band_b)} | {cell(x.diff, seed_band(x, x), '+.3f')} · {agreement(x)}"
                      + (f" · *{grades[m]}*" if m in grades else "") + " |")
     return "\n".join(lines)
 
