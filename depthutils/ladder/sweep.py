@@ -27,7 +27,7 @@ from depthutils.ladder import registry
 __all__ = ["TABLE", "FLAT", "FLAT_NATS", "converged", "rows", "tabled", "missing", "write_table"]
 
 #: where the sweep's table lives
-TABLE = registry.REPO_ROOT / "data" / "experiments" / "depth_sweep" / "rows.csv"
+TABLE = registry.SWEEP_TABLE
 #: flat: the last eighth's mean loss falls less than this share below the eighth before it ...
 FLAT = 0.05
 #: ... or by less than this many nats (a loss near 0 of a learned task)
