@@ -40,7 +40,7 @@ def main(argv=None) -> None:
     sub.add_parser("book-prompts", help="choose data/prompts/book_prompts.json with the default model")
     sub.add_parser("all", help="tokenizer, prompts, every model in order, cards, book prompts")
     sub.add_parser("list", help="list the shipped models")
-    sw = sub.add_parser("sweep", help="train the depth-necessity sweep (resumes; one thread per run) and write its table")
+    sw = sub.add_parser("sweep", help="train the sweep's runs missing from its table (resumes; one thread per run), each added to it as it ends")
     sw.add_argument("--jobs", type=int, default=2, help="runs at a time (default: %(default)s)")
     args = p.parse_args(argv)
 
@@ -74,10 +74,14 @@ def main(argv=None) -> None:
         choose_book_prompts()
         return
     if args.cmd == "sweep":
+        import torch
+
         from depthutils.ladder.runs import train_runs
-        from depthutils.ladder.sweep import write_table
-        failed = train_runs(registry.SWEEP_RUNS, jobs=args.jobs, ckpt_root=args.ckpt, corpus_dir=args.corpus)
-        print(f"table: {write_table(args.ckpt)}" + (f"; failed: {', '.join(failed)}" if failed else ""))
+        from depthutils.ladder.sweep import TABLE, missing, write_table
+        torch.set_num_threads(1)  # the table's measurements, beside the runs' own processes
+        failed = train_runs(missing(), jobs=args.jobs, ckpt_root=args.ckpt, corpus_dir=args.corpus,
+                            then=lambda name: write_table(args.ckpt, names=[name]))
+        print(f"table: {TABLE}" + (f"; failed: {', '.join(failed)}" if failed else ""))
         return
     if args.cmd == "all":
         from depthutils.ladder.evaluate import choose_book_prompts, write_card, write_eval_sets

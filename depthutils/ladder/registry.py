@@ -138,6 +138,8 @@ SHIPPED_OBJECTIVE_RUNS = [n for n in OBJECTIVE_RUNS if SPECS[n]["seed"] == SHIPP
 # operations was still climbing at step 2400). Nothing is shipped: each snapshot's accuracy per length is a row of
 # ``data/experiments/depth_sweep/rows.csv``.
 SWEEP_LAYERS = (2, 4, 8)
+#: the sweep's table: one row per run and snapshot (:func:`depthutils.ladder.sweep.write_table`)
+SWEEP_TABLE = REPO_ROOT / "data" / "experiments" / "depth_sweep" / "rows.csv"
 SWEEP_SEEDS = (1, 2, 3)
 SWEEP_STEPS = 6000
 SWEEP_EXAMPLES = 128

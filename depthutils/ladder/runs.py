@@ -45,13 +45,25 @@ def train_one(name: str, ckpt_root: Path, corpus_dir: Path, log_dir: Path) -> in
 
 
 def train_runs(names, *, jobs: int = 2, ckpt_root: Path = registry.DEFAULT_CKPT_DIR,
-               corpus_dir: Path = registry.DEFAULT_CORPUS_DIR) -> list[str]:
-    """Train every run of ``names`` not yet trained, ``jobs`` at a time, in order; returns the runs that failed."""
+               corpus_dir: Path = registry.DEFAULT_CORPUS_DIR, then=None) -> list[str]:
+    """Train every run of ``names`` not yet trained, ``jobs`` at a time, in order, calling ``then(name)`` (one call
+    at a time) as each run ends well; returns the runs that failed."""
+    import threading
+
+    lock = threading.Lock()
+
+    def one(n):
+        code = train_one(n, Path(ckpt_root), Path(corpus_dir), log_dir)
+        if code == 0 and then is not None:
+            with lock:
+                then(n)
+        return n, code
+
     todo = [n for n in names if not is_trained(n, ckpt_root)]
     log_dir = Path(ckpt_root) / "logs"
     print(f"training {len(todo)} run(s), {jobs} at a time; logs in {log_dir}", flush=True)
     with ThreadPoolExecutor(jobs) as pool:
-        codes = list(pool.map(lambda n: (n, train_one(n, Path(ckpt_root), Path(corpus_dir), log_dir)), todo))
+        codes = list(pool.map(one, todo))
     for n, code in codes:
         log = log_dir / f"{n}.log"
         print(f"{n}: done" if code == 0 else f"{n}: failed (exit {code}), see {log}", flush=True)

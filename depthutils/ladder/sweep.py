@@ -11,8 +11,11 @@ accuracy`) and its training loss there; :func:`write_table` stores them, one row
 A run is **converged** (:func:`converged`) when its training loss is flat over the last quarter of its steps: the
 mean loss of the last eighth is within :data:`FLAT` (relative) or :data:`FLAT_NATS` (absolute) of the eighth before.
 
-    OMP_WAIT_POLICY=PASSIVE python -m depthutils.ladder sweep        # trains what is missing, two at a time, then
-                                                                     # writes the table (resumable)
+    OMP_WAIT_POLICY=PASSIVE python -m depthutils.ladder sweep        # trains the runs missing from the table, two
+                                                                     # at a time, each added to it when it ends
+
+The table is the sweep's record: checkpoints live outside the repository and do not outlive a machine, so a run in
+the table is not trained again (:func:`missing`), and :func:`write_table` keeps the rows of runs it cannot measure.
 """
 from __future__ import annotations
 
@@ -21,10 +24,10 @@ from pathlib import Path
 
 from depthutils.ladder import registry
 
-__all__ = ["TABLE", "FLAT", "FLAT_NATS", "converged", "rows", "write_table"]
+__all__ = ["TABLE", "FLAT", "FLAT_NATS", "converged", "rows", "tabled", "missing", "write_table"]
 
 #: where the sweep's table lives
-TABLE = registry.REPO_ROOT / "data" / "experiments" / "depth_sweep" / "rows.csv"
+TABLE = registry.SWEEP_TABLE
 #: flat: the last eighth's mean loss falls less than this share below the eighth before it ...
 FLAT = 0.05
 #: ... or by less than this many nats (a loss near 0 of a learned task)
@@ -76,14 +79,41 @@ def rows(ckpt_root: Path = registry.DEFAULT_CKPT_DIR, names=None) -> list[dict]:
     return out
 
 
-def write_table(ckpt_root: Path = registry.DEFAULT_CKPT_DIR, path: Path = TABLE) -> Path:
-    """Measure every finished run's snapshots (:func:`rows`) and write them to ``path``."""
-    found = rows(ckpt_root)
+def _read(path: Path) -> list[dict]:
+    if not Path(path).is_file():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _name(row: dict) -> str:
+    return registry.sweep_name(row["task"], int(row["layers"]), int(row["seed"]))
+
+
+def tabled(path: Path = TABLE) -> set[str]:
+    """The runs with rows in the table at ``path``."""
+    return {_name(r) for r in _read(path)}
+
+
+def missing(path: Path = TABLE) -> list[str]:
+    """The sweep's runs with no rows in the table at ``path``, in training order."""
+    have = tabled(path)
+    return [n for n in registry.SWEEP_RUNS if n not in have]
+
+
+def write_table(ckpt_root: Path = registry.DEFAULT_CKPT_DIR, path: Path = TABLE, names=None) -> Path:
+    """Measure the finished runs ``names`` (default all) under ``ckpt_root`` (:func:`rows`) and write them to
+    ``path``, keeping the rows already there of every run not measured now; rows in training order."""
+    found = rows(ckpt_root, names)
     if not found:
         raise FileNotFoundError(f"No finished run of the sweep under {ckpt_root}: `python -m depthutils.ladder sweep`.")
+    measured = {_name(r) for r in found}
+    kept = [r for r in _read(path) if _name(r) not in measured]
+    order = {n: i for i, n in enumerate(registry.SWEEP_RUNS)}
+    every = sorted(kept + found, key=lambda r: (order.get(_name(r), len(order)), int(r["step"])))
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(found[0]))
         writer.writeheader()
-        writer.writerows(found)
+        writer.writerows(every)
     return path

@@ -247,3 +247,15 @@ def test_a_sweep_run_trains_at_its_own_chains_a_step_and_gives_a_row_per_snapsho
     assert {f"acc_{k}" for k in range(1, 9)} <= set(rows[0]) and all(0 <= r["acc_8"] <= 1 for r in rows)
     table = sweep.write_table(tmp_path, tmp_path / "rows.csv").read_text().splitlines()
     assert table[0].startswith("task,layers,seed,step,loss,converged,acc_1") and len(table) == 3
+    # the table is the sweep's record: a run with rows is not trained again, and a rewrite keeps the rows of runs
+    # whose checkpoints are gone
+    other, small = tmp_path / "rows.csv", registry.sweep_name(spec["task"], spec["layers"], spec["seed"])
+    assert sweep.tabled(other) == {small} and sweep.missing(other) == registry.SWEEP_RUNS  # one layer: not the sweep's
+    gone = registry.SWEEP_RUNS[1]
+    task, layers, seed = registry.SPECS[gone]["task"], registry.SPECS[gone]["layers"], registry.SPECS[gone]["seed"]
+    with open(other, "a") as f:
+        f.write(f"{task},{layers},{seed},500,0.5,False" + ",0.5" * 8 + "\n")
+    sweep.write_table(tmp_path, other)
+    again = other.read_text().splitlines()
+    assert len(again) == 4 and again[2:] == table[1:3] and again[1].startswith(f"{task},{layers},{seed},500,")
+    assert sweep.tabled(other) == {small, gone} and sweep.missing(other) == [n for n in registry.SWEEP_RUNS if n != gone]

@@ -33,8 +33,7 @@ from depthutils.book.grading import Verdict, verdict_of
 from depthutils.book.legends import below
 from depthutils.book.plotstyle import subplots
 from depthutils.ladder.objectives import EVAL_STEPS, TRAIN_STEPS
-from depthutils.ladder.registry import SWEEP_LAYERS, SWEEP_TASKS
-from depthutils.ladder.sweep import TABLE
+from depthutils.ladder.registry import SWEEP_LAYERS, SWEEP_TABLE, SWEEP_TASKS
 from depthutils.ladder.word_problems import TASKS
 
 __all__ = ["LEARNED", "MIN_SEEDS", "GRADED_LENGTHS", "CRITERION", "MODELS", "Run", "load", "layers_needed", "verdict", "facts", "table",
@@ -72,7 +71,7 @@ class Run:
         return self.worst >= LEARNED
 
 
-def load(path: Path = TABLE) -> list[Run]:
+def load(path: Path = SWEEP_TABLE) -> list[Run]:
     """The sweep's runs from its table (one row per run and snapshot); an empty list where there is no table."""
     if not Path(path).is_file():
         return []
