@@ -40,7 +40,8 @@ def main(argv=None) -> None:
     sub.add_parser("book-prompts", help="choose data/prompts/book_prompts.json with the default model")
     sub.add_parser("all", help="tokenizer, prompts, every model in order, cards, book prompts")
     sub.add_parser("list", help="list the shipped models")
-    sw = sub.add_parser("sweep", help="train the sweep's runs missing from its table (resumes; one thread per run), each added to it as it ends")
+    sw = sub.add_parser("sweep", help="train the sweep's runs missing from its table, the fewest layers first (resumes; one thread per run), each "
+                        "added to it as it ends")
     sw.add_argument("--jobs", type=int, default=2, help="runs at a time (default: %(default)s)")
     args = p.parse_args(argv)
 
@@ -76,10 +77,13 @@ def main(argv=None) -> None:
     if args.cmd == "sweep":
         import torch
 
-        from depthutils.ladder.runs import train_runs
+        from depthutils.ladder.runs import is_trained, train_runs
         from depthutils.ladder.sweep import TABLE, missing, write_table
         torch.set_num_threads(1)  # the table's measurements, beside the runs' own processes
-        failed = train_runs(missing(), jobs=args.jobs, ckpt_root=args.ckpt, corpus_dir=args.corpus,
+        todo = sorted(missing(), key=lambda name: registry.SPECS[name]["layers"])  # the shortest runs first
+        for name in [n for n in todo if is_trained(n, args.ckpt)]:  # trained, not yet in the table
+            write_table(args.ckpt, names=[name])
+        failed = train_runs(todo, jobs=args.jobs, ckpt_root=args.ckpt, corpus_dir=args.corpus,
                             then=lambda name: write_table(args.ckpt, names=[name]))
         print(f"table: {TABLE}" + (f"; failed: {', '.join(failed)}" if failed else ""))
         return

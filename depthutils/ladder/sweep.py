@@ -12,7 +12,9 @@ A run is **converged** (:func:`converged`) when its training loss is flat over t
 mean loss of the last eighth is within :data:`FLAT` (relative) or :data:`FLAT_NATS` (absolute) of the eighth before.
 
     OMP_WAIT_POLICY=PASSIVE python -m depthutils.ladder sweep        # trains the runs missing from the table, two
-                                                                     # at a time, each added to it when it ends
+                                                                     # at a time, the fewest layers first (the
+                                                                     # shortest: the most end within a session),
+                                                                     # each added to it when it ends
 
 The table is the sweep's record: checkpoints live outside the repository and do not outlive a machine, so a run in
 the table is not trained again (:func:`missing`), and :func:`write_table` keeps the rows of runs it cannot measure.
