@@ -14,16 +14,17 @@ from depthutils.ladder.registry import SWEEP_LAYERS, SWEEP_SEEDS, SWEEP_STEPS
 HARD, CONTROL = "s5m", "z10m"
 
 
-def _table(path, worst: dict, converged: dict | None = None, seeds=SWEEP_SEEDS):
+def _table(path, worst: dict, converged: dict | None = None, seeds=SWEEP_SEEDS, without=()):
     """A sweep table as :func:`depthutils.ladder.sweep.write_table` writes it: two snapshots per run, the last one
-    at ``worst[(task, layers)]`` (or ``worst[(task, layers, seed)]``) on 4 operations and 1.0 elsewhere."""
+    at ``worst[(task, layers)]`` (or ``worst[(task, layers, seed)]``) on 4 operations and 1.0 elsewhere; the runs
+    ``without`` (task, layers, seed) left out."""
     fields = ["task", "layers", "seed", "step", "loss", "converged", *(f"acc_{k}" for k in EVAL_STEPS)]
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         for task in (HARD, CONTROL):
             for n in SWEEP_LAYERS:
-                for s in seeds:
+                for s in [s for s in seeds if (task, n, s) not in without]:
                     last = worst.get((task, n, s), worst[(task, n)])
                     done = (converged or {}).get((task, n, s), True)
                     for step, acc4 in ((SWEEP_STEPS // 2, last / 2), (SWEEP_STEPS, last)):
@@ -72,6 +73,25 @@ def test_an_incomplete_sweep_is_not_tested(tmp_path):
     v = premise.verdict(premise.load(_table(tmp_path / "rows.csv", NEEDS_DEPTH, seeds=SWEEP_SEEDS[:2])))
     assert v.outcome == "not tested" and "have fewer than 3 seeds" in v.numbers and v.criterion == premise.CRITERION
     assert premise.verdict([]).outcome == "not tested"
+
+
+@pytest.mark.parametrize("without,outcome", [
+    ({(HARD, 8, 3), (CONTROL, 8, 3)}, "shown"),       # the layers that decide it are complete
+    ({(CONTROL, 4, 3), (CONTROL, 8, 2)}, "shown"),    # Z10 learned at 2 layers by every seed already
+    ({(HARD, 2, 3)}, "not tested"),                    # a third S5 seed at 2 layers could learn it: mixed
+    ({(CONTROL, 2, 3)}, "not tested"),                 # a third Z10 seed at 2 layers could fail: Z10 would need 4
+])
+def test_missing_runs_are_graded_only_when_they_cannot_change_the_outcome(tmp_path, without, outcome):
+    """Before the sweep is complete, the premise is graded only if every table it could end with gives the same
+    outcome (each missing run learned, failed for good, or failed still learning)."""
+    runs = premise.load(_table(tmp_path / "rows.csv", NEEDS_DEPTH, without=without))
+    v = premise.verdict(runs)
+    assert v.outcome == outcome, v.numbers
+    assert f"{len(runs)} of its 18 runs" in v.numbers
+    assert ("whatever the" in v.numbers) == (outcome != "not tested")
+    outcomes = {premise.verdict(table).outcome for table in premise.completions(runs)}
+    assert (outcomes == {outcome}) == (outcome != "not tested")
+    assert all(len(table) == 18 for table in premise.completions(runs))
 
 
 def test_the_figure_and_table_draw_any_table(tmp_path):
