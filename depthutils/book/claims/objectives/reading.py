@@ -132,14 +132,26 @@ def null_sizes(c: Condition) -> str:
     return text + "."
 
 
+#: what the premise's outcome, where it is not shown, means for the design
+DESIGN = {
+    "not shown": "At the lengths trained, S5 does not need more layers than Z10, so the two tasks cannot stand for "
+                 "one that needs depth and one that does not; the design has to change (longer S5 chains, or a "
+                 "control the sweep shows is learned with fewer layers) before an objective can be graded.",
+    "mixed": "The sweep does not settle whether S5 needs more layers than Z10 at the lengths trained (its numbers are "
+             "in the premise's section); until it does, the two tasks cannot stand for one that needs depth and one "
+             "that does not.",
+    "not tested": "The sweep cannot grade it yet.",
+}
+
+
 def conclusion(g: Grading, premise) -> str:
     """The chapter's conclusion in plain words, from the run: the premise, what is graded and how it came out (or
     what the rule alone would say where nothing is graded), the null control beside the objectives, the limits.
     ``premise``: the sweep's :class:`~depthutils.book.grading.Verdict`."""
     graded = premise.outcome == "shown"
     parts = [f"**The premise** is *{premise.outcome}*" + (f" ({premise.value})" if premise.value else "") + "."
-             + ("" if graded else " So no objective is graded: the tables and figures above are these runs' record, "
-                                  "not a test of the hypothesis.")]
+             + ("" if graded else f" {DESIGN[premise.outcome]} So no objective is graded: the tables and figures above "
+                                  "are these runs' record, not a test of the hypothesis.")]
     for t in OBJECTIVE_TASKS:
         name = TASKS[t].name.upper()
         if t not in g.result.tasks():
