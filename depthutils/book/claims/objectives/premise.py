@@ -168,7 +168,7 @@ def _rule(runs) -> Verdict:
     c, (hard, control) = CLAIMS["depth_premise"], _tasks()
     said = dict(criterion=CRITERION, rows={"models": MODELS})
     need = {t: layers_needed(runs, t) for t in (hard, control)}
-    words = {t: f"{need[t]} layers" if need[t] else f"more than {max(SWEEP_LAYERS)} layers" for t in need}
+    words = {t: f"{need[t]} layers" if need[t] else "at no layer count of the sweep" for t in need}
     value = f"{_name(hard)} {words[hard]}, {_name(control)} {words[control]}"
     numbers = (f"Layers needed (every seed ≥ {LEARNED} on {GRADED_LENGTHS[0]}–{GRADED_LENGTHS[-1]} operations): "
                f"{value}.")
@@ -197,7 +197,7 @@ def facts(runs, v: Verdict) -> dict:
     return {"n_runs": len(runs), "n_planned": len(SWEEP_LAYERS) * len(SWEEP_TASKS) * MIN_SEEDS,
             "layers": ", ".join(map(str, SWEEP_LAYERS)), "learned": LEARNED,
             "lengths": f"{GRADED_LENGTHS[0]}–{GRADED_LENGTHS[-1]}", "outcome": v.outcome, "numbers": v.numbers,
-            **{f"{_name(t).lower()}_needed": need[t] or f"more than {max(SWEEP_LAYERS)}" for t in need}}
+            **{f"{_name(t).lower()}_needed": need[t] or "none" for t in need}}
 
 
 def table(runs) -> str:
