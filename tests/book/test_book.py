@@ -162,21 +162,55 @@ def _executed_by_nbval() -> bool:
                for p in chapters().values())
 
 
+#: this test run (every xdist worker of it shares the id; ``-n 0`` is one process)
+TEST_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
+
+
 def built_book():
     """The rendered book's folder (:data:`HTML`), built unless it is newer than every source: the browser tests and
     the hygiene test (``tests/book/test_hygiene.py``) read one build. It waits for this run's chapters under nbval
-    (another xdist worker may still run one), and one worker builds while another waits for it."""
+    (another xdist worker may still run one), and one worker builds while another waits for it. A run builds at most
+    once (``.book.run`` names the run whose book is there): a second build would rewrite the pages under a worker
+    that is reading them."""
     from filelock import FileLock
 
     wait_for_chapters()
     HTML.parent.mkdir(parents=True, exist_ok=True)
+    mark = HTML.parent / ".book.run"
     with FileLock(HTML.parent / ".book.lock"):
-        if not _book_is_fresh():
+        ours = mark.exists() and mark.read_text() == TEST_RUN and (HTML / "index.html").exists()
+        if not ours and not _book_is_fresh():
             render = ["--executed", str(EXECUTED)] if _executed_by_nbval() else []  # each chapter executes once
             proc = subprocess.run([sys.executable, "-m", "depthutils", "book", *render], capture_output=True,
                                   text=True, cwd=ROOT, timeout=3600)
             assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        mark.write_text(TEST_RUN)
     return HTML
+
+
+def test_a_run_builds_the_book_once(tmp_path, monkeypatch):
+    """A second call in the same run never builds again, even when a source looks newer than the build (another
+    worker may be reading the pages); the next run builds a stale book."""
+    import test_book as me
+
+    builds = []
+
+    def build(cmd, **kw):
+        builds.append(cmd)
+        (tmp_path / "html").mkdir(exist_ok=True)
+        (tmp_path / "html" / "index.html").write_text("<html></html>")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(me, "HTML", tmp_path / "html")
+    monkeypatch.setattr(me, "wait_for_chapters", lambda: [])
+    monkeypatch.setattr(me, "_book_is_fresh", lambda: False)  # a source touched after the build
+    monkeypatch.setattr(me.subprocess, "run", build)
+    assert me.built_book() == tmp_path / "html" and len(builds) == 1
+    me.built_book()
+    assert len(builds) == 1, "the run built the book twice"
+    monkeypatch.setattr(me, "TEST_RUN", "another run")
+    me.built_book()
+    assert len(builds) == 2, "a stale book from another run was not built again"
 
 
 @pytest.fixture(scope="module")
@@ -253,6 +287,7 @@ def browser():
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     b = webdriver.Chrome(options=opts, service=Service(driver))
     b.set_window_size(1280, 1000)  # a reader's laptop
+    b.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})  # each test reads the page as it is now
     yield b
     b.quit()
 

@@ -242,6 +242,8 @@ def test_fetch_from_files_on_disk(fetched, gguf, tmp_path, monkeypatch, capsys):
     folder = tmp_path / "depthutils" / "models" / SMOL
     good = json.loads((fetched(SMOL) / MANIFEST).read_text())["files"]
     assert json.loads((folder / MANIFEST).read_text())["files"] == good
+    saved = json.loads((folder / "tokenizer_config.json").read_text())
+    assert not {"local_files_only", "is_local"} & set(saved), "the folder records how it was fetched (HF_HUB_OFFLINE)"
     bad = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
     bad.write_bytes(b"GGUF" + bytes(100))
     assert main(["fetch", SMOL, "--from", str(bad)]) == 2

@@ -49,6 +49,8 @@ __all__ = ["REAL_MODELS", "ensure", "fetch", "verify", "Damaged", "Offline"]
 
 #: bytes read at a time while extracting and hashing
 BLOCK = 8 * 2**20
+#: what transformers records of how a tokenizer was loaded (``HF_HUB_OFFLINE`` sets one): not saved
+LOAD_TIME_KEYS = ("local_files_only", "is_local")
 
 
 class Damaged(DepthError):
@@ -206,6 +208,8 @@ def _dequantize(m: RealModel, gguf: Path, folder: Path) -> dict:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.save_pretrained(str(folder))
+    for key in LOAD_TIME_KEYS:  # how this load was made (HF_HUB_OFFLINE), not the tokenizer: the folder stays one
+        tok.init_kwargs.pop(key, None)
     tok.save_pretrained(str(folder))
     cfg = model.config.get_text_config()
     meta = {"layers": cfg.num_hidden_layers, "width": cfg.hidden_size, "vocab": cfg.vocab_size,
