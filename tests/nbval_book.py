@@ -20,6 +20,7 @@ leaves its executed copy, or a ``.failed`` mark, in :data:`EXECUTED`.
 """
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -135,7 +136,9 @@ def _write(path: Path, nb) -> None:
         at = next(i for i, c in enumerate(out.cells) if "parameters" in c.metadata.get("tags", []))
         cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters", "remove-cell"]})
         out.cells.insert(at + 1, cell)
-    nbformat.write(out, target)
+    partial = target.with_name(f".{target.name}.part")  # whole or absent: another worker waits on its existence
+    nbformat.write(out, partial)
+    os.replace(partial, target)
 
 
 

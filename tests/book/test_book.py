@@ -162,21 +162,55 @@ def _executed_by_nbval() -> bool:
                for p in chapters().values())
 
 
+#: this test run (every xdist worker of it shares the id; ``-n 0`` is one process)
+TEST_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
+
+
 def built_book():
     """The rendered book's folder (:data:`HTML`), built unless it is newer than every source: the browser tests and
     the hygiene test (``tests/book/test_hygiene.py``) read one build. It waits for this run's chapters under nbval
-    (another xdist worker may still run one), and one worker builds while another waits for it."""
+    (another xdist worker may still run one), and one worker builds while another waits for it. A run builds at most
+    once (``.book.run`` names the run whose book is there): a second build would rewrite the pages under a worker
+    that is reading them."""
     from filelock import FileLock
 
     wait_for_chapters()
     HTML.parent.mkdir(parents=True, exist_ok=True)
+    mark = HTML.parent / ".book.run"
     with FileLock(HTML.parent / ".book.lock"):
-        if not _book_is_fresh():
+        ours = mark.exists() and mark.read_text() == TEST_RUN and (HTML / "index.html").exists()
+        if not ours and not _book_is_fresh():
             render = ["--executed", str(EXECUTED)] if _executed_by_nbval() else []  # each chapter executes once
             proc = subprocess.run([sys.executable, "-m", "depthutils", "book", *render], capture_output=True,
                                   text=True, cwd=ROOT, timeout=3600)
             assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        mark.write_text(TEST_RUN)
     return HTML
+
+
+def test_a_run_builds_the_book_once(tmp_path, monkeypatch):
+    """A second call in the same run never builds again, even when a source looks newer than the build (another
+    worker may be reading the pages); the next run builds a stale book."""
+    import test_book as me
+
+    builds = []
+
+    def build(cmd, **kw):
+        builds.append(cmd)
+        (tmp_path / "html").mkdir(exist_ok=True)
+        (tmp_path / "html" / "index.html").write_text("<html></html>")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(me, "HTML", tmp_path / "html")
+    monkeypatch.setattr(me, "wait_for_chapters", lambda: [])
+    monkeypatch.setattr(me, "_book_is_fresh", lambda: False)  # a source touched after the build
+    monkeypatch.setattr(me.subprocess, "run", build)
+    assert me.built_book() == tmp_path / "html" and len(builds) == 1
+    me.built_book()
+    assert len(builds) == 1, "the run built the book twice"
+    monkeypatch.setattr(me, "TEST_RUN", "another run")
+    me.built_book()
+    assert len(builds) == 2, "a stale book from another run was not built again"
 
 
 @pytest.fixture(scope="module")
@@ -253,8 +287,30 @@ def browser():
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     b = webdriver.Chrome(options=opts, service=Service(driver))
     b.set_window_size(1280, 1000)  # a reader's laptop
+    b.execute_cdp_cmd("Network.enable", {})  # without it the next command is ignored
+    b.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})  # each test reads the page as it is now
     yield b
     b.quit()
+
+
+def _open(browser, url: str, wait: float = 60) -> None:
+    """Load ``url`` and wait until the whole page is there (its footer, the last thing it has, is in the DOM); a page
+    that is not is loaded once more, and then it fails with what the browser has. Under load a page was once read
+    with none of its exercises or tables: from here on such a page says so instead of failing a check of its own."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    whole = ("return document.readyState === 'complete' && location.href === arguments[0] "
+             "&& document.querySelector('footer.bd-footer') !== null")
+    for attempt in range(2):
+        browser.get(url)
+        try:
+            WebDriverWait(browser, wait, poll_frequency=0.2).until(lambda b: b.execute_script(whole, url))
+            return
+        except TimeoutException:
+            pass
+    seen = browser.execute_script("return [location.href, document.readyState, document.documentElement.outerHTML.length]")
+    raise AssertionError(f"{url} did not load whole in the browser, twice: it has {seen}")
 
 
 def _png_bytes(src: str) -> bytes:
@@ -298,7 +354,7 @@ def _illegible(browser, figures: list[dict]) -> list[str]:
 
 @pytest.mark.parametrize("stem", [p.stem for p in chapters().values()])
 def test_chapter_page_in_a_browser(book_url, browser, stem):
-    browser.get(f"{book_url}/chapters/{stem}.html")
+    _open(browser, f"{book_url}/chapters/{stem}.html")
     browser.execute_script("return document.readyState")  # page loaded
     images = browser.execute_script(
         "return Array.from(document.querySelectorAll('main img')).map(i => [i.complete, i.naturalWidth, i.src.slice(0, 60)])")
@@ -357,7 +413,7 @@ def test_sidebar_order_and_the_intros_verdict_table(book_url, browser):
     chapters as the build read them), each cell an outcome and its number, and nothing cut off at 1280 px."""
     from depthutils.book import overview
 
-    browser.get(f"{book_url}/intro.html")
+    _open(browser, f"{book_url}/intro.html")
     titles = browser.execute_script(
         "return Array.from(document.querySelectorAll('nav.bd-docs-nav a.reference.internal')).map(a => a.innerText.trim())")
     numbers = [int(t.split(" ·")[0]) for t in titles if re.match(r"\d+ ·", t)]
@@ -395,7 +451,7 @@ def test_sidebar_order_and_the_intros_verdict_table(book_url, browser):
 def test_exercises_and_collapsed_solutions_in_a_browser(book_url, browser, stem):
     """Every chapter: at least two exercises, each with a solution that is collapsed until clicked, and an
     implement-it exercise whose checker ran (its tick is inside the solution)."""
-    browser.get(f"{book_url}/chapters/{stem}.html")
+    _open(browser, f"{book_url}/chapters/{stem}.html")
     found = browser.execute_script("""
         const ex = document.querySelectorAll('main .exercise');
         const sol = Array.from(document.querySelectorAll('main .solution'));
@@ -410,7 +466,7 @@ def test_exercises_and_collapsed_solutions_in_a_browser(book_url, browser, stem)
 
 
 def test_instructors_page_in_a_browser(book_url, browser):
-    browser.get(f"{book_url}/instructors.html")
+    _open(browser, f"{book_url}/instructors.html")
     rows = browser.execute_script("""
         const t = Array.from(document.querySelectorAll('main table')).find(t => t.innerText.includes('class run'));
         return t ? Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText.trim())) : [];""")
@@ -429,7 +485,7 @@ def test_instructors_page_in_a_browser(book_url, browser):
 def test_bigger_models_page_shows_the_plans_in_a_browser(book_url, browser):
     """The page's two tables are the build's plans (a row per chapter of plan_page), and its sentences are
     filled in, not raw glue."""
-    browser.get(f"{book_url}/bigger_models.html")
+    _open(browser, f"{book_url}/bigger_models.html")
     tables = browser.execute_script("""
         return Array.from(document.querySelectorAll('main table')).map(
             t => Array.from(t.querySelectorAll('tbody tr')).map(r => r.cells[0].innerText.trim()));""")
@@ -451,7 +507,7 @@ def _claims_of(stem: str) -> list:
 def test_the_paper_vs_run_table_sets_the_same_statistic_side_by_side_in_a_browser(book_url, browser, stem):
     """In the "paper vs this run" table, the graded statistic has a row of its own (named by it), with
     the paper's value and this run's value in it; no table on the page shows raw LaTeX."""
-    browser.get(f"{book_url}/chapters/{stem}.html")
+    _open(browser, f"{book_url}/chapters/{stem}.html")
     tables = browser.execute_script("""
         return Array.from(document.querySelectorAll('main table')).map(t =>
           Array.from(t.querySelectorAll('tr')).map(r => Array.from(r.cells).map(c => c.textContent.trim())));""")
@@ -472,7 +528,7 @@ def test_the_paper_vs_run_table_sets_the_same_statistic_side_by_side_in_a_browse
 def test_every_citation_links_to_its_paper_in_a_browser(book_url, browser):
     """Every work cited is on the References page, with a link to it where the bibliography gives one (the arXiv
     abstract for an arXiv paper), and the intro's citations of P1 and P2 link to their entries there."""
-    browser.get(f"{book_url}/references.html")
+    _open(browser, f"{book_url}/references.html")
     entries = browser.execute_script("""
         return Array.from(document.querySelectorAll('main [role="doc-biblioentry"]')).map(e => [e.id,
           Array.from(e.querySelectorAll('a')).map(a => a.href).filter(h => h.startsWith('http')), e.innerText]);""")
@@ -481,7 +537,7 @@ def test_every_citation_links_to_its_paper_in_a_browser(book_url, browser):
     arxiv = set(re.findall(r"eprint\s*=\s*\{([\d.]+)\}", bib))
     linked = {h.rsplit("/", 1)[-1] for _, links, _ in entries for h in links if "arxiv.org/abs/" in h}
     assert arxiv <= linked, arxiv - linked
-    browser.get(f"{book_url}/intro.html")
+    _open(browser, f"{book_url}/intro.html")
     cited = browser.execute_script(
         "return Array.from(document.querySelectorAll('main a.reference.internal')).map(a => a.getAttribute('href'))")
     for arxiv_id in ("2505.13898", "2512.14064"):  # P1 and P2

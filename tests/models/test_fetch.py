@@ -219,6 +219,33 @@ def test_flipped_byte_is_refused_offline_and_fetched_again_online(fetched, tmp_p
     F.verify(again, full=True)
 
 
+def test_a_folder_an_older_depthutils_fetched_is_fetched_again_where_the_index_answers(tmp_path, monkeypatch):
+    """A verified folder of an older manifest format is fetched again (a fetch now gives other bytes); offline it
+    is used as it is; a folder of this format is never fetched again."""
+    import hashlib
+
+    folder = tmp_path / SMOL
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    files = {"config.json": {"size": 2, "sha256": hashlib.sha256(b"{}").hexdigest()}}
+    calls = []
+
+    def online(name, cache=None):
+        calls.append(name)
+        return tmp_path / "fetched again"
+
+    def offline(name, cache=None):
+        calls.append(name)
+        raise F.Offline("the index does not answer")
+
+    for fmt, fetch, want in ((F.FORMAT - 1, online, tmp_path / "fetched again"), (F.FORMAT - 1, offline, folder),
+                             (F.FORMAT, online, folder)):
+        (folder / MANIFEST).write_text(json.dumps({"format": fmt, "files": files}))
+        monkeypatch.setattr(F, "fetch", fetch)
+        assert F.ensure(SMOL, cache=tmp_path) == want, (fmt, fetch.__name__)
+    assert calls == [SMOL, SMOL]
+
+
 def test_a_changed_file_is_caught_after_a_verified_load(fetched, tmp_path):
     """Verified once in this process, a file whose mtime then changes is hashed again."""
     folder = _copy(fetched(SMOL), tmp_path)
@@ -242,6 +269,8 @@ def test_fetch_from_files_on_disk(fetched, gguf, tmp_path, monkeypatch, capsys):
     folder = tmp_path / "depthutils" / "models" / SMOL
     good = json.loads((fetched(SMOL) / MANIFEST).read_text())["files"]
     assert json.loads((folder / MANIFEST).read_text())["files"] == good
+    saved = json.loads((folder / "tokenizer_config.json").read_text())
+    assert not {"local_files_only", "is_local"} & set(saved), "the folder records how it was fetched (HF_HUB_OFFLINE)"
     bad = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
     bad.write_bytes(b"GGUF" + bytes(100))
     assert main(["fetch", SMOL, "--from", str(bad)]) == 2

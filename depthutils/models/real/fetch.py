@@ -49,6 +49,10 @@ __all__ = ["REAL_MODELS", "ensure", "fetch", "verify", "Damaged", "Offline"]
 
 #: bytes read at a time while extracting and hashing
 BLOCK = 8 * 2**20
+#: what transformers records of how a tokenizer was loaded (``HF_HUB_OFFLINE`` sets one): not saved
+LOAD_TIME_KEYS = ("local_files_only", "is_local")
+#: the manifest's format: 2 saves no :data:`LOAD_TIME_KEYS`, so every fetch of a model gives the same folder
+FORMAT = 2
 
 
 class Damaged(DepthError):
@@ -107,7 +111,7 @@ def _write_manifest(folder: Path, m: RealModel, wheels: dict, meta: dict) -> dic
     files = {}
     for p in sorted(folder.iterdir()):
         files[p.name] = {"size": p.stat().st_size, "sha256": _sha256(p)}
-    doc = {"format": 1, "name": m.name, "title": m.title, "hub_id": m.hub_id, "licence": m.licence,
+    doc = {"format": FORMAT, "name": m.name, "title": m.title, "hub_id": m.hub_id, "licence": m.licence,
            "quantization": m.quantization, "dtype": "float32",
            "gguf": {"file": m.gguf, "size": m.size, "sha256": m.sha256},
            "sources": [{"package": p, "version": m.version, "wheel": wheels.get(p)} for p in m.packages],
@@ -206,6 +210,8 @@ def _dequantize(m: RealModel, gguf: Path, folder: Path) -> dict:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.save_pretrained(str(folder))
+    for key in LOAD_TIME_KEYS:  # how this load was made (HF_HUB_OFFLINE), not the tokenizer: the folder stays one
+        tok.init_kwargs.pop(key, None)
     tok.save_pretrained(str(folder))
     cfg = model.config.get_text_config()
     meta = {"layers": cfg.num_hidden_layers, "width": cfg.hidden_size, "vocab": cfg.vocab_size,
@@ -321,10 +327,16 @@ def _ensure(name: str, cache=None) -> Path:
     if not folder.exists():
         return fetch(name, cache=cache)
     try:
-        verify(folder)
-        return folder
+        manifest = verify(folder)
     except Damaged as e:
         damage = str(e)
+    else:
+        if manifest.get("format", 1) >= FORMAT:
+            return folder
+        try:  # an older depthutils made it: it runs, but a fetch now gives other bytes (see FORMAT)
+            return fetch(name, cache=cache)
+        except Offline:
+            return folder
     print(f"warning: the cached {name} is damaged ({damage}); fetching it again.", file=sys.stderr)
     try:
         return fetch(name, cache=cache)
