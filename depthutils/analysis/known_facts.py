@@ -42,9 +42,6 @@ import torch
 from depthutils.analysis.fact_candidates import (  # noqa: F401 (callers read them here)
     CURATED,
     HELDOUT,
-    NOUN_PHRASES,
-    P1_MULTIHOP,
-    TYPOS,
     Candidate,
     candidates,
     curated_pairs,

@@ -117,13 +117,6 @@ class ObjectivesResult:
         return {n: next((s for s in sorted(self.snapshots[n]) if self.snapshots[n][s][k] >= level), None)
                 for n in self.runs(task)}
 
-    def mean_accuracy(self, task: str, objective: str, steps: dict) -> dict:
-        """``{step count: (seed mean, min, max)}`` of ``objective``'s accuracy at the snapshots ``steps``."""
-        accs = [self.accuracy(n, steps[n]) for n in self.runs(task, objective) if steps.get(n) is not None]
-        ks = sorted(accs[0]) if accs else []
-        return {k: (float(np.mean([a[k] for a in accs])), min(a[k] for a in accs), max(a[k] for a in accs))
-                for k in ks}
-
     # ------------------------------------------------------------------ measures
     def arrays(self, run: str, step: int) -> dict:
         """The per-prompt measures of ``run`` at ``step`` (``k`` [N]: each prompt's step count)."""

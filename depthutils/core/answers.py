@@ -7,7 +7,7 @@ aside; the next character must not continue a word or a number (``" 281"`` and `
 stated after reasoning, the text after the first ``marker`` (``"The answer is"``); a ``final`` answer (MATH's
 boxed one) also counts when it stands boxed anywhere.
 
-The depth score's accuracy (:func:`depthutils.measures.depth_score.greedy_correct`), the fact check
+The depth score's accuracy (:func:`depthutils.measures.depth_score.accuracies`), the fact check
 (:mod:`depthutils.analysis.known_facts`), the start token's measurement (:mod:`depthutils.models.start_token`)
 and the embedded models' evaluation (:func:`depthutils.ladder.evaluate.score`) all read it here.
 """

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["residual_depth", "layer_depth", "RESIDUAL_AXIS", "LAYER_AXIS", "LENS_AXIS", "LENS_POSITIONS"]
+__all__ = ["residual_depth", "layer_depth", "RESIDUAL_AXIS", "LENS_AXIS", "LENS_POSITIONS"]
 
 #: the x label of a quantity read on the residual ``h_l``
 RESIDUAL_AXIS = "hₗ, relative depth l / L"
-#: the x label of a quantity of layer ``l`` (its output)
-LAYER_AXIS = "layer l, relative depth (l + 1) / L"
 #: the x label of P2's lens curves: layer ``l``'s point reads its input ``h_l``
 LENS_AXIS = "layer l (the lens on its input hₗ)"
 #: the positions, at the end of each prompt, where the norm-growth and clamp sections read the lens (ours: enough

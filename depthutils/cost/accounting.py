@@ -119,9 +119,6 @@ class Shape:
     def params(self) -> int:
         return self.layers * self.layer_params + self.vocab * self.hidden * (1 if self.tied else 2) + self.hidden
 
-    def weight_bytes(self, dtype: str) -> int:
-        return self.params * BYTES[dtype]
-
     def resident_bytes(self, dtype: str, device: str = "cpu") -> int:
         """The weights a run keeps in memory. On a CPU, a checkpoint already in ``dtype`` is memory-mapped
         (safetensors), so an untied input embedding stays on disk but for the rows of the tokens read;

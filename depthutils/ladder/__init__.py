@@ -27,7 +27,3 @@ with ``python -m depthutils objectives``.
 This subpackage only imports the standard library at import time; torch and
 transformers are imported by the modules that need them.
 """
-
-from depthutils.ladder.registry import ALIASES, MODELS_DIR, PROMPTS_DIR, list_models, resolve_alias
-
-__all__ = ["ALIASES", "MODELS_DIR", "PROMPTS_DIR", "list_models", "resolve_alias"]

@@ -64,24 +64,17 @@ def positions(enc: Encoded, rule: str, k: int = 4, stride: int = 4) -> list[int]
     return enc.answer_positions[:1] if rule == "first" else enc.answer_positions[::stride][:k]
 
 
-def greedy_correct(model, prompt: Prompt, enc: Encoded, max_new_tokens: int = 48) -> bool:
-    """Whether greedy decoding from the prompt's context gives its answer (teacher-free), by the book's one rule
-    (:func:`depthutils.core.answers.given`): a prompt with a ``final`` answer (MATH's boxed one) decodes up to
-    ``max_new_tokens`` tokens, any other its answer's own tokens plus
-    :data:`~depthutils.core.answers.ANSWER_MARGIN`. Decodes through nnsight, so on NDIF too when the model is
-    remote."""
-    context, n_new = _decoding(prompt, enc, max_new_tokens)
-    return _solved(model, prompt, context, model.greedy(context, n_new))
-
-
 def _decoding(prompt: Prompt, enc: Encoded, max_new_tokens: int) -> tuple:
-    """What :func:`greedy_correct` decodes: the context's ids and how many tokens to generate."""
+    """What the greedy decoding of a prompt's context (teacher-free) decodes: the context's ids and how many tokens
+    to generate, up to ``max_new_tokens`` for a prompt with a ``final`` answer (MATH's boxed one), else its answer's
+    own tokens plus :data:`~depthutils.core.answers.ANSWER_MARGIN`."""
     n_new = new_tokens(len(enc.answer_positions), bool(prompt.meta.get("final")), max_new_tokens)
     return enc.input_ids[:, :enc.answer_positions[0]], n_new
 
 
 def _solved(model, prompt: Prompt, context, out) -> bool:
-    """Whether the generated ids ``out`` (context and continuation) give ``prompt``'s answer."""
+    """Whether the generated ids ``out`` (context and continuation) give ``prompt``'s answer, by the book's one rule
+    (:func:`depthutils.core.answers.given`)."""
     text = model.tokenizer.decode(out[0, context.shape[1]:], skip_special_tokens=True)
     return answers(text, prompt.answer, final=prompt.meta.get("final"))
 

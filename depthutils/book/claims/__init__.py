@@ -14,31 +14,15 @@ from __future__ import annotations
 
 from depthutils.analysis.p2_table import reference_floor_cells
 from depthutils.book.claim_table import (
-    ACCURACY_FLOOR,
     CLAIMS,
-    COMPLETENESS_LIMIT,
-    GROWS,
-    LEVEL,
-    MIN_HALF,
-    N_PERMUTATIONS,
     OUTCOMES,
-    OUTPUT_AGAINST,
-    OUTPUT_SHOWN,
-    SCALE_WORDS,
-    SHARED_TARGET,
-    WHOLE_LAYER,
-    Claim,
-    Threshold,
 )
 from depthutils.book.grading import (
-    COMBINED,
     Verdict,
-    band,
     combine,
     grade,
     interval_text,
     judge,
-    not_tested,
     paper_vs_run,
     verdict_of,
 )
@@ -51,10 +35,8 @@ __all__ = [
     # defined here
     "verdict", "degenerate", "degenerate_note", "degenerate_sentence",
     "embedding_peak_words", "informative_metric",
-    # the claim table's and grading's names, and the claims of their own modules
-    "ACCURACY_FLOOR", "CLAIMS", "COMPLETENESS_LIMIT", "GROWS", "LEVEL", "MIN_HALF", "N_PERMUTATIONS", "OUTCOMES",
-    "OUTPUT_AGAINST", "OUTPUT_SHOWN", "SCALE_WORDS", "SHARED_TARGET", "WHOLE_LAYER", "Claim", "Threshold",
-    "COMBINED", "Verdict", "band", "combine", "grade", "interval_text", "judge", "not_tested", "paper_vs_run",
+    # the claim table's and grading's names that callers read here
+    "CLAIMS", "OUTCOMES", "Verdict", "combine", "grade", "interval_text", "judge", "paper_vs_run",
 ]
 
 def verdict(key: str, result) -> Verdict:

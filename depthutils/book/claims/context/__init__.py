@@ -28,20 +28,15 @@ from depthutils.book.claims.context.figures import (
     FIGURES,
     attribution_figure,
     erasure_figure,
-    prompt_labels,
     sample_figure,
 )
 from depthutils.book.claims.context.sample import (
-    CONTEXT_MEASURES,
     MIN_PROMPTS,
-    NO_POSITION,
     Drops,
     KindSample,
-    SampleVerdict,
     by_kind,
     drop_table,
     extremes,
-    kind_of,
     per_prompt,
     run_sample,
     sample_facts,
@@ -50,10 +45,9 @@ from depthutils.book.claims.context.sample import (
     worked,
 )
 
-__all__ = ["COMPLETENESS_LIMIT", "CONTEXT_MEASURES", "MIN_PROMPTS", "NO_POSITION", "Drops", "KindSample",
-           "SampleVerdict", "by_kind", "drop_table", "extremes", "verdict", "kind_of", "per_prompt", "prompt_labels",
-           "run_sample", "sample_facts", "sample_figure", "sample_mean", "worked", "erasure_figure",
-           "attribution_figure", "FIGURES", "RUNS"]
+__all__ = ["COMPLETENESS_LIMIT", "MIN_PROMPTS", "Drops", "KindSample", "by_kind", "drop_table", "extremes",
+           "verdict", "per_prompt", "run_sample", "sample_facts", "sample_figure", "sample_mean", "worked",
+           "erasure_figure", "attribution_figure", "FIGURES", "RUNS"]
 
 
 def __getattr__(name: str):
