@@ -304,7 +304,7 @@ def test_two_processes_wanting_a_model_at_once_fetch_it_once(tmp_path, monkeypat
         return folder
 
     monkeypatch.setattr(F, "fetch", slow_fetch)
-    monkeypatch.setattr(F, "verify", lambda folder: None)
+    monkeypatch.setattr(F, "verify", lambda folder: {"format": F.FORMAT})
     got = []
     threads = [threading.Thread(target=lambda: got.append(F.ensure(SMOL, cache=tmp_path))) for _ in range(2)]
     for t in threads:
