@@ -302,7 +302,7 @@ def _open(browser, url: str, wait: float = 60) -> None:
 
     whole = ("return document.readyState === 'complete' && location.href === arguments[0] "
              "&& document.querySelector('footer.bd-footer') !== null")
-    for attempt in range(2):
+    for _ in range(2):
         browser.get(url)
         try:
             WebDriverWait(browser, wait, poll_frequency=0.2).until(lambda b: b.execute_script(whole, url))
