@@ -10,6 +10,7 @@ redis-server and ~1.7 GB).
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import shlex
@@ -331,6 +332,7 @@ def test_up_says_in_one_line_why_it_cannot_start(tmp_path):
 
 #: no fault test waits longer than this for its call to fail (the handle's timeout, a safety net)
 FAULT_WAIT = 60
+HOLD = LAB / "state" / "hold"
 
 
 def launcher_pid() -> int:
@@ -360,8 +362,26 @@ def on_state(monkeypatch):
 
 
 def signal_forwarder(sig) -> None:
+    """Send netns.py a fault signal, and return once the fault is in place (it counts them in state/faults)."""
+    acks = LAB / "state" / "faults"
+    handled = lambda: int(acks.read_text()) if acks.exists() else 0  # noqa: E731
+    before = handled()
     os.kill(launcher_pid(), sig)
-    time.sleep(0.5)  # the forwarder handles it between two accepts; let it act before the client goes on
+    end = time.monotonic() + FAULT_WAIT
+    while handled() == before:
+        assert time.monotonic() < end, f"netns.py did not act on {sig.name} within {FAULT_WAIT} s"
+        time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def holding():
+    """While inside, the server holds every job that starts running (tests/ndif/lib/ndif_cpu_actor.py's
+    HOLD), so a fault caused at "running" lands before the job can finish, however slow the machine."""
+    HOLD.touch()
+    try:
+        yield
+    finally:
+        HOLD.unlink(missing_ok=True)
 
 
 def fails(call, pattern: str) -> str:
@@ -389,10 +409,12 @@ def test_fault_the_api_answers_with_an_error(remote_env, tmp_path):
 def test_fault_a_job_exceeds_its_timeout(remote_env):
     with pytest.raises(du.DepthError, match="timeout must be a positive number of seconds"):
         du.load_model("ladder-4", remote=True, timeout=0)
-    m = du.load_model("ladder-4", remote=True, timeout=0.5)  # 4 prompts take the server over a second
-    fails(lambda: du.future_effects(m, data.gsm8k(4), progress_bar=False),
-          r"^NDIF job \w+ \(future effects \(layer, future\) on ladder-4\) did not finish within timeout=0.5 s \(it "
-          r"was (running|queued|dispatched).*\); pass a larger timeout to load_model\(\.\.\., remote=True, timeout=")
+    m = du.load_model("ladder-4", remote=True, timeout=0.5)
+    with holding():  # the job cannot finish in time
+        fails(lambda: du.future_effects(m, data.gsm8k(4), progress_bar=False),
+              r"^NDIF job \w+ \(future effects \(layer, future\) on ladder-4\) did not finish within timeout=0.5 s "
+              r"\(it was (running|queued|dispatched).*\); pass a larger timeout to load_model\(\.\.\., remote=True, "
+              r"timeout=")
 
 
 @pytest.mark.skipif(os.environ.get("NDIF_ISOLATE", "1") != "1", reason="needs netns.py's forwarder (NDIF_ISOLATE=1)")
@@ -401,9 +423,13 @@ def test_fault_the_connection_drops_and_no_partial_cache_entry(remote_env, tmp_p
     entry only, and the next run recomputes the lost one (and only that)."""
     kw = dict(models=["ladder-4"], tasks=["gsm8k", "addition"], n=2, cache_dir=tmp_path, remote=True,
               progress_bar=False)
+    on_state("completed", HOLD.touch, job=1)  # the first task's job finishes; the second is held
     fired = on_state("running", lambda: signal_forwarder(signal.SIGUSR1), job=2)
-    fails(lambda: study(**kw), r"^The connection to NDIF at http://127.0.0.1:8001 dropped while job \w+ \(effective "
-                               r"depth on ladder-4\) was running \(.+\); nothing of this call was kept")
+    try:
+        fails(lambda: study(**kw), r"^The connection to NDIF at http://127.0.0.1:8001 dropped while job \w+ "
+                                   r"\(effective depth on ladder-4\) was running \(.+\); nothing of this call was kept")
+    finally:
+        HOLD.unlink(missing_ok=True)
     assert fired
     entries = sorted(p.name for p in tmp_path.glob("*.npz"))
     assert len(entries) == 1 and entries[0].startswith("ed-ladder-4-gsm8k-"), entries
@@ -433,7 +459,9 @@ def test_fault_the_server_goes_away_mid_trace(pair, on_state):
     remote = pair[1]
     fired = on_state("running", lambda: subprocess.Popen(["bash", str(NDIF / "down.sh")], stdout=subprocess.DEVNULL,
                                                          stderr=subprocess.DEVNULL))
-    fails(lambda: du.future_effects(remote, data.gsm8k(4), progress_bar=False),
-          r"^The NDIF server at http://127.0.0.1:8001 went away while job \w+ \(future effects \(layer, future\) on "
-          r"ladder-4\) was running \(.+\); nothing of this call was kept: run the call again once the server answers")
+    with holding():
+        fails(lambda: du.future_effects(remote, data.gsm8k(4), progress_bar=False),
+              r"^The NDIF server at http://127.0.0.1:8001 went away while job \w+ \(future effects \(layer, future\) "
+              r"on ladder-4\) was running \(.+\); nothing of this call was kept: run the call again once the server "
+              r"answers")
     assert fired and fired[0].wait(timeout=120) == 0

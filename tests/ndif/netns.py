@@ -16,6 +16,9 @@ Faults on demand, for tests/models/test_remote.py (the stack keeps running throu
 * ``SIGUSR1`` drops every forwarded connection now open: the network between client and server fails.
 * ``SIGUSR2`` toggles refusing new connections to every port after the first (the object store): the
   client cannot reach the store its results are downloaded from.
+
+Once a fault is in place, the count of signals handled is written to ``$NDIF_HOME/faults``, so that a
+test can wait for it rather than guess how long the forwarder takes.
 """
 import ctypes
 import os
@@ -29,6 +32,16 @@ CLONE_NEWNET = 0x40000000
 LIVE: set = set()             # the sockets of every open forwarded connection
 LOCK = threading.Lock()
 REFUSED: set = set()          # ports whose new connections are refused (SIGUSR2)
+HANDLED = [0]                 # signals handled, as written to ACKS
+ACKS = os.path.join(os.environ.get("NDIF_HOME", "."), "faults")
+
+
+def acknowledge() -> None:
+    """Write how many fault signals were handled (atomically: a reader sees the old count or the new)."""
+    HANDLED[0] += 1
+    with open(ACKS + ".part", "w") as f:
+        f.write(str(HANDLED[0]))
+    os.replace(ACKS + ".part", ACKS)
 
 
 def drop(*_) -> None:
@@ -40,12 +53,14 @@ def drop(*_) -> None:
             s.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+    acknowledge()
 
 
 def toggle_store(ports: list) -> None:
     """SIGUSR2: refuse (or accept again) connections to every port after the first."""
     for port in ports[1:]:
         REFUSED.symmetric_difference_update({port})
+    acknowledge()
 
 
 def pipe(src: socket.socket, dst: socket.socket) -> None:

@@ -14,7 +14,7 @@ die() { echo "up.sh: $*" >&2; exit 1; }
 [ -n "$(scan_ours)" ] && die "a previous stack is still running; run tests/ndif/down.sh first"
 rm -rf "$RAY_TMP"  # earlier sessions' Ray folders (nothing of ours runs now)
 mkdir -p "$NDIF_HOME/logs" "$RAY_TMP"
-rm -f "$NDIF_HOME/ready"
+rm -f "$NDIF_HOME/ready" "$NDIF_HOME/hold" "$NDIF_HOME/faults"  # ndif_cpu_actor.py's hold, netns.py's count
 : > "$PIDFILE"
 LOG=$NDIF_HOME/logs/stack.log
 if [ "${NDIF_ISOLATE:-1}" = 1 ]; then

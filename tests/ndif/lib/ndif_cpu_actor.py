@@ -1,10 +1,21 @@
-"""A CPU-only model actor for a local NDIF test server (no CUDA calls)."""
+"""A CPU-only model actor for a local NDIF test server (no CUDA calls).
+
+It holds a job that has started running while the file ``$NDIF_HOME/hold`` exists (at most HOLD_SECONDS):
+tests/models/test_remote.py's fault tests cause their fault while a job is held, so that the job cannot
+finish before the fault lands, however slow the machine.
+"""
 import gc
+import os
+import time
+from pathlib import Path
 
 import ray
 import torch  # noqa: F401  (loaded before the deployment builds the model)
 from ndif.services.ray.deployments.modeling.base import BaseModelDeployment
 from nnsight.modeling.huggingface import HuggingFaceModel
+
+HOLD = Path(os.environ.get("NDIF_HOME", "/nonexistent")) / "hold"
+HOLD_SECONDS = 120.0
 
 
 class CPUModelDeployment(BaseModelDeployment):
@@ -21,6 +32,12 @@ class CPUModelDeployment(BaseModelDeployment):
         model._module.requires_grad_(False)
         model._module.eval()
         return model
+
+    def commit(self) -> None:
+        """Called after the RUNNING status is sent and before the block runs: wait while HOLD exists."""
+        end = time.monotonic() + HOLD_SECONDS
+        while HOLD.exists() and time.monotonic() < end:
+            time.sleep(0.05)
 
     async def to_cache(self) -> None:
         await self.cancel("preempted")
