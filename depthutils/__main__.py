@@ -131,7 +131,8 @@ def cmd_bench(args) -> int:
 def cmd_objectives(args) -> int:
     from pathlib import Path
 
-    from depthutils.analysis.objectives_tables import TABLES_DIR, measure_runs, write_tables
+    from depthutils.analysis.objectives_measure import measure_runs, write_tables
+    from depthutils.analysis.objectives_tables import TABLES_DIR
     from depthutils.ladder import registry
     from depthutils.ladder.runs import train_runs
 

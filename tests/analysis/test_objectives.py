@@ -8,7 +8,8 @@ import pytest
 
 from depthutils.analysis.at_answer import ARRAYS
 from depthutils.analysis.objectives import LIVE_RTOL, ObjectivesResult, live_gap, objectives
-from depthutils.analysis.objectives_tables import TABLES_DIR, read_tables, write_tables
+from depthutils.analysis.objectives_measure import write_tables
+from depthutils.analysis.objectives_tables import TABLES_DIR, read_tables
 from depthutils.book.claims import objectives as oc
 from depthutils.ladder.objectives import EVAL_STEPS, NULL, TRAIN_STEPS
 
@@ -216,17 +217,18 @@ def _measured_run(root, name: str, seed: int, values, batch_size: int = 64) -> N
     ``batch_size`` says otherwise)."""
     import json
 
-    from depthutils.analysis.objectives_tables import ROW_FIELDS, SNAPSHOT_FIELDS, _write_csv
+    from depthutils.analysis.objectives_measure import write_csv
+    from depthutils.analysis.objectives_tables import ROW_FIELDS, SNAPSHOT_FIELDS
 
     folder = root / name / "measured"
     folder.mkdir(parents=True)
     card = {"name": name, "task": "s5", "objective": "a", "seed": seed, "steps": 2400, "batch_size": batch_size,
             "text_rows": 0, "shipped": False}
     (folder / "card.json").write_text(json.dumps(card))
-    _write_csv(folder / "snapshots.csv", SNAPSHOT_FIELDS,
+    write_csv(folder / "snapshots.csv", SNAPSHOT_FIELDS,
                [{"run": name, "task": "s5", "objective": "a", "seed": seed, "step": 19,
                  **{f"accuracy_{k}": 0.125 * k for k in EVAL_STEPS}}])
-    _write_csv(folder / "rows.csv", ROW_FIELDS, [dict(zip(ROW_FIELDS, [name, 19, k, 0, *map(float, v)]))
+    write_csv(folder / "rows.csv", ROW_FIELDS, [dict(zip(ROW_FIELDS, [name, 19, k, 0, *map(float, v)]))
                                                  for k, v in zip((1, 2), values)])
 
 
