@@ -26,6 +26,7 @@ from depthutils.core.answers import answers, may_give, new_tokens
 from depthutils.core.errors import DepthError
 from depthutils.core.progress import progress
 from depthutils.core.prompts import Prompt, bos_token_id, encode
+from depthutils.core.results import atomic_write
 from depthutils.models.real.catalog import REAL_MODELS, cache_root
 
 __all__ = ["AUTO", "ORDER", "TIE", "candidates", "check_option", "measure", "pick", "recorded", "choose", "describe", "TASKS"]
@@ -176,15 +177,23 @@ def recorded(name: str, cache=None) -> dict | None:
 
 
 def choose(name: str, module, tokenizer, cache=None) -> dict:
-    """The recorded start of a named real model, measured and recorded on first use."""
+    """The recorded start of a named real model, measured and recorded on first use. Two processes that load the
+    model at once on an empty cache (two chapters, two test workers) measure it once: the second waits for the
+    first's record."""
+    from filelock import FileLock
+
     doc = recorded(name, cache)
-    if doc is None:
-        doc = measure(module, tokenizer, REAL_MODELS[name].separator)
-        doc["measured_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        doc["rule"] = rule_version()
-        path = _record_path(name, cache)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(doc, indent=1) + "\n")
+    if doc is not None:
+        return doc
+    path = _record_path(name, cache)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(path.parent / f".{name}.start.lock"):
+        doc = recorded(name, cache)  # recorded while this process waited
+        if doc is None:
+            doc = measure(module, tokenizer, REAL_MODELS[name].separator)
+            doc["measured_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+            doc["rule"] = rule_version()
+            atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(doc, indent=1) + "\n"))
     return doc
 
 

@@ -108,6 +108,32 @@ def test_the_choice_is_recorded_and_read_back_without_measuring_again(tiny, tmp_
     assert len(calls) == 2 and json.loads(path.read_text())["rule"] == start_token.rule_version()
 
 
+def test_two_processes_loading_a_model_at_once_measure_its_start_once(tiny, tmp_path, monkeypatch):
+    """Two chapters (or two test workers) that load a real model at once on an empty cache: the second waits for the
+    first's measurement and takes its record, instead of measuring beside it (SmolLM2: about 45 s of one core)."""
+    import threading
+    import time
+
+    handle, hf = tiny("llama")
+    calls = []
+
+    def slow_measure(*_):
+        calls.append(1)
+        time.sleep(0.5)  # long enough for the second caller to arrive while the first measures
+        return {"table": {"bos": {"x": 0.3}}, "mean": {"bos": 0.3}, "choice": "bos", "values": {"bos": True},
+                "tokens": {}, "n": {"x": 1}}
+
+    monkeypatch.setattr(start_token, "measure", slow_measure)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(start_token.choose("smollm2-135m", hf, handle.tokenizer,
+                                                                             cache=tmp_path))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == [1] and len(got) == 2 and got[0]["choice"] == got[1]["choice"] == "bos"
+
+
 def test_the_greedy_answer_is_transformers_own_greedy_decoding(tiny):
     """The measurement's decoding (its key-value cache loop) against ``generate(do_sample=False)``, and its
     accuracy against the answer rule applied to ``generate``'s text."""
