@@ -206,7 +206,7 @@ def test_the_conclusion_says_what_is_graded_and_what_the_rule_alone_would_say(mo
     g = oc.grading(_made_up({"a": 0.3, "qa": 0.15, "lm": 0.0}, noise=0.01, null=0.0))
     shown = Verdict("premise", "rule", "shown", "S5 4 layers, C10 2 layers.")
     elsewhere = reading.conclusion(g, shown)
-    assert "But the premise was measured on S5 and C10" in elsewhere and "So no objective is graded" in elsewhere
+    assert ". The premise was measured on S5 and C10" in elsewhere and "So no objective is graded" in elsewhere
     monkeypatch.setattr(reading, "on_premise_tasks", lambda: True)  # runs trained on the premise's tasks
     held = reading.conclusion(g, shown)
     failed = reading.conclusion(g, Verdict("premise", "rule", "not shown", "…", value="S5 4 layers, C10 4 layers"))

@@ -105,7 +105,9 @@ def load(path: Path = SWEEP_TABLE) -> list[Run]:
         for r in csv.DictReader(f):
             by_run.setdefault((r["task"], int(r["layers"]), int(r["seed"])), []).append(r)
     runs = []
-    for (task, layers, seed), rows in sorted(by_run.items()):
+    order = list(SWEEP_TASKS)  # the task that needs depth, then the controls
+    rank = lambda key: (order.index(key[0]) if key[0] in order else len(order), key)  # noqa: E731
+    for (task, layers, seed), rows in sorted(by_run.items(), key=lambda kv: rank(kv[0])):
         rows.sort(key=lambda r: int(r["step"]))
         curve = tuple((int(r["step"]), min(float(r[f"acc_{k}"]) for k in GRADED_LENGTHS)) for r in rows)
         last = rows[-1]

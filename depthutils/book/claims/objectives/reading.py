@@ -151,7 +151,7 @@ def conclusion(g: Grading, premise) -> str:
     what the rule alone would say where nothing is graded), the null control beside the objectives, the limits.
     ``premise``: the sweep's :class:`~depthutils.book.grading.Verdict`."""
     graded = premise.outcome == "shown" and on_premise_tasks()
-    design = DESIGN[premise.outcome] if premise.outcome != "shown" else f"But {OTHER_TASKS}."
+    design = DESIGN[premise.outcome] if premise.outcome != "shown" else f"{OTHER_TASKS[0].upper()}{OTHER_TASKS[1:]}."
     parts = [f"**The premise** is *{premise.outcome}*" + (f" ({premise.value})" if premise.value else "") + "."
              + ("" if graded else f" {design} So no objective is graded: the tables and figures above are these "
                                   "runs' record, not a test of the hypothesis.")]
