@@ -262,14 +262,13 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
                     Headline("the same on Z10, a control with a shortcut (ours)", "none (our control)",
                              "verdict_z10"),)),
     Claim("depth_premise", "10", "P1", "the authors' replies on OpenReview: “a synthetic task requiring 10 layers”",
-          "in our words: at the lengths trained, the S5 word problem needs more layers than the C10 control (additions "
-          "mod 10)",
+          "in our words: at the lengths trained, the S5 word problem needs more layers than the Z10 control",
           "the depth-necessity sweep (objective A on each task at 2, 4 and 8 layers, three seeds): a run learns a task "
           "at ≥ 0.9 on every trained length of 2+ operations; a task needs the fewest layers where every seed learns it",
-          Threshold(0.0, "ours: at the layers C10 needs, every S5 seed fails, its accuracy flat over the last quarter"),
+          Threshold(0.0, "ours: at the layers Z10 needs, every S5 seed fails, its loss flat over the last quarter"),
           Threshold(0.0, "ours: there every S5 seed learns S5 (seeds disagreeing, or a run still learning: mixed)"),
-          short="layers needed, S5 against C10", paper_value="no number: a task that needs depth (ours: this premise)",
-          overview=(Headline("Ours: S5 needs more layers than C10 at the trained lengths (the premise)", "none (ours)",
+          short="layers needed, S5 against Z10", paper_value="no number: a task that needs depth (ours: this premise)",
+          overview=(Headline("Ours: S5 needs more layers than Z10 at the trained lengths (the premise)", "none (ours)",
                              "verdict_premise"),)),
     Claim("norm_growth", "01", "P1", "abstract; Fig. 2; a reviewer's question on residual-norm growth",
           "in our words, the question graded here: is the second half's smaller relative contribution (chapter 1) "

@@ -61,7 +61,7 @@ class Geometry:
 #: step: at 64, Q+A and LM stayed near chance even on one operation after 2400 steps (two seeds each: 0.28-0.62),
 #: while at 128 every objective of three seeds reached 1.00 on it. S5's objectives learn at 64.
 GEOMETRIES = {"s5": Geometry(), "z10": Geometry(examples=128, text_rows=8)}
-GEOMETRIES.update(s5m=GEOMETRIES["s5"], z10m=GEOMETRIES["z10"], c10m=GEOMETRIES["z10"])  # structured questions
+GEOMETRIES.update(s5m=GEOMETRIES["s5"], z10m=GEOMETRIES["z10"])  # the structured questions: the same batches
 
 
 def geometry_of(spec: dict) -> Geometry:

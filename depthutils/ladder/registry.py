@@ -132,8 +132,8 @@ OBJECTIVE_RUNS = [objective_name(t, o, s) for s in OBJECTIVE_SEEDS for t in _TAS
 #: the runs whose final model is shipped (the null control's are not)
 SHIPPED_OBJECTIVE_RUNS = [n for n in OBJECTIVE_RUNS if SPECS[n]["seed"] == SHIPPED_SEED and SPECS[n]["objective"] != NULL]
 
-# The depth-necessity sweep (:mod:`.sweep`): does S5 need more layers than its control at the lengths the objectives
-# experiment trains? Objective A on each task at 2, 4 and 8 layers of the experiment's width, three seeds, 128 chains a step for
+# The depth-necessity sweep (:mod:`.sweep`): does S5 need more layers than Z10 at the lengths the objectives experiment
+# trains? Objective A on each task at 2, 4 and 8 layers of the experiment's width, three seeds, 128 chains a step for
 # both tasks (the pilot: 64 learned S5 too slowly), trained longer than the experiment (its S5 accuracy on 5-6
 # operations was still climbing at step 2400). Nothing is shipped: each snapshot's accuracy per length is a row of
 # ``data/experiments/depth_sweep/rows.csv``.
@@ -152,15 +152,10 @@ def sweep_name(task: str, layers: int, seed: int) -> str:
     return f"sweep-{task}-L{layers}-{seed}"
 
 
-#: the sweep's tasks: the structured questions (:data:`depthutils.ladder.word_problems.S5M`, ``C10M``, ``Z10M``),
-#: which the objectives experiment's next round trains on (a question with structure for Q+A and LM to learn): S5,
-#: which needs depth; C10, the premise's control (:data:`SWEEP_CONTROL`); Z10's affine chains, the first control,
-#: which no layer count taught every seed
+#: the sweep's tasks: the structured questions (:data:`depthutils.ladder.word_problems.S5M`, ``Z10M``), which the
+#: objectives experiment's next round trains on (a question with structure for Q+A and LM to learn)
 SWEEP_TASKS = {"s5m": "permutations of 5 points (S5), structured questions",
-               "c10m": "additions mod 10 (C10), structured questions",
                "z10m": "chains of operations mod 10 (Z10), structured questions"}
-#: the premise compares S5 with this task, the control that needs no depth
-SWEEP_CONTROL = "c10m"
 for _seed in SWEEP_SEEDS:
     for _task, _task_words in SWEEP_TASKS.items():
         for _layers in SWEEP_LAYERS:

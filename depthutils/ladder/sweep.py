@@ -1,9 +1,7 @@
-"""The depth-necessity sweep: at the lengths the objectives experiment trains, does S5 need more layers than its
-control?
+"""The depth-necessity sweep: at the lengths the objectives experiment trains, does S5 need more layers than Z10?
 
-Objective A (the loss on the answer only) on each task of :data:`registry.SWEEP_TASKS` (S5, the C10 control and
-Z10's affine chains, with structured questions, the tasks the objectives experiment's next round trains on) at every
-layer count of
+Objective A (the loss on the answer only) on each task of :data:`registry.SWEEP_TASKS` (S5 and Z10 with structured
+questions, the tasks the objectives experiment's next round trains on) at every layer count of
 :data:`registry.SWEEP_LAYERS`, for
 the seeds :data:`registry.SWEEP_SEEDS` (:data:`registry.SWEEP_RUNS`). :func:`rows` measures every snapshot of every
 finished run: its greedy accuracy on 100 held-out chains of each length 1–8 (:func:`depthutils.ladder.objectives.

@@ -1,26 +1,21 @@
 """Chapter 10's premise, graded before any objective is compared: at the lengths the experiment trains, does S5
-need more layers than its control, C10?
+need more layers than Z10?
 
-The depth-necessity sweep (:mod:`depthutils.ladder.sweep`) trains objective A on each task of
-:data:`~depthutils.ladder.registry.SWEEP_TASKS` at each layer count of :data:`~depthutils.ladder.registry.SWEEP_LAYERS`,
-three seeds each, and stores every snapshot's greedy accuracy per chain length in
-``data/experiments/depth_sweep/rows.csv``. The premise compares S5 with the control
-:data:`~depthutils.ladder.registry.SWEEP_CONTROL` (C10: additions mod 10); the table also holds the first control, Z10's
-affine chains, which no layer count taught every seed. Read from that table (ours):
+The depth-necessity sweep (:mod:`depthutils.ladder.sweep`) trains objective A on both tasks at each layer count of
+:data:`~depthutils.ladder.registry.SWEEP_LAYERS`, three seeds each, and stores every snapshot's greedy accuracy per
+chain length in ``data/experiments/depth_sweep/rows.csv``. Read from that table (ours):
 
 * a run **learns** the task when its last snapshot reaches :data:`LEARNED` on every trained length of at least
   :data:`~depthutils.book.claims.objectives.MIN_COMPOSED` operations (:data:`GRADED_LENGTHS`);
 * a task's **layers needed** is the fewest layers at which every seed learns it;
-* a run that has not learned it **failed for good** when its worst graded accuracy rose by less than
-  :data:`SETTLED` over the last quarter of its steps (the best snapshot after three quarters against the one at
-  three quarters). The graded accuracy, not the training loss: a 2-layer model memorises the training chains (its
-  loss falls towards 0) while its held-out accuracy stays where it is;
-* the premise is **shown** when, at the layers C10 needs, every S5 seed failed for good; **not shown** when every
-  S5 seed learns S5 there (S5 needs no more layers than C10); **mixed** otherwise (the seeds disagree, or a failing
-  run was still learning); **not tested** while a cell of the sweep has fewer than :data:`MIN_SEEDS` seeds.
-* where no layer count teaches C10 to every seed, the mirror question: at the layers S5 needs, the premise is **not
-  shown** when every C10 seed failed for good (the control is the harder task), **mixed** when one was still
-  learning or one learns it; **not tested** when neither task is learned at any layer count.
+* the premise is **shown** when, at the layers Z10 needs, every S5 seed fails to learn S5 with its training loss
+  flat over the last quarter (:func:`depthutils.ladder.sweep.converged`: more steps would not change it); **not
+  shown** when every S5 seed learns S5 there (S5 needs no more layers than Z10); **mixed** otherwise (the seeds
+  disagree, or a failing run was still learning); **not tested** while a cell of the sweep has fewer than
+  :data:`MIN_SEEDS` seeds.
+* where no layer count teaches Z10 to every seed, the mirror question: at the layers S5 needs, the premise is **not
+  shown** when every Z10 seed fails with its loss flat (the control is the harder task), **mixed** when one was
+  still learning or one learns it; **not tested** when neither task is learned at any layer count.
 * while a task and layer count has fewer than :data:`MIN_SEEDS` seeds, the rule is applied to every table the
   sweep could end with (each missing run learned, failed for good, or failed while still learning,
   :func:`completions`): the premise is graded when they all give the same outcome, and **not tested** otherwise
@@ -43,18 +38,15 @@ from depthutils.book.grading import Verdict, verdict_of
 from depthutils.book.legends import below
 from depthutils.book.plotstyle import subplots
 from depthutils.ladder.objectives import EVAL_STEPS, TRAIN_STEPS
-from depthutils.ladder.registry import SWEEP_CONTROL, SWEEP_LAYERS, SWEEP_STEPS, SWEEP_TABLE, SWEEP_TASKS
+from depthutils.ladder.registry import SWEEP_LAYERS, SWEEP_TABLE, SWEEP_TASKS
 from depthutils.ladder.word_problems import TASKS
 
-__all__ = ["LEARNED", "SETTLED", "MIN_SEEDS", "GRADED_LENGTHS", "CRITERION", "MODELS", "Run", "load", "layers_needed",
-           "completions", "verdict", "facts", "table", "figure"]
+__all__ = ["LEARNED", "MIN_SEEDS", "GRADED_LENGTHS", "CRITERION", "MODELS", "Run", "load", "layers_needed", "completions", "verdict", "facts", "table",
+           "figure"]
 
 #: a run learns the task at or above this accuracy on every graded length (the standard the experiment's runs
 #: are held to: a model compared must have learned what it is graded on)
 LEARNED = 0.9
-#: a failing run failed for good when its worst graded accuracy rose by less than this over its last quarter (about
-#: the standard error of an accuracy near 0.5 on 100 chains)
-SETTLED = 0.05
 #: seeds per task and layer count before the premise is graded
 MIN_SEEDS = 3
 #: the trained lengths that need composing: one operation is a lookup
@@ -64,8 +56,7 @@ GRADED_LENGTHS = tuple(k for k in TRAIN_STEPS if k >= MIN_COMPOSED)
 @dataclass(frozen=True)
 class Run:
     """One run of the sweep: its last snapshot's accuracy per length (``acc[k]``), whether its loss was flat over
-    the last quarter (``converged``), and its worst graded-length accuracy at every snapshot (``curve``:
-    ``(step, worst)``)."""
+    the last quarter, and its worst graded-length accuracy at every snapshot (``curve``: ``(step, worst)``)."""
 
     task: str
     layers: int
@@ -84,17 +75,6 @@ class Run:
     def learned(self) -> bool:
         return self.worst >= LEARNED
 
-    @property
-    def settled(self) -> bool:
-        """Whether its worst graded accuracy rose by less than :data:`SETTLED` over the last quarter of its steps."""
-        quarter = [(step, worst) for step, worst in self.curve if step >= 0.75 * self.step]
-        return len(quarter) >= 2 and max(w for _, w in quarter[1:]) - quarter[0][1] < SETTLED
-
-    @property
-    def failed(self) -> bool:
-        """Not learned, and it would not be with more steps: :attr:`settled`."""
-        return not self.learned and self.settled
-
 
 def load(path: Path = SWEEP_TABLE) -> list[Run]:
     """The sweep's runs from its table (one row per run and snapshot); an empty list where there is no table."""
@@ -105,9 +85,7 @@ def load(path: Path = SWEEP_TABLE) -> list[Run]:
         for r in csv.DictReader(f):
             by_run.setdefault((r["task"], int(r["layers"]), int(r["seed"])), []).append(r)
     runs = []
-    order = list(SWEEP_TASKS)  # the task that needs depth, then the controls
-    rank = lambda key: (order.index(key[0]) if key[0] in order else len(order), key)  # noqa: E731
-    for (task, layers, seed), rows in sorted(by_run.items(), key=lambda kv: rank(kv[0])):
+    for (task, layers, seed), rows in sorted(by_run.items()):
         rows.sort(key=lambda r: int(r["step"]))
         curve = tuple((int(r["step"]), min(float(r[f"acc_{k}"]) for k in GRADED_LENGTHS)) for r in rows)
         last = rows[-1]
@@ -127,49 +105,37 @@ def layers_needed(runs, task: str) -> int | None:
 
 
 def _name(task: str) -> str:
-    """``"S5"``, ``"C10"``, ``"Z10"``: a task's group."""
+    """``"S5"``, ``"Z10"``: a task's group."""
     return TASKS[task].label.split(" (")[0]
 
 
 def _tasks() -> tuple[str, str]:
-    """The sweep's task that needs depth and the premise's control, in that order."""
-    return next(iter(SWEEP_TASKS)), SWEEP_CONTROL
-
-
-def _graded(runs) -> list[Run]:
-    """The runs of the premise's two tasks (the table holds the first control's too)."""
-    return [r for r in runs if r.task in _tasks()]
+    """The sweep's task that needs depth and its control, in that order."""
+    return tuple(SWEEP_TASKS)
 
 
 #: the rule in words (the module's docstring)
-CRITERION = (f"{CLAIMS['depth_premise'].statistic}. Shown when, at the layers C10 needs, every S5 seed fails to learn "
-             f"S5 for good (its worst graded accuracy rose by less than {SETTLED} over the last quarter of its steps); "
-             "not shown when every S5 seed learns it there; mixed otherwise (the seeds disagree, or a failing run was "
-             f"still learning). Where no layer count teaches C10 to every seed: not shown when, at the layers S5 needs, "
-             f"every C10 seed fails for good (the control is the harder task), mixed otherwise. Not tested where neither task is learned at any layer count. While "
+CRITERION = (f"{CLAIMS['depth_premise'].statistic}. Shown when, at the layers Z10 needs, every S5 seed fails to learn "
+             "S5 with its training loss flat over the last quarter; not shown when every S5 seed learns it there; mixed "
+             f"otherwise (the seeds disagree, or a failing run was still learning). Where no layer count teaches Z10 to "
+             f"every seed: not shown when, at the layers S5 needs, every Z10 seed fails with its loss flat (the control "
+             f"is the harder task), mixed otherwise. Not tested where neither task is learned at any layer count. While "
              f"a task and layer count has fewer than {MIN_SEEDS} seeds, graded only when every outcome its missing "
              "runs could have gives the same.")
 #: the runs the premise is graded on, in the verdict's table
-MODELS = "the sweep's runs of S5 and C10 (objective A; 2, 4 and 8 layers; 3 seeds per task; trained, not shipped)"
+MODELS = "the sweep's runs (objective A; 2, 4 and 8 layers; 3 seeds per task; trained, not shipped)"
 
 
-#: what a run missing from the table could show: its worst graded length and whether it had settled (learned;
+#: what a run missing from the table could show: its worst graded length and whether its loss was flat (learned;
 #: failed for good; failed while still learning)
 POSSIBLE = ((1.0, True), (0.0, True), (0.0, False))
-
-
-def _possible(task: str, layers: int, seed: int, acc: float, settled: bool) -> Run:
-    """A made-up run of :func:`completions`: ``acc`` on every length, its last quarter flat or rising."""
-    start = acc if settled else acc - 2 * SETTLED
-    return Run(task, layers, seed, SWEEP_STEPS, settled, {k: acc for k in EVAL_STEPS},
-               ((3 * SWEEP_STEPS // 4, start), (SWEEP_STEPS, acc)))
 
 
 def completions(runs):
     """Every table the sweep could end with: ``runs`` and, for each task and layer count with fewer than
     :data:`MIN_SEEDS` seeds, its missing runs, each one of :data:`POSSIBLE` (the rule reads a cell's runs as a set,
     so each cell's missing runs are taken as a multiset)."""
-    cells = [[[_possible(t, n, -i, acc, done) for i, (acc, done) in enumerate(states, 1)]
+    cells = [[[Run(t, n, -i, 0, done, {k: acc for k in EVAL_STEPS}, ()) for i, (acc, done) in enumerate(states, 1)]
               for states in itertools.combinations_with_replacement(POSSIBLE, MIN_SEEDS - len(_cell(runs, t, n)))]
              for t in _tasks() for n in SWEEP_LAYERS]
     for added in itertools.product(*cells):
@@ -178,15 +144,14 @@ def completions(runs):
 
 def verdict(runs) -> Verdict:
     """The premise graded by the rule in this module's docstring."""
-    runs = _graded(runs)
     v = _rule(runs)
-    planned = len(_tasks()) * len(SWEEP_LAYERS) * MIN_SEEDS
+    planned = len(SWEEP_TASKS) * len(SWEEP_LAYERS) * MIN_SEEDS
     missing = planned - len(runs)
     if missing <= 0:
         return v
     short = sum(len(_cell(runs, t, n)) < MIN_SEEDS for t in _tasks() for n in SWEEP_LAYERS)
     said = (f"The sweep is not complete: {len(runs)} of its {planned} runs are in its table, and {short} of the "
-            f"{len(_tasks()) * len(SWEEP_LAYERS)} task and layer counts have fewer than {MIN_SEEDS} seeds")
+            f"{len(SWEEP_TASKS) * len(SWEEP_LAYERS)} task and layer counts have fewer than {MIN_SEEDS} seeds")
     outcomes = {_rule(table).outcome for table in completions(runs)} if len(runs) >= planned // 2 else set()
     if len(outcomes) == 1 and outcomes != {"not tested"}:
         (outcome,) = outcomes
@@ -213,12 +178,12 @@ def _rule(runs) -> Verdict:
     # at the layers the other task needs, does the one that needs more (by the premise: S5) fail for good?
     first, other = (control, hard) if need[control] is not None else (hard, control)
     at = _cell(runs, other, need[first])
-    failed = [r for r in at if r.failed]
+    failed = [r for r in at if not r.learned and r.converged]
     if first == control:
         outcome = "shown" if len(failed) == len(at) else "not shown" if all(r.learned for r in at) else "mixed"
-    else:  # S5 learned where C10 is not: the control is the harder task, unless a C10 run was still learning
+    else:  # S5 learned where Z10 is not: the control is the harder task, unless a Z10 run was still learning
         outcome = "not shown" if len(failed) == len(at) else "mixed"
-    detail = "; ".join(f"seed {r.seed} {r.worst:.2f}" + ("" if r.settled or r.learned else " (still learning)")
+    detail = "; ".join(f"seed {r.seed} {r.worst:.2f}" + ("" if r.converged or r.learned else " (still learning)")
                        for r in at)
     return verdict_of(c, outcome, numbers + f" {_name(other)} at {need[first]} layers, worst graded length per "
                                             f"seed: {detail}.", value=value, **said)
@@ -227,32 +192,32 @@ def _rule(runs) -> Verdict:
 def facts(runs, v: Verdict) -> dict:
     """The numbers the chapter's premise section states: runs and seeds in the table, each task's layers needed,
     the outcome and its sentence."""
-    need = {t: layers_needed(runs, t) for t in SWEEP_TASKS}
-    return {"n_runs": len(_graded(runs)), "n_planned": len(SWEEP_LAYERS) * len(_tasks()) * MIN_SEEDS, "settled": SETTLED,
+    hard, control = _tasks()
+    need = {t: layers_needed(runs, t) for t in (hard, control)}
+    return {"n_runs": len(runs), "n_planned": len(SWEEP_LAYERS) * len(SWEEP_TASKS) * MIN_SEEDS,
             "layers": ", ".join(map(str, SWEEP_LAYERS)), "learned": LEARNED,
             "lengths": f"{GRADED_LENGTHS[0]}–{GRADED_LENGTHS[-1]}", "outcome": v.outcome, "numbers": v.numbers,
             **{f"{_name(t).lower()}_needed": need[t] or "none" for t in need}}
 
 
 def table(runs) -> str:
-    """Every run's last snapshot as a Markdown table: accuracy per length, its worst graded length, whether that
-    accuracy and the training loss were flat over the last quarter."""
+    """Every run's last snapshot as a Markdown table: accuracy per length, its worst graded length, converged."""
     head = ("| task | layers | seed | step | " + " | ".join(f"k={k}" for k in EVAL_STEPS)
-            + f" | worst of {GRADED_LENGTHS[0]}–{GRADED_LENGTHS[-1]} | accuracy flat | loss flat |")
-    out = [head, "|" + "---|" * (len(EVAL_STEPS) + 7)]
+            + f" | worst of {GRADED_LENGTHS[0]}–{GRADED_LENGTHS[-1]} | loss flat |")
+    out = [head, "|" + "---|" * (len(EVAL_STEPS) + 6)]
     for r in runs:
         accs = " | ".join(f"{r.acc[k]:.2f}" for k in EVAL_STEPS)
         out.append(f"| {_name(r.task)} | {r.layers} | {r.seed} | {r.step} | {accs} | "
                    f"{'**' if r.learned else ''}{r.worst:.2f}{'**' if r.learned else ''} | "
-                   f"{'yes' if r.settled else 'no'} | {'yes' if r.converged else 'no'} |")
+                   f"{'yes' if r.converged else 'no'} |")
     return "\n".join(out)
 
 
 def figure(runs) -> plt.Figure:
-    """Per task of the sweep, accuracy of the last snapshot against the chain length, one line per layer count (seed
-    mean, seeds as dots), the trained lengths shaded; right, the worst graded length's accuracy against the step."""
+    """Per task, accuracy of the last snapshot against the chain length, one line per layer count (seed mean,
+    seeds as dots), the trained lengths shaded; right, the worst graded length's accuracy against the step."""
     colors = dict(zip(SWEEP_LAYERS, sns.color_palette("viridis", len(SWEEP_LAYERS))))
-    tasks, styles = list(SWEEP_TASKS), ("-", "--", ":")
+    tasks = _tasks()
     fig, axes = subplots(1, len(tasks) + 1, height=3.2, squeeze=False)
     for ax, t in zip(axes[0], tasks):
         for j, n in enumerate(SWEEP_LAYERS):
@@ -270,13 +235,13 @@ def figure(runs) -> plt.Figure:
         ax.set(ylim=(0, 1.02), title=_name(t), xlabel="operations (k)")
     axes[0, 0].set_ylabel("greedy accuracy, last snapshot")
     ax = axes[0, -1]
-    for t, ls in zip(tasks, styles):
+    for t, ls in zip(tasks, ("-", "--")):
         for r in [r for r in runs if r.task == t]:
             steps, worst = zip(*r.curve)
             ax.plot(steps, worst, color=colors[r.layers], ls=ls, lw=0.9, alpha=0.8)
     ax.axhline(LEARNED, color="k", lw=0.8, ls="--")
     ax.set(ylim=(0, 1.02), title="training", xlabel="training step",
            ylabel=f"worst accuracy, k = {GRADED_LENGTHS[0]}–{GRADED_LENGTHS[-1]}")
-    lines = [plt.Line2D([], [], color="0.3", ls=ls, label=_name(t)) for t, ls in zip(tasks, styles)]
-    below(fig, axes[0, :1], extra=lines, ncol=4)
+    styles = [plt.Line2D([], [], color="0.3", ls=ls, label=_name(t)) for t, ls in zip(tasks, ("-", "--"))]
+    below(fig, axes[0, :1], extra=styles, ncol=4)
     return fig
