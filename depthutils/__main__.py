@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "nbval run writes _build/executed) instead of executing them again")
     book.add_argument("--jobs", type=int, default=None,
                       help="chapters executed at once, each in a process of its own with its share of the cores "
-                           "(default: one per core; real models' runs take turns; 1: one after the other)")
+                           "(default: one per core without real models, one at a time with them; 1: one after the other)")
     book.set_defaults(func=cmd_book)
     refresh = sub.add_parser("refresh", help="re-execute the source notebooks in place (nbval's reference outputs)")
     refresh.add_argument("chapter", nargs="?", help="one chapter (default: all)")

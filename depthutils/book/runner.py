@@ -30,7 +30,7 @@ from depthutils.data import check_n
 from depthutils.models.real.catalog import REAL_MODELS
 
 __all__ = ["CHAPTER_DIR", "ROOT", "chapters", "find_chapter", "parameters", "parse_value", "run_chapter",
-           "build_book", "run_chapters", "real_parameters", "kernel_config", "KERNEL_ENV", "PAGES", "COUNTS"]
+           "build_book", "run_chapters", "default_jobs", "real_parameters", "kernel_config", "KERNEL_ENV", "PAGES", "COUNTS"]
 BOOK_FILES = ("_config.yml", "_toc.yml", "intro.md", "instructors.md", "using_depthutils.md", "references.md",
               "references.bib", "favicon.png", "_static")
 #: pages that are notebooks but not chapters: executed (no parameters) into the staged book at each build
@@ -164,6 +164,12 @@ def _runs_real(kwargs: dict) -> bool:
     return bool(kwargs.get("params", {}).get("real_models"))
 
 
+def default_jobs(todo: dict[str, dict]) -> int:
+    """The chapters a book runs at once by default (see :func:`build_book`'s ``jobs``): one per core, or one when
+    any of ``todo`` (``{chapter: run_chapter's keyword arguments}``) runs a real model."""
+    return 1 if any(map(_runs_real, todo.values())) else cores()
+
+
 def run_chapters(todo: dict[str, dict], jobs: int, run=run_chapter) -> None:
     """``run(num, **kwargs)`` (:func:`run_chapter`) for each of ``todo``, ``jobs`` at a time, each in a process of its
     own (its papermill and its kernel apart from the others': two papermill runs in one process get each other's
@@ -200,11 +206,13 @@ def build_book(*, model: str | None = None, models: list[str] | None = None, rea
     book's parameters (the test run's nbval writes one, ``tests/nbval_book.py``): they are rendered as they
     are, and only a chapter missing there is executed. Once every chapter is in place, the staged intro gets the
     overview of their verdicts, a column per real model that ran in them (:func:`depthutils.book.overview.write`).
-    ``jobs``: chapters executed at once, each in a process of its own with its share of the cores (None: one per
-    core). Side by side, a chapter takes the cores the others free, and the real models' runs take turns
-    (:mod:`depthutils.core.threads`): a real model's run is slower on half the cores than two are one after the
-    other, while the embedded models' parts are faster side by side; ``python -m depthutils bench --only jobs`` times
-    both ways on a machine.
+    ``jobs``: chapters executed at once, each in a process of its own with its share of the cores. Side by side, a
+    chapter takes the cores the others free, and the real models' runs take turns (:mod:`depthutils.core.threads`).
+    None (:func:`default_jobs`): one per core when no real model runs (the embedded models' chapters run faster as
+    single-threaded processes side by side), one at a time on every core when one does: the real models' runs,
+    most of such a book, take turns anyway, and a chapter waiting for its turn holds a job the embedded chapters could
+    use (measured on 2 cores, both real models, an empty model cache: 2,900 s one at a time, 2,971 s two at once).
+    ``python -m depthutils bench --only jobs`` times both ways on a machine.
     """
     if jobs is not None and (not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1):
         raise DepthError(f"jobs must be a whole number of chapters at once (≥ 1), got {jobs!r}.")
@@ -235,7 +243,7 @@ def build_book(*, model: str | None = None, models: list[str] | None = None, rea
         todo[num] = dict(model=None if (takes_list and models) or not (takes_list or takes_one) else model,
                          params=real_parameters(path, included), models=models if takes_list else None,
                          out=stage / "chapters")
-    run_chapters(todo, min(cores() if jobs is None else jobs, max(1, len(todo))))
+    run_chapters(todo, min(default_jobs(todo) if jobs is None else jobs, max(1, len(todo))))
     shown = overview.write(stage / "intro.md", stage / "chapters")
     print(f"book: the intro's overview shows the embedded models{''.join(', ' + n for n in shown)}")
     for name in PAGES:
