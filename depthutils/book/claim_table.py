@@ -271,7 +271,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           "smallest)",
           Threshold(0.0, "ours: every S5 seed at 2 layers has a frontier below K"),
           Threshold(0.0, "ours: every S5 seed at 2 layers reaches K (seeds disagreeing: mixed)"),
-          short="S5's frontier at 2 layers against the premise's lengths",
+          short="the frontier of S5 at 2 layers against the lengths of the premise",
           paper_value="no number: a task that needs depth (ours: this premise)",
           overview=(Headline("Ours: S5 needs more layers than C10 at the trained lengths (the premise)", "none (ours)",
                              "verdict_premise"),)),

@@ -40,8 +40,15 @@ from depthutils.book.claims.objectives import MIN_COMPOSED
 from depthutils.book.grading import Verdict, verdict_of
 from depthutils.book.legends import below
 from depthutils.book.plotstyle import subplots
-from depthutils.ladder.registry import (SWEEP_EXAMPLES, SWEEP_EVAL, SWEEP_LAYERS, SWEEP_LONGEST, SWEEP_STEPS,
-                                        SWEEP_TABLE, SWEEP_TASKS)
+from depthutils.ladder.registry import (
+    SWEEP_EVAL,
+    SWEEP_EXAMPLES,
+    SWEEP_LAYERS,
+    SWEEP_LONGEST,
+    SWEEP_STEPS,
+    SWEEP_TABLE,
+    SWEEP_TASKS,
+)
 from depthutils.ladder.word_problems import TASKS
 
 __all__ = ["LEARNED", "MIN_SEEDS", "READ", "TRAINED", "CRITERION", "MODELS", "Run", "frontier", "load",
@@ -228,7 +235,7 @@ def figure(runs) -> plt.Figure:
             ax.axvline(K + 0.5, color="C3", lw=1, label=f"premise: {MIN_COMPOSED}–{K}")
         ax.axhline(LEARNED, color="k", lw=0.8, ls="--", label=f"learned ({LEARNED})")
         ax.axhline(TASKS[t].chance, color="k", lw=0.8, ls=":", label="chance")
-        ax.set_xticks(SWEEP_EVAL[::2])
+        ax.set_xticks([1, *range(4, SWEEP_EVAL[-1] + 1, 4)])
         ax.set(ylim=(0, 1.02), title=_name(t), xlabel="operations (k)")
     axes[0, 0].set_ylabel(f"greedy accuracy, last {READ} snapshots")
     ax = axes[0, -1]
@@ -237,7 +244,8 @@ def figure(runs) -> plt.Figure:
             steps, front = zip(*r.curve)
             ax.plot(steps, np.array(front) + 0.08 * (r.seed - 2), color=colors[r.layers], ls=ls, lw=0.9, alpha=0.8,
                     drawstyle="steps-post")
-    ax.set(ylim=(0, TRAINED[-1] + 0.5), title="training", xlabel="training step", ylabel="frontier k* (seeds offset)")
+    ax.set(ylim=(0, TRAINED[-1] + 0.5), yticks=range(0, TRAINED[-1] + 1, 2), title="training", xlabel="training step",
+           ylabel="frontier k* (seeds offset)")
     styles = [plt.Line2D([], [], color="0.3", ls=ls, label=_name(t)) for t, ls in zip(SWEEP_TASKS, ("-", "--"))]
     below(fig, axes[0, :1], extra=styles, ncol=4)
     return fig
