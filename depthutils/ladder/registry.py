@@ -170,8 +170,9 @@ for _seed in SWEEP_SEEDS:
                 examples=SWEEP_EXAMPLES, longest=SWEEP_LONGEST,
                 description=f"{_layers}-layer Llama on {_task_words}, loss on the answer only, seed {_seed} "
                             "(the depth-necessity sweep)")
-#: the sweep's runs in training order: seed by seed, the fewest layers first
-SWEEP_RUNS = [sweep_name(t, n, s) for s in SWEEP_SEEDS for n in SWEEP_LAYERS for t in SWEEP_TASKS]
+#: the sweep's runs in training order: the fewest layers first, S5 before its control, seed by seed (a session that
+#: ends early leaves the deepest control runs out, which the premise reads least)
+SWEEP_RUNS = [sweep_name(t, n, s) for n in SWEEP_LAYERS for t in SWEEP_TASKS for s in SWEEP_SEEDS]
 
 #: Training order of ``python -m depthutils.ladder all``.
 ORDER = ["ladder-8", "ladder-4", "ladder-8-cot", "ladder-12", "ladder-16", "ladder-8-shared", "ladder-4-seed2"]
