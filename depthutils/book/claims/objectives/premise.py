@@ -183,8 +183,9 @@ def verdict(runs) -> Verdict:
                           "them." + incomplete, value=value, **said)
     moving = [r.seed for r in at if r.curve[-1][1] > max((f for _, f in r.curve[:-READ]), default=0)]
     detail = "; ".join(f"seed {r.seed}: k* {r.frontier}, {r.acc[K]:.2f} on {K} operations" for r in at)
-    still = (f" S5 at {few} layers was still lengthening its frontier at the last snapshots (seed "
-             f"{', '.join(map(str, moving))}): the outcome holds within the budget." if moving else "")
+    still = (f" S5 at {few} layers was still lengthening its frontier at the last snapshots (seed"
+             f"{'s' if len(moving) > 1 else ''} {', '.join(map(str, moving))}): the outcome holds within the budget."
+             if moving else "")
     return verdict_of(c, outcome, numbers + f" The premise's lengths: {MIN_COMPOSED}–{K}. S5 at {few} layers, per "
                       f"seed: {detail}.{still}{incomplete}", value=value, **said)
 
