@@ -89,7 +89,7 @@ def paper(v: Verdict, *results) -> Markdown:
 #: how a chapter's several verdicts are named in their headings (chapter 9: P2's three questions)
 QUESTIONS = {"scale": "model size", "cot": "long chain-of-thought training", "difficulty": "task difficulty",
              "s5": "the S5 word problem, which needs depth", "z10": "the Z10 chains, the control with a shortcut",
-             "premise": "the premise: S5 needs more layers than Z10"}
+             "premise": "the premise: S5 needs more layers than C10"}
 
 
 _NUMBER = r"[+\-−]?\d+(?:\.\d+)?(?:e[+\-]\d+)?"

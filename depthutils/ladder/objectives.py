@@ -61,7 +61,7 @@ class Geometry:
 #: step: at 64, Q+A and LM stayed near chance even on one operation after 2400 steps (two seeds each: 0.28-0.62),
 #: while at 128 every objective of three seeds reached 1.00 on it. S5's objectives learn at 64.
 GEOMETRIES = {"s5": Geometry(), "z10": Geometry(examples=128, text_rows=8)}
-GEOMETRIES.update(s5m=GEOMETRIES["s5"], z10m=GEOMETRIES["z10"])  # the structured questions: the same batches
+GEOMETRIES.update(s5m=GEOMETRIES["s5"], z10m=GEOMETRIES["z10"], c10m=GEOMETRIES["z10"])  # structured questions
 
 
 def geometry_of(spec: dict) -> Geometry:
@@ -73,7 +73,8 @@ def geometry_of(spec: dict) -> Geometry:
 
 def current_recipe(info: dict) -> bool:
     """Whether a run's ``training.json`` or card (``info``) records the recipe its spec has now: its steps, the
-    task's chains a step (:data:`GEOMETRIES`) and text rows. A run trained on another recipe is trained again and
+    task's chains a step (:data:`GEOMETRIES`), text rows, learning-rate schedule and longest chain. A run trained on
+    another recipe is trained again and
     leaves the tables."""
     from depthutils.ladder import registry
 
@@ -81,7 +82,9 @@ def current_recipe(info: dict) -> bool:
     geo = geometry_of(spec) if spec is not None and spec.get("task") in GEOMETRIES else None
     return (spec is not None and geo is not None and info.get("steps") == spec["steps"]
             and info.get("batch_size") == geo.examples
-            and info.get("text_rows") == (geo.text_rows if spec["objective"] == "lm" else 0))
+            and info.get("text_rows") == (geo.text_rows if spec["objective"] == "lm" else 0)
+            and info.get("schedule", "cosine") == spec.get("schedule", "cosine")
+            and info.get("longest", TRAIN_STEPS[-1]) == spec.get("longest", TRAIN_STEPS[-1]))
 
 
 @lru_cache(maxsize=2)
@@ -98,15 +101,16 @@ def _text_ids(tokenizer, corpus_dir: str):
 class ObjectiveBatches:
     """Training pairs ``(inputs, targets)`` of one objective: rows ``[BOS] chain answer [EOS]``, one example
     each (a causal model's right padding changes no real position), the targets outside the objective's loss
-    set to :data:`IGNORE`; for ``lm`` a second pair of English rows."""
+    set to :data:`IGNORE`; for ``lm`` a second pair of English rows. Chains have 1 to ``longest`` operations
+    (default :data:`TRAIN_STEPS`'s longest; the depth sweep's runs train longer ones, their spec's ``longest``)."""
 
     def __init__(self, tokenizer, objective: str, seed: int, geometry: Geometry | None = None, corpus_dir=None,
-                 task: WordTask = Z10):
+                 task: WordTask = Z10, longest: int = TRAIN_STEPS[-1]):
         if objective not in (*OBJECTIVES, NULL):
             raise ValueError(f"objective must be one of {(*OBJECTIVES, NULL)}, got {objective!r}")
         # the null control trains A on another draw of the examples
         self.objective, self.draw = ("a", f"{seed}:other") if objective == NULL else (objective, str(seed))
-        self.tok, self.seed, self.task = tokenizer, seed, task
+        self.tok, self.seed, self.task, self.longest = tokenizer, seed, task, longest
         self.geo = geometry or GEOMETRIES[task.name]
         self.bos, self.eos, self.pad = tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
         self.text_ids = _text_ids(tokenizer, str(corpus_dir)) if objective == "lm" else None
@@ -118,7 +122,7 @@ class ObjectiveBatches:
         import torch
 
         rng = random.Random(f"{self.task.key}:{self.draw}:{step}")
-        longest = min(TRAIN_STEPS[-1], 1 + step // CURRICULUM)
+        longest = min(self.longest, 1 + step // CURRICULUM)
         exs = [self.task.sample(rng, rng.randint(1, longest)) for _ in range(self.geo.examples)]
         qs = self.tok([e.prompt for e in exs], add_special_tokens=False)["input_ids"]
         ans = self.tok([e.continuation for e in exs], add_special_tokens=False)["input_ids"]

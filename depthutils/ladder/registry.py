@@ -132,10 +132,11 @@ OBJECTIVE_RUNS = [objective_name(t, o, s) for s in OBJECTIVE_SEEDS for t in _TAS
 #: the runs whose final model is shipped (the null control's are not)
 SHIPPED_OBJECTIVE_RUNS = [n for n in OBJECTIVE_RUNS if SPECS[n]["seed"] == SHIPPED_SEED and SPECS[n]["objective"] != NULL]
 
-# The depth-necessity sweep (:mod:`.sweep`): does S5 need more layers than Z10 at the lengths the objectives experiment
-# trains? Objective A on each task at 2, 4 and 8 layers of the experiment's width, three seeds, 128 chains a step for
-# both tasks (the pilot: 64 learned S5 too slowly), trained longer than the experiment (its S5 accuracy on 5-6
-# operations was still climbing at step 2400). Nothing is shipped: each snapshot's accuracy per length is a row of
+# The depth-necessity sweep (:mod:`.sweep`): does S5 need more layers than a control with a shortcut (C10) at the
+# lengths a model learns within a fixed budget? Objective A on each task at 2, 4 and 8 layers of the objectives'
+# width, three seeds, 6,000 steps of 128 chains of 1-12 operations at a constant learning rate (a cosine decay
+# would read the last snapshots at a tenth of the rate; at 12 operations S5 has 7.1M chains, so a length learned is
+# not memorised). Nothing is shipped: each snapshot's accuracy on 1-16 operations is a row of
 # ``data/experiments/depth_sweep/rows.csv``.
 SWEEP_LAYERS = (2, 4, 8)
 #: the sweep's table: one row per run and snapshot (:func:`depthutils.ladder.sweep.write_table`)
@@ -143,29 +144,35 @@ SWEEP_TABLE = REPO_ROOT / "data" / "experiments" / "depth_sweep" / "rows.csv"
 SWEEP_SEEDS = (1, 2, 3)
 SWEEP_STEPS = 6000
 SWEEP_EXAMPLES = 128
-#: every 500 steps: enough to see whether accuracy and loss are flat over the last quarter (4500-6000)
-SWEEP_SNAPSHOTS = tuple(range(500, SWEEP_STEPS + 1, 500))
+#: the longest chain trained on (the curriculum reaches it at step ``(SWEEP_LONGEST - 1) * CURRICULUM``, 2,200)
+SWEEP_LONGEST = 12
+#: the lengths every snapshot is evaluated on: the trained ones and four longer
+SWEEP_EVAL = tuple(range(1, SWEEP_LONGEST + 5))
+SWEEP_SNAPSHOTS = tuple(range(1000, SWEEP_STEPS + 1, 1000))
 
 
 def sweep_name(task: str, layers: int, seed: int) -> str:
-    """``("s5", 4, 2)`` -> ``"sweep-s5-L4-2"``, the name of that run of the depth-necessity sweep."""
-    return f"sweep-{task}-L{layers}-{seed}"
+    """``("s5m", 4, 2)`` -> ``"depth-s5m-L4-2"``, the name of that run of the depth-necessity sweep."""
+    return f"depth-{task}-L{layers}-{seed}"
 
 
-#: the sweep's tasks: the structured questions (:data:`depthutils.ladder.word_problems.S5M`, ``Z10M``), which the
-#: objectives experiment's next round trains on (a question with structure for Q+A and LM to learn)
+#: the sweep's tasks, the one that needs depth first: S5 and the C10 control
+#: (:data:`depthutils.ladder.word_problems.S5M`, ``C10M``), with structured questions, which the objectives
+#: experiment's next round trains on (a question with structure for Q+A and LM to learn)
 SWEEP_TASKS = {"s5m": "permutations of 5 points (S5), structured questions",
-               "z10m": "chains of operations mod 10 (Z10), structured questions"}
+               "c10m": "additions mod 10 (C10), structured questions"}
 for _seed in SWEEP_SEEDS:
     for _task, _task_words in SWEEP_TASKS.items():
         for _layers in SWEEP_LAYERS:
             SPECS[sweep_name(_task, _layers, _seed)] = dict(
-                layers=_layers, style="direct", steps=SWEEP_STEPS, lr=1e-3, warmup=50, task=_task, objective="a",
-                seed=_seed, width=OBJECTIVE_WIDTH, snapshots=SWEEP_SNAPSHOTS, examples=SWEEP_EXAMPLES,
+                layers=_layers, style="direct", steps=SWEEP_STEPS, lr=1e-3, warmup=50, schedule="constant",
+                task=_task, objective="a", seed=_seed, width=OBJECTIVE_WIDTH, snapshots=SWEEP_SNAPSHOTS,
+                examples=SWEEP_EXAMPLES, longest=SWEEP_LONGEST,
                 description=f"{_layers}-layer Llama on {_task_words}, loss on the answer only, seed {_seed} "
                             "(the depth-necessity sweep)")
-#: the sweep's runs, seed by seed (every layer count of a seed before the next seed)
-SWEEP_RUNS = [sweep_name(t, n, s) for s in SWEEP_SEEDS for t in SWEEP_TASKS for n in SWEEP_LAYERS]
+#: the sweep's runs in training order: the fewest layers first, S5 before its control, seed by seed (a session that
+#: ends early leaves the deepest control runs out, which the premise reads least)
+SWEEP_RUNS = [sweep_name(t, n, s) for n in SWEEP_LAYERS for t in SWEEP_TASKS for s in SWEEP_SEEDS]
 
 #: Training order of ``python -m depthutils.ladder all``.
 ORDER = ["ladder-8", "ladder-4", "ladder-8-cot", "ladder-12", "ladder-16", "ladder-8-shared", "ladder-4-seed2"]

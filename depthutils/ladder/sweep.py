@@ -1,15 +1,14 @@
-"""The depth-necessity sweep: at the lengths the objectives experiment trains, does S5 need more layers than Z10?
+"""The depth-necessity sweep: within a fixed budget, does S5 need more layers than a control with a shortcut?
 
-Objective A (the loss on the answer only) on each task of :data:`registry.SWEEP_TASKS` (S5 and Z10 with structured
-questions, the tasks the objectives experiment's next round trains on) at every layer count of
-:data:`registry.SWEEP_LAYERS`, for
-the seeds :data:`registry.SWEEP_SEEDS` (:data:`registry.SWEEP_RUNS`). :func:`rows` measures every snapshot of every
-finished run: its greedy accuracy on 100 held-out chains of each length 1–8 (:func:`depthutils.ladder.objectives.
-accuracy`) and its training loss there; :func:`write_table` stores them, one row per run and snapshot, in
-``data/experiments/depth_sweep/rows.csv``.
-
-A run is **converged** (:func:`converged`) when its training loss is flat over the last quarter of its steps: the
-mean loss of the last eighth is within :data:`FLAT` (relative) or :data:`FLAT_NATS` (absolute) of the eighth before.
+Objective A (the loss on the answer only) on each task of :data:`registry.SWEEP_TASKS` (S5 and the C10 control,
+with structured questions, the tasks the objectives experiment's next round trains on) at every layer count of
+:data:`registry.SWEEP_LAYERS`, for the seeds :data:`registry.SWEEP_SEEDS` (:data:`registry.SWEEP_RUNS`), each on
+chains of 1 to :data:`registry.SWEEP_LONGEST` operations at a constant learning rate. :func:`rows` measures every
+snapshot of every finished run: its greedy accuracy on 100 held-out chains of each length of
+:data:`registry.SWEEP_EVAL` (:func:`depthutils.ladder.objectives.accuracy`) and its training loss there;
+:func:`write_table` stores them, one row per run and snapshot, in ``data/experiments/depth_sweep/rows.csv``.
+:func:`converged` records whether a run's training loss was flat over its last quarter: the mean loss of the last
+eighth is within :data:`FLAT` (relative) or :data:`FLAT_NATS` (absolute) of the eighth before.
 
     OMP_WAIT_POLICY=PASSIVE python -m depthutils.ladder sweep        # trains the runs missing from the table, two
                                                                      # at a time, the fewest layers first (the
@@ -54,11 +53,12 @@ def _log(path: Path) -> list[tuple[int, float]]:
 
 def rows(ckpt_root: Path = registry.DEFAULT_CKPT_DIR, names=None) -> list[dict]:
     """One row per finished run of the sweep (``names``, default all) and snapshot: task, layers, seed, step, the
-    training loss logged at that step, whether the run converged, and ``acc_1`` … ``acc_8``."""
+    training loss logged at that step, whether the run converged, and its accuracy on each length of
+    :data:`registry.SWEEP_EVAL` (``acc_1`` …)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    from depthutils.ladder.objectives import EVAL_STEPS, accuracy
+    from depthutils.ladder.objectives import accuracy
     from depthutils.ladder.runs import is_trained
     from depthutils.ladder.tokenizer import load_tokenizer
     from depthutils.ladder.word_problems import TASKS
@@ -74,10 +74,10 @@ def rows(ckpt_root: Path = registry.DEFAULT_CKPT_DIR, names=None) -> list[dict]:
         for step in spec["snapshots"]:
             model = AutoModelForCausalLM.from_pretrained(
                 str(Path(ckpt_root) / name / "snapshots" / f"step-{step:06d}"), dtype=torch.float32).eval()
-            acc = accuracy(model, tok, task=TASKS[spec["task"]])
+            acc = accuracy(model, tok, steps=registry.SWEEP_EVAL, task=TASKS[spec["task"]])
             out.append(dict(task=spec["task"], layers=spec["layers"], seed=spec["seed"], step=step,
                             loss=loss_at.get(step), converged=done,
-                            **{f"acc_{k}": round(acc[k], 3) for k in EVAL_STEPS}))
+                            **{f"acc_{k}": round(acc[k], 3) for k in registry.SWEEP_EVAL}))
     return out
 
 

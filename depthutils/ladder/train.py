@@ -1,4 +1,4 @@
-"""Trainer: AdamW, linear warmup + cosine decay, fixed seed, checkpoint-and-resume.
+"""Trainer: AdamW, linear warmup then cosine decay (or a constant rate), fixed seed, checkpoint-and-resume.
 
 Threads: on a shared machine run with ``OMP_WAIT_POLICY=PASSIVE`` in the
 environment (it must be set before torch is loaded): with the default
@@ -38,10 +38,16 @@ from depthutils.ladder import registry
 LOG_EVERY = 10
 
 
-def lr_lambda(step: int, warmup: int, total: int, floor: float = 0.1) -> float:
-    """Multiplier of the peak learning rate: linear warmup, cosine to ``floor``."""
+def lr_lambda(step: int, warmup: int, total: int, floor: float = 0.1, schedule: str = "cosine") -> float:
+    """Multiplier of the peak learning rate: linear warmup, then cosine to ``floor`` (``schedule="cosine"``) or the
+    peak rate to the end (``"constant"``: the depth sweep's, so a run's last snapshots are not read at a decayed
+    rate)."""
+    if schedule not in ("cosine", "constant"):
+        raise ValueError(f"schedule must be 'cosine' or 'constant', got {schedule!r}")
     if step < warmup:
         return (step + 1) / warmup
+    if schedule == "constant":
+        return 1.0
     progress = min(1.0, (step - warmup) / max(1, total - warmup))
     return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
@@ -203,7 +209,7 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     from tqdm import tqdm
 
     from depthutils.ladder.corpus import BatchMaker
-    from depthutils.ladder.objectives import IGNORE, ObjectiveBatches, geometry_of
+    from depthutils.ladder.objectives import IGNORE, TRAIN_STEPS, ObjectiveBatches, geometry_of
 
     torch.set_num_threads(threads)
     spec = registry.SPECS[name]
@@ -216,12 +222,12 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
     model.train()
     opt = make_optimizer(model, spec["lr"])
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_lambda(s, spec["warmup"], total))
+        opt, lambda s: lr_lambda(s, spec["warmup"], total, schedule=spec.get("schedule", "cosine")))
     seed = spec.get("seed", registry.SEED)
     if spec.get("objective"):
         from depthutils.ladder.word_problems import TASKS
         maker = ObjectiveBatches(tok, spec["objective"], seed, geometry_of(spec), Path(corpus_dir),
-                                 task=TASKS[spec["task"]])
+                                 task=TASKS[spec["task"]], longest=spec.get("longest", TRAIN_STEPS[-1]))
     else:
         maker = BatchMaker(tok, Path(corpus_dir), style=spec["style"], batch_size=registry.BATCH_SIZE,
                            seq_len=registry.SEQ_LEN, seed=seed)
@@ -309,7 +315,8 @@ def train(name: str, corpus_dir: Path = registry.DEFAULT_CORPUS_DIR,
                     text_rows=geo.text_rows if spec["objective"] == "lm" else 0, text_len=geo.text_len,
                     task_tokens=seen["task_tokens"], text_tokens=seen["text_tokens"],
                     loss_targets=seen["loss_targets"], snapshots=sorted(snapshots),
-                    width=spec["width"], stored_dtype=spec.get("export_dtype", "float32"))
+                    width=spec["width"], stored_dtype=spec.get("export_dtype", "float32"),
+                    schedule=spec.get("schedule", "cosine"), longest=spec.get("longest", TRAIN_STEPS[-1]))
     (out / "training.json").write_text(json.dumps(info, indent=2) + "\n")
     print(f"saved {out} ({elapsed / 60:.1f} min)", flush=True)
     return out

@@ -33,6 +33,12 @@ multipliers up to operation ``i``. Products in the cyclic group of units and a s
 one attention layer whatever ``k`` is: the task has a constant-depth shortcut, as every word problem of a
 solvable group does (Liu et al. 2023). The chapter asks whether the late layers stay idle on it, whatever the
 objective.
+
+**C10, the premise's control** (``c10m``). The cyclic group alone: the operations ``+1`` … ``+9`` (Z10's
+additions), questions drawn as in ``z10m`` (:func:`markov_chain`). The group is abelian and the answer is a sum,
+``(x + Σ_i b_i) mod 10``: the added constants pooled by one attention layer and read mod 10 by an MLP, whatever
+``k`` is. Chapter 10's depth sweep measures S5 against it, the simplest shortcut there is; Z10's affine chains
+need the product of the multipliers beside the sum.
 """
 from __future__ import annotations
 
@@ -185,6 +191,9 @@ S5_OPS = (("a", _cycles((0, 1))), ("b", _cycles((0, 1, 2, 3, 4))), ("c", _cycles
 Z10_OPS = tuple((f"+{d}", tuple((x + d) % 10 for x in range(10))) for d in range(1, 10)) + \
     tuple((f"*{d}", tuple((x * d) % 10 for x in range(10))) for d in (3, 7, 9))
 
+#: C10's nine operations: Z10's additions, the cyclic group alone
+C10_OPS = Z10_OPS[:9]
+
 #: the successors' probabilities in :func:`markov_chain`
 SUCCESSOR_WEIGHTS = (0.6, 0.3, 0.1)
 
@@ -222,8 +231,10 @@ S5M = WordTask("s5m", "S5 (permutations of 5 points), structured questions", 5, 
                markov_chain(S5_OPS, "s5m"))
 Z10M = WordTask("z10m", "Z10 (affine chains mod 10), structured questions", 10, Z10_OPS, "z10m",
                 markov_chain(Z10_OPS, "z10m"))
+C10M = WordTask("c10m", "C10 (additions mod 10), structured questions", 10, C10_OPS, "c10m",
+                markov_chain(C10_OPS, "c10m"))
 #: the tasks by name, the one that needs depth first
-TASKS = {"s5": S5, "z10": Z10, "s5m": S5M, "z10m": Z10M}
+TASKS = {"s5": S5, "z10": Z10, "s5m": S5M, "z10m": Z10M, "c10m": C10M}
 
 
 def affine_form(ops) -> tuple[int, int]:

@@ -50,7 +50,7 @@ def train_step(layers=(2, 4, 8), steps: int = 40, warmup: int = 4, task: str = "
             spec = registry.SPECS[registry.sweep_name(task, n, registry.SWEEP_SEEDS[0])]
             model = build_model(spec, tok).train()
             maker = ObjectiveBatches(tok, "a", spec["seed"], geometry_of(spec), registry.DEFAULT_CORPUS_DIR,
-                                     task=TASKS[task])
+                                     task=TASKS[task], longest=spec["longest"])
             times = {"reference": [], "ours": []}
             for step in range(warmup + steps):
                 pairs = maker.pairs(step)

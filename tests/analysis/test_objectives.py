@@ -177,34 +177,44 @@ def test_every_run_must_learn_a_graded_count_and_matched_is_a_match():
     assert oc.verdict(only_one, "s5").outcome == "not tested"
 
 
-def test_no_objective_is_graded_without_the_premise():
-    """A comparison that would be shown is not tested where the premise (S5 needs more layers than Z10) is not
-    shown, and the verdict says why; with the premise shown it stands."""
+def test_no_objective_is_graded_without_the_premise(monkeypatch):
+    """A comparison that would be shown is not tested where the premise (S5 needs more layers than C10) is not
+    shown, and the verdict says why; nor where it is shown but the runs were trained on other tasks than the
+    premise's (the shipped runs: S5 and Z10 with operations drawn independently); on the premise's tasks it stands."""
     from depthutils.book.grading import Verdict
 
     g = oc.grading(_made_up({"a": 0.3, "qa": 0.15, "lm": 0.0}, noise=0.01, null=0.0))
-    held = Verdict("premise", "rule", "shown", "S5 4 layers, Z10 2 layers.")
-    failed = Verdict("premise", "rule", "not shown", "Layers needed: S5 4 layers, Z10 4 layers.",
-                     value="S5 4 layers, Z10 4 layers")
-    assert g.verdicts(held)["s5"].outcome == oc.verdict(g, "s5").outcome == "shown"
+    held = Verdict("premise", "rule", "shown", "S5 4 layers, C10 2 layers.")
+    failed = Verdict("premise", "rule", "not shown", "Layers needed: S5 4 layers, C10 4 layers.",
+                     value="S5 4 layers, C10 4 layers")
+    assert oc.PREMISE_TASKS == ("s5m", "c10m") and not oc.on_premise_tasks()
+    elsewhere = g.verdicts(held)["s5"]
+    assert elsewhere.outcome == "not tested" and "but these runs were trained on S5 and Z10" in elsewhere.numbers
     v = g.verdicts(failed)["s5"]
-    assert v.outcome == "not tested" and "is not shown (S5 4 layers, Z10 4 layers)" in v.numbers
+    assert v.outcome == "not tested" and "is not shown (S5 4 layers, C10 4 layers)" in v.numbers
+    monkeypatch.setattr(oc, "on_premise_tasks", lambda: True)  # runs trained on the premise's tasks
+    assert g.verdicts(held)["s5"].outcome == oc.verdict(g, "s5").outcome == "shown"
 
 
-def test_the_conclusion_says_what_is_graded_and_what_the_rule_alone_would_say():
-    """Without the premise, the conclusion grades nothing and gives the rule's own outcome; with it, the outcome; the
-    null control's size beside the objectives' and the rule's false-shown rate are stated either way."""
+def test_the_conclusion_says_what_is_graded_and_what_the_rule_alone_would_say(monkeypatch):
+    """Without the premise, or on runs trained on other tasks than the premise's, the conclusion grades nothing and
+    gives the rule's own outcome; with both, the outcome; the null control's size beside the objectives' and the
+    rule's false-shown rate are stated either way."""
     from depthutils.book.claims.objectives import reading
     from depthutils.book.grading import Verdict
 
     g = oc.grading(_made_up({"a": 0.3, "qa": 0.15, "lm": 0.0}, noise=0.01, null=0.0))
-    held = reading.conclusion(g, Verdict("premise", "rule", "shown", "S5 4 layers, Z10 2 layers."))
-    failed = reading.conclusion(g, Verdict("premise", "rule", "not shown", "…", value="S5 4 layers, Z10 4 layers"))
+    shown = Verdict("premise", "rule", "shown", "S5 4 layers, C10 2 layers.")
+    elsewhere = reading.conclusion(g, shown)
+    assert ". The premise was measured on S5 and C10" in elsewhere and "So no objective is graded" in elsewhere
+    monkeypatch.setattr(reading, "on_premise_tasks", lambda: True)  # runs trained on the premise's tasks
+    held = reading.conclusion(g, shown)
+    failed = reading.conclusion(g, Verdict("premise", "rule", "not shown", "…", value="S5 4 layers, C10 4 layers"))
     assert "at matched accuracy *shown*" in held and "no objective is graded" not in held
-    assert "*not shown* (S5 4 layers, Z10 4 layers). At the lengths trained, S5 does not need more layers" in failed
+    assert "*not shown* (S5 4 layers, C10 4 layers). At the lengths trained, S5 does not need more layers" in failed
     assert "the design has to change" in failed and "before an objective can be graded. So no objective is graded" \
         in failed
-    unsettled = reading.conclusion(g, Verdict("premise", "rule", "mixed", "…", value="S5 4 layers, Z10 at no layer count of the sweep"))
+    unsettled = reading.conclusion(g, Verdict("premise", "rule", "mixed", "…", value="S5 4 layers, C10 at no layer count of the sweep"))
     assert "The sweep does not settle whether S5 needs more layers" in unsettled and "the design" not in unsettled
     assert "by the rule alone, it would be *shown* at matched accuracy" in failed
     for text in (held, failed):

@@ -51,7 +51,7 @@ def test_held_out_chains_are_never_trained(tok, task):
 @pytest.mark.parametrize("task", list(TASKS))
 def test_the_curriculum_adds_one_length_every_stage(tok, task):
     batches = ObjectiveBatches(tok, "a", seed=2, task=TASKS[task])
-    per_op = 2 if task.startswith("z10") else 1  # "+3" is two tokens, "a" one
+    per_op = 2 if task[0] in "zc" else 1  # "+3" is two tokens (Z10, C10), "a" one
     steps = lambda s: {int((r.sum() - 6) // per_op) for r in batches.task_rows(s)[2]}  # noqa: E731  BOS x = ␣ a EOS
     assert steps(0) == {1}
     assert max(steps(1500)) == TRAIN_STEPS[-1] and min(steps(1500)) == 1
@@ -242,9 +242,15 @@ def test_a_sweep_run_trains_at_its_own_chains_a_step_and_gives_a_row_per_snapsho
     train(name, ckpt_root=tmp_path, out_dir=out_dir(name, tmp_path), threads=1)
     info = json.loads((out_dir(name, tmp_path) / "training.json").read_text())
     assert info["batch_size"] == 6 and is_trained(name, tmp_path)
+    assert (info["schedule"], info["longest"]) == ("constant", registry.SWEEP_LONGEST)
+    for change in (dict(schedule="cosine"), dict(longest=6)):  # another recipe is not this run
+        (out_dir(name, tmp_path) / "training.json").write_text(json.dumps({**info, **change}))
+        assert not is_trained(name, tmp_path), change
+    (out_dir(name, tmp_path) / "training.json").write_text(json.dumps(info))
     rows = sweep.rows(tmp_path, names=[name])
     assert [r["step"] for r in rows] == [2, 4] and all(r["loss"] is not None for r in rows)
-    assert {f"acc_{k}" for k in range(1, 9)} <= set(rows[0]) and all(0 <= r["acc_8"] <= 1 for r in rows)
+    assert [k for k in registry.SWEEP_EVAL] == list(range(1, 17))
+    assert {f"acc_{k}" for k in registry.SWEEP_EVAL} <= set(rows[0]) and all(0 <= r["acc_16"] <= 1 for r in rows)
     table = sweep.write_table(tmp_path, tmp_path / "rows.csv").read_text().splitlines()
     assert table[0].startswith("task,layers,seed,step,loss,converged,acc_1") and len(table) == 3
     # the table is the sweep's record: a run with rows is not trained again, and a rewrite keeps the rows of runs
@@ -254,8 +260,30 @@ def test_a_sweep_run_trains_at_its_own_chains_a_step_and_gives_a_row_per_snapsho
     gone = registry.SWEEP_RUNS[1]
     task, layers, seed = registry.SPECS[gone]["task"], registry.SPECS[gone]["layers"], registry.SPECS[gone]["seed"]
     with open(other, "a") as f:
-        f.write(f"{task},{layers},{seed},500,0.5,False" + ",0.5" * 8 + "\n")
+        f.write(f"{task},{layers},{seed},500,0.5,False" + ",0.5" * len(registry.SWEEP_EVAL) + "\n")
     sweep.write_table(tmp_path, other)
     again = other.read_text().splitlines()
     assert len(again) == 4 and again[2:] == table[1:3] and again[1].startswith(f"{task},{layers},{seed},500,")
     assert sweep.tabled(other) == {small, gone} and sweep.missing(other) == [n for n in registry.SWEEP_RUNS if n != gone]
+
+
+def test_the_sweep_trains_longer_chains_at_a_constant_rate():
+    """The sweep's runs: chains of 1 to SWEEP_LONGEST operations once the curriculum reaches them (an objectives run:
+    1-6), the learning rate flat after the warm-up (the objectives' decays by cosine to a tenth)."""
+    from depthutils.ladder.train import lr_lambda
+
+    tok = load_tokenizer(registry.TOKENIZER_DIR)
+
+    def lengths(batches, step):
+        ids, _, real = batches.task_rows(step)
+        prompts = tok.batch_decode([row[1:n] for row, n in zip(ids, real.sum(1))])
+        return {p.split(" = ")[0].count(" ") for p in prompts}  # "x op op ... = y": one space per operation
+
+    t = TASKS["s5m"]
+    assert lengths(ObjectiveBatches(tok, "a", seed=1, task=t, longest=12), 5000) == set(range(1, 13))
+    assert lengths(ObjectiveBatches(tok, "a", seed=1, task=t, longest=12), 300) == {1, 2}  # the curriculum
+    assert lengths(ObjectiveBatches(tok, "a", seed=1, task=t), 5000) == set(range(1, 7))
+    assert [lr_lambda(s, 50, 6000, schedule="constant") for s in (0, 49, 50, 3000, 5999)] == [0.02, 1.0, 1.0, 1.0, 1.0]
+    assert lr_lambda(5999, 50, 6000) == pytest.approx(0.1, abs=1e-6)
+    with pytest.raises(ValueError, match="schedule must be"):
+        lr_lambda(0, 50, 6000, schedule="linear")

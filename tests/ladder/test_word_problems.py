@@ -1,4 +1,5 @@
-"""Chapter 10's two tasks: S5 has no solvable (affine, abelian) shortcut, the Z10 control has one."""
+"""Chapter 10's tasks: S5 has no solvable (affine, abelian) shortcut; the controls, Z10's affine chains and C10's
+additions, have one."""
 from __future__ import annotations
 
 import random
@@ -9,6 +10,7 @@ import pytest
 from depthutils.ladder import registry
 from depthutils.ladder.tokenizer import load_tokenizer
 from depthutils.ladder.word_problems import (
+    C10M,
     S5,
     S5M,
     SUCCESSOR_WEIGHTS,
@@ -56,6 +58,18 @@ def test_z10_chains_are_one_affine_map_a_solvable_group():
         a, b = affine_form(ops)
         assert all(Z10.apply(x, ops) == (a * x + b) % 10 for x in range(10))
     assert derived_series(Z10.group())[-1] == 1
+
+
+def test_c10_chains_are_a_sum_in_an_abelian_group():
+    """The premise's control: every chain adds its constants, (x + Σ b_i) mod 10, in any order; the ten maps form
+    a cyclic group whose derived series is (10, 1)."""
+    rng = random.Random(0)
+    for _ in range(2000):
+        ops = C10M.draw(rng, rng.randint(1, 8))
+        total = sum(int(o[1:]) for o in ops)
+        assert all(C10M.apply(x, ops) == (x + total) % 10 for x in range(10))
+        assert all(C10M.apply(x, ops[::-1]) == C10M.apply(x, ops) for x in range(10))
+    assert C10M.op_names == [f"+{d}" for d in range(1, 10)] and derived_series(C10M.group()) == [10, 1]
 
 
 def test_s5_chains_are_not_affine():
@@ -117,7 +131,7 @@ def test_held_out_split_and_one_token_answers(task):
             assert int(e.answer) == t.apply(int(e.prompt.split()[0]), e.prompt.split()[1:-1])
 
 
-@pytest.mark.parametrize("task", [S5M, Z10M], ids=lambda t: t.name)
+@pytest.mark.parametrize("task", [S5M, Z10M, C10M], ids=lambda t: t.name)
 def test_structured_questions_walk_a_fixed_markov_chain(task):
     """Each operation has three successors with the weights of SUCCESSOR_WEIGHTS, never itself or its inverse; the
     chain reaches every operation; the walks' transition counts match its rows; the products still cover the group."""
@@ -140,7 +154,7 @@ def test_structured_questions_walk_a_fixed_markov_chain(task):
     for i, row in enumerate(counts):
         total = sum(row)
         assert all(abs(c / total - w) < 0.04 for c, w in zip(row, task.chain[i])), (i, row)
-    assert len(maps) == len(task.group())  # 120 maps on S5, 40 on Z10: the questions still need the whole group
+    assert len(maps) == len(task.group())  # 120 maps on S5, 40 on Z10, 10 on C10: the questions need the whole group
 
 
 def test_the_uniform_tasks_draw_as_before():

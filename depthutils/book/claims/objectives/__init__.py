@@ -40,14 +40,38 @@ from depthutils.book.grading import Verdict, verdict_of
 from depthutils.core.numbers import interval
 from depthutils.core.seeds import sd, t_band
 from depthutils.ladder.objectives import GEOMETRIES, N_ACCURACY, NULL, OBJECTIVE_LABELS, TRAIN_STEPS
-from depthutils.ladder.registry import OBJECTIVE_TASKS
+from depthutils.ladder.registry import OBJECTIVE_TASKS, SWEEP_TASKS
 from depthutils.ladder.word_problems import TASKS
 from depthutils.measures.curves import OVERLAP_THRESHOLD
 
 __all__ = ["GRADED", "UNGRADED", "SHOWN", "PREDICTIONS", "PAIRS", "CONDITIONS", "SHORT", "SHORT_LABELS", "LEARNED",
-           "MATCH_TOL", "MAJORITY", "MIN_COMPOSED", "TIE", "FALSE_SHOWN_MAX", "NOT_RUN", "OBJECTIVE_TASKS", "seed_band",
+           "MATCH_TOL", "MAJORITY", "MIN_COMPOSED", "TIE", "FALSE_SHOWN_MAX", "NOT_RUN", "OBJECTIVE_TASKS", "PREMISE_TASKS",
+           "OTHER_TASKS", "on_premise_tasks", "seed_band",
            "signs", "agreement", "grade", "pair_outcome", "claim_outcome", "Condition", "condition", "Grading", "cell",
            "grading", "criterion", "verdict"]
+
+#: the premise's two tasks (the depth sweep's task that needs depth and its control): an objective is graded only on
+#: runs trained on them
+PREMISE_TASKS = tuple(SWEEP_TASKS)
+
+
+def _tasks_words(tasks) -> str:
+    """``"S5 and C10, with structured questions"``: the tasks' groups and how their questions are drawn."""
+    how = ("with structured questions" if all(TASKS[t].chain for t in tasks) else
+           "with operations drawn independently" if not any(TASKS[t].chain for t in tasks) else "")
+    return " and ".join(TASKS[t].label.split(" (")[0] for t in tasks) + (f", {how}" if how else "")
+
+
+#: why nothing is graded where the runs were trained on other tasks than the premise's
+OTHER_TASKS = (f"the premise was measured on {_tasks_words(PREMISE_TASKS)}, but these runs were trained on "
+               f"{_tasks_words(OBJECTIVE_TASKS)}: the objectives are trained again on the premise's tasks before any "
+               "is graded")
+
+
+def on_premise_tasks() -> bool:
+    """Whether the objectives' runs were trained on the tasks the premise was measured on."""
+    return set(OBJECTIVE_TASKS) == set(PREMISE_TASKS)
+
 
 #: the graded measures, each predicted larger for A than Q+A and for Q+A than LM
 GRADED = ("later", "output", "depth")
@@ -350,17 +374,20 @@ def criterion(task: str) -> str:
             f"{MIN_COMPOSED} operations on, and only where every compared run (each seed of each objective, and A′) "
             f"reaches {LEARNED} on it at the snapshot read ({N_ACCURACY} held-out chains; chance "
             f"{TASKS[task].chance:.2f}); at matched accuracy every run must lie within {MATCH_TOL} of the level. "
-            f"Graded only where the premise holds: at these lengths S5 needs more layers than Z10 (the sweep above).")
+            f"Graded only where the premise holds (at these lengths S5 needs more layers than C10: the sweep above), "
+            f"on runs trained on the premise's tasks.")
 
 
 def verdict(g: Grading, task: str, premise: Verdict | None = None) -> Verdict:
     """The verdict on ``task``, graded at matched accuracy; the same step's outcome is stated beside it. Not tested
     where ``premise`` (:func:`depthutils.book.claims.objectives.premise.verdict`) is given and is not shown: without
-    a task that needs more depth than its control, the comparison cannot speak to the hypothesis."""
+    a task that needs more depth than its control, the comparison cannot speak to the hypothesis; nor where the runs
+    were trained on other tasks than the premise's (:func:`on_premise_tasks`)."""
     c, label = CLAIMS["objectives"], TASKS[task].label
     why = (f"{label}: the premise (chapter 10's first verdict) is {premise.outcome}"
            + (f" ({premise.value})" if premise.value else "") + ", so no objective is graded."
            if premise is not None and premise.outcome != "shown" else
+           f"{label}: {OTHER_TASKS}." if premise is not None and not on_premise_tasks() else
            f"{label}: {NOT_RUN[0].lower()}{NOT_RUN[1:]}" if task not in g.result.tasks() else
            f"{label}: one seed only; the intervals are over seeds." if len(g.result.seeds(task)) < 2 else
            f"{label}: {g.conditions[(task, 'matched')].why}." if g.conditions[(task, "matched")].why else

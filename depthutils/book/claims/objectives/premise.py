@@ -1,30 +1,33 @@
-"""Chapter 10's premise, graded before any objective is compared: at the lengths the experiment trains, does S5
-need more layers than Z10?
+"""Chapter 10's premise, graded before any objective is compared: within a fixed budget, does S5 need more layers
+than the C10 control at the lengths trained?
 
-The depth-necessity sweep (:mod:`depthutils.ladder.sweep`) trains objective A on both tasks at each layer count of
-:data:`~depthutils.ladder.registry.SWEEP_LAYERS`, three seeds each, and stores every snapshot's greedy accuracy per
-chain length in ``data/experiments/depth_sweep/rows.csv``. Read from that table (ours):
+The depth-necessity sweep (:mod:`depthutils.ladder.sweep`) trains objective A on S5 and on C10 (additions mod 10,
+which one attention layer can sum) at each layer count of :data:`~depthutils.ladder.registry.SWEEP_LAYERS`, three
+seeds each, on chains of 1 to :data:`~depthutils.ladder.registry.SWEEP_LONGEST` operations at a constant learning
+rate, and stores every snapshot's greedy accuracy per chain length in ``data/experiments/depth_sweep/rows.csv``.
+Read from that table (ours):
 
-* a run **learns** the task when its last snapshot reaches :data:`LEARNED` on every trained length of at least
-  :data:`~depthutils.book.claims.objectives.MIN_COMPOSED` operations (:data:`GRADED_LENGTHS`);
-* a task's **layers needed** is the fewest layers at which every seed learns it;
-* the premise is **shown** when, at the layers Z10 needs, every S5 seed fails to learn S5 with its training loss
-  flat over the last quarter (:func:`depthutils.ladder.sweep.converged`: more steps would not change it); **not
-  shown** when every S5 seed learns S5 there (S5 needs no more layers than Z10); **mixed** otherwise (the seeds
-  disagree, or a failing run was still learning); **not tested** while a cell of the sweep has fewer than
-  :data:`MIN_SEEDS` seeds.
-* where no layer count teaches Z10 to every seed, the mirror question: at the layers S5 needs, the premise is **not
-  shown** when every Z10 seed fails with its loss flat (the control is the harder task), **mixed** when one was
-  still learning or one learns it; **not tested** when neither task is learned at any layer count.
-* while a task and layer count has fewer than :data:`MIN_SEEDS` seeds, the rule is applied to every table the
-  sweep could end with (each missing run learned, failed for good, or failed while still learning,
-  :func:`completions`): the premise is graded when they all give the same outcome, and **not tested** otherwise
-  or while fewer than half the runs are in.
+* a run's accuracy on a length is the mean of its last :data:`READ` snapshots (a constant rate leaves the weights
+  noisy from one snapshot to the next);
+* its **frontier** ``k*`` is the longest trained length up to which it reaches :data:`LEARNED` on every length
+  from :data:`~depthutils.book.claims.objectives.MIN_COMPOSED` operations on (one operation is a lookup);
+  ``k* = 1`` when it does not reach it on two;
+* a task and layer count is **complete** with :data:`MIN_SEEDS` seeds; its frontier is its seeds' smallest (every
+  seed learns up to it);
+* the **premise's lengths** are 2 … ``K``: ``K`` is the smaller of C10's frontier at the fewest layers and the
+  longest S5 frontier at more layers, the lengths the control learns with the fewest layers and S5 with more;
+* the premise is **shown** when every S5 seed at the fewest layers has a frontier below ``K``; **not shown** when
+  every one reaches ``K``; **mixed** when the seeds disagree; **not tested** when ``K`` is below 2 (the control
+  is not learned at the fewest layers, or S5 at no larger count), or while the fewest layers' cells are not
+  complete. S5 cells with fewer seeds are left out of ``K``; while one is, only *shown* is graded (more runs can
+  only lengthen ``K``), anything else is **not tested**.
+
+The budget is part of the claim: whether more steps would teach S5 to two layers is a separate question, and each
+run's frontier at every snapshot (:func:`figure`, :func:`table`) shows whether it was still moving.
 """
 from __future__ import annotations
 
 import csv
-import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,43 +40,60 @@ from depthutils.book.claims.objectives import MIN_COMPOSED
 from depthutils.book.grading import Verdict, verdict_of
 from depthutils.book.legends import below
 from depthutils.book.plotstyle import subplots
-from depthutils.ladder.objectives import EVAL_STEPS, TRAIN_STEPS
-from depthutils.ladder.registry import SWEEP_LAYERS, SWEEP_TABLE, SWEEP_TASKS
+from depthutils.ladder.registry import (
+    SWEEP_EVAL,
+    SWEEP_EXAMPLES,
+    SWEEP_LAYERS,
+    SWEEP_LONGEST,
+    SWEEP_STEPS,
+    SWEEP_TABLE,
+    SWEEP_TASKS,
+)
 from depthutils.ladder.word_problems import TASKS
 
-__all__ = ["LEARNED", "MIN_SEEDS", "GRADED_LENGTHS", "CRITERION", "MODELS", "Run", "load", "layers_needed", "completions", "verdict", "facts", "table",
-           "figure"]
+__all__ = ["LEARNED", "MIN_SEEDS", "READ", "TRAINED", "CRITERION", "MODELS", "Run", "frontier", "load",
+           "cell_frontier", "premise_length", "verdict", "facts", "table", "figure"]
 
-#: a run learns the task at or above this accuracy on every graded length (the standard the experiment's runs
-#: are held to: a model compared must have learned what it is graded on)
+#: a run learns a length at or above this accuracy (the standard the experiment's runs are held to: a model
+#: compared must have learned what it is graded on)
 LEARNED = 0.9
-#: seeds per task and layer count before the premise is graded
+#: seeds per task and layer count
 MIN_SEEDS = 3
-#: the trained lengths that need composing: one operation is a lookup
-GRADED_LENGTHS = tuple(k for k in TRAIN_STEPS if k >= MIN_COMPOSED)
+#: a run's accuracy is the mean of its last this many snapshots
+READ = 2
+#: the lengths trained on
+TRAINED = tuple(range(1, SWEEP_LONGEST + 1))
+#: the task that needs depth and its control, in that order
+HARD, CONTROL = tuple(SWEEP_TASKS)
+
+
+def frontier(acc: dict) -> int:
+    """``k*``: the longest trained length ``k`` with ``acc[j] >= LEARNED`` for every ``j`` from
+    :data:`MIN_COMPOSED` to ``k``; ``MIN_COMPOSED - 1`` when ``acc[MIN_COMPOSED]`` falls short."""
+    k = MIN_COMPOSED - 1
+    while k + 1 in TRAINED and acc[k + 1] >= LEARNED:
+        k += 1
+    return k
 
 
 @dataclass(frozen=True)
 class Run:
-    """One run of the sweep: its last snapshot's accuracy per length (``acc[k]``), whether its loss was flat over
-    the last quarter, and its worst graded-length accuracy at every snapshot (``curve``: ``(step, worst)``)."""
+    """One run of the sweep: its accuracy per length read at its last :data:`READ` snapshots (``acc[k]``), the
+    steps read, whether its loss was flat over the last quarter, and its frontier at every snapshot (``curve``:
+    ``(step, k*)``)."""
 
     task: str
     layers: int
     seed: int
-    step: int
+    steps: tuple
     converged: bool
     acc: dict
     curve: tuple
 
     @property
-    def worst(self) -> float:
-        """The lowest accuracy over :data:`GRADED_LENGTHS` at the last snapshot."""
-        return min(self.acc[k] for k in GRADED_LENGTHS)
-
-    @property
-    def learned(self) -> bool:
-        return self.worst >= LEARNED
+    def frontier(self) -> int:
+        """``k*`` of the accuracy read (:func:`frontier`)."""
+        return frontier(self.acc)
 
 
 def load(path: Path = SWEEP_TABLE) -> list[Run]:
@@ -87,10 +107,11 @@ def load(path: Path = SWEEP_TABLE) -> list[Run]:
     runs = []
     for (task, layers, seed), rows in sorted(by_run.items()):
         rows.sort(key=lambda r: int(r["step"]))
-        curve = tuple((int(r["step"]), min(float(r[f"acc_{k}"]) for k in GRADED_LENGTHS)) for r in rows)
-        last = rows[-1]
-        runs.append(Run(task, layers, seed, int(last["step"]), last["converged"] == "True",
-                        {k: float(last[f"acc_{k}"]) for k in EVAL_STEPS}, curve))
+        accs = [{k: float(r[f"acc_{k}"]) for k in SWEEP_EVAL} for r in rows]
+        read = accs[-READ:]
+        runs.append(Run(task, layers, seed, tuple(int(r["step"]) for r in rows[-READ:]),
+                        rows[-1]["converged"] == "True", {k: float(np.mean([a[k] for a in read])) for k in SWEEP_EVAL},
+                        tuple((int(r["step"]), frontier(a)) for r, a in zip(rows, accs))))
     return runs
 
 
@@ -98,150 +119,134 @@ def _cell(runs, task: str, layers: int) -> list[Run]:
     return [r for r in runs if r.task == task and r.layers == layers]
 
 
-def layers_needed(runs, task: str) -> int | None:
-    """The fewest layers of the sweep at which every seed of ``task`` learns it (None: at none)."""
-    return next((n for n in SWEEP_LAYERS if _cell(runs, task, n) and all(r.learned for r in _cell(runs, task, n))),
-                None)
+def cell_frontier(runs, task: str, layers: int) -> int | None:
+    """The smallest frontier of the cell's seeds; None while it has fewer than :data:`MIN_SEEDS`."""
+    cell = _cell(runs, task, layers)
+    return min(r.frontier for r in cell) if len(cell) >= MIN_SEEDS else None
+
+
+def premise_length(runs) -> int | None:
+    """``K``: the smaller of C10's frontier at the fewest layers and the longest complete S5 frontier at more
+    layers; None where either is missing."""
+    control = cell_frontier(runs, CONTROL, SWEEP_LAYERS[0])
+    deeper = [f for n in SWEEP_LAYERS[1:] if (f := cell_frontier(runs, HARD, n)) is not None]
+    return min(control, max(deeper)) if control is not None and deeper else None
 
 
 def _name(task: str) -> str:
-    """``"S5"``, ``"Z10"``: a task's group."""
+    """``"S5"``, ``"C10"``: a task's group."""
     return TASKS[task].label.split(" (")[0]
 
 
-def _tasks() -> tuple[str, str]:
-    """The sweep's task that needs depth and its control, in that order."""
-    return tuple(SWEEP_TASKS)
-
-
 #: the rule in words (the module's docstring)
-CRITERION = (f"{CLAIMS['depth_premise'].statistic}. Shown when, at the layers Z10 needs, every S5 seed fails to learn "
-             "S5 with its training loss flat over the last quarter; not shown when every S5 seed learns it there; mixed "
-             f"otherwise (the seeds disagree, or a failing run was still learning). Where no layer count teaches Z10 to "
-             f"every seed: not shown when, at the layers S5 needs, every Z10 seed fails with its loss flat (the control "
-             f"is the harder task), mixed otherwise. Not tested where neither task is learned at any layer count. While "
-             f"a task and layer count has fewer than {MIN_SEEDS} seeds, graded only when every outcome its missing "
-             "runs could have gives the same.")
+CRITERION = (f"{CLAIMS['depth_premise'].statistic}. A run's accuracy is the mean of its last {READ} snapshots. "
+             f"Shown when every S5 seed at {SWEEP_LAYERS[0]} layers falls short of the premise's lengths; not shown "
+             "when every one learns them; mixed when the seeds disagree; not tested when the premise has no length "
+             f"(C10 not learned at {SWEEP_LAYERS[0]} layers, or S5 at no larger count) or a cell it needs has fewer "
+             f"than {MIN_SEEDS} seeds (while a larger S5 cell is incomplete, only shown is graded).")
 #: the runs the premise is graded on, in the verdict's table
-MODELS = "the sweep's runs (objective A; 2, 4 and 8 layers; 3 seeds per task; trained, not shipped)"
-
-
-#: what a run missing from the table could show: its worst graded length and whether its loss was flat (learned;
-#: failed for good; failed while still learning)
-POSSIBLE = ((1.0, True), (0.0, True), (0.0, False))
-
-
-def completions(runs):
-    """Every table the sweep could end with: ``runs`` and, for each task and layer count with fewer than
-    :data:`MIN_SEEDS` seeds, its missing runs, each one of :data:`POSSIBLE` (the rule reads a cell's runs as a set,
-    so each cell's missing runs are taken as a multiset)."""
-    cells = [[[Run(t, n, -i, 0, done, {k: acc for k in EVAL_STEPS}, ()) for i, (acc, done) in enumerate(states, 1)]
-              for states in itertools.combinations_with_replacement(POSSIBLE, MIN_SEEDS - len(_cell(runs, t, n)))]
-             for t in _tasks() for n in SWEEP_LAYERS]
-    for added in itertools.product(*cells):
-        yield list(runs) + [r for cell in added for r in cell]
+MODELS = (f"the sweep's runs (objective A; {', '.join(map(str, SWEEP_LAYERS))} layers; {MIN_SEEDS} seeds per task; "
+          f"{SWEEP_STEPS:,} steps of {SWEEP_EXAMPLES} chains; trained, not shipped)")
 
 
 def verdict(runs) -> Verdict:
     """The premise graded by the rule in this module's docstring."""
-    v = _rule(runs)
-    planned = len(SWEEP_TASKS) * len(SWEEP_LAYERS) * MIN_SEEDS
-    missing = planned - len(runs)
-    if missing <= 0:
-        return v
-    short = sum(len(_cell(runs, t, n)) < MIN_SEEDS for t in _tasks() for n in SWEEP_LAYERS)
-    said = (f"The sweep is not complete: {len(runs)} of its {planned} runs are in its table, and {short} of the "
-            f"{len(SWEEP_TASKS) * len(SWEEP_LAYERS)} task and layer counts have fewer than {MIN_SEEDS} seeds")
-    outcomes = {_rule(table).outcome for table in completions(runs)} if len(runs) >= planned // 2 else set()
-    if len(outcomes) == 1 and outcomes != {"not tested"}:
-        (outcome,) = outcomes
-        return verdict_of(CLAIMS["depth_premise"], outcome,
-                          f"{said}; whatever the {missing} missing runs show, the outcome is the same. {v.numbers}",
-                          value=v.value, criterion=CRITERION, rows={"models": MODELS})
-    why = "the missing runs could change the outcome" if len(runs) >= planned // 2 else "fewer than half are in"
-    return verdict_of(CLAIMS["depth_premise"], "not tested", f"{said}; {why}.", criterion=CRITERION,
-                      rows={"models": MODELS})
-
-
-def _rule(runs) -> Verdict:
-    """The rule of this module's docstring on the runs in the table, whatever their number."""
-    c, (hard, control) = CLAIMS["depth_premise"], _tasks()
+    c, few = CLAIMS["depth_premise"], SWEEP_LAYERS[0]
     said = dict(criterion=CRITERION, rows={"models": MODELS})
-    need = {t: layers_needed(runs, t) for t in (hard, control)}
-    words = {t: f"{need[t]} layers" if need[t] else "at no layer count of the sweep" for t in need}
-    value = f"{_name(hard)} {words[hard]}, {_name(control)} {words[control]}"
-    numbers = (f"Layers needed (every seed ≥ {LEARNED} on {GRADED_LENGTHS[0]}–{GRADED_LENGTHS[-1]} operations): "
-               f"{value}.")
-    if need[hard] is None and need[control] is None:
-        return verdict_of(c, "not tested", numbers + " Neither task is learned at any layer count of the sweep.",
+    planned = len(SWEEP_TASKS) * len(SWEEP_LAYERS) * MIN_SEEDS
+    short = [f"{_name(t)} at {n} layers" for t in SWEEP_TASKS for n in SWEEP_LAYERS
+             if len(_cell(runs, t, n)) < MIN_SEEDS]
+    incomplete = (f" {len(runs)} of the sweep's {planned} runs are in its table; fewer than {MIN_SEEDS} seeds: "
+                  f"{', '.join(short)}." if short else "")
+    K = premise_length(runs)
+    frontiers = "; ".join(f"{_name(t)} {n} layers {f}" for t in SWEEP_TASKS for n in SWEEP_LAYERS
+                          if (f := cell_frontier(runs, t, n)) is not None)
+    numbers = (f"Frontiers (every seed ≥ {LEARNED} from {MIN_COMPOSED} operations up to it): "
+               f"{frontiers or 'no complete cell'}.")
+    if cell_frontier(runs, HARD, few) is None or K is None:
+        return verdict_of(c, "not tested", numbers + incomplete, **said)
+    seeds = ", ".join(str(r.frontier) for r in _cell(runs, HARD, few))
+    value = f"K = {K}; S5 at {few} layers {seeds}"
+    if K < MIN_COMPOSED:
+        why = (f" C10 is not learned on {MIN_COMPOSED} operations at {few} layers" if
+               cell_frontier(runs, CONTROL, few) < MIN_COMPOSED else
+               f" S5 is not learned on {MIN_COMPOSED} operations at any larger layer count")
+        return verdict_of(c, "not tested", numbers + why + "; the premise has no length." + incomplete,
                           value=value, **said)
-    # at the layers the other task needs, does the one that needs more (by the premise: S5) fail for good?
-    first, other = (control, hard) if need[control] is not None else (hard, control)
-    at = _cell(runs, other, need[first])
-    failed = [r for r in at if not r.learned and r.converged]
-    if first == control:
-        outcome = "shown" if len(failed) == len(at) else "not shown" if all(r.learned for r in at) else "mixed"
-    else:  # S5 learned where Z10 is not: the control is the harder task, unless a Z10 run was still learning
-        outcome = "not shown" if len(failed) == len(at) else "mixed"
-    detail = "; ".join(f"seed {r.seed} {r.worst:.2f}" + ("" if r.converged or r.learned else " (still learning)")
-                       for r in at)
-    return verdict_of(c, outcome, numbers + f" {_name(other)} at {need[first]} layers, worst graded length per "
-                                            f"seed: {detail}.", value=value, **said)
+    at = _cell(runs, HARD, few)
+    below_k = [r for r in at if r.frontier < K]
+    outcome = "shown" if len(below_k) == len(at) else "not shown" if not below_k else "mixed"
+    deeper_short = any(len(_cell(runs, HARD, n)) < MIN_SEEDS for n in SWEEP_LAYERS[1:])
+    if outcome != "shown" and deeper_short:
+        return verdict_of(c, "not tested", numbers + f" The premise's lengths so far: {MIN_COMPOSED}–{K}; S5 at "
+                          f"{few} layers, frontier per seed: {seeds}; the missing S5 runs could lengthen "
+                          "them." + incomplete, value=value, **said)
+    moving = [r.seed for r in at if r.curve[-1][1] > max((f for _, f in r.curve[:-READ]), default=0)]
+    detail = "; ".join(f"seed {r.seed}: k* {r.frontier}, {r.acc[K]:.2f} on {K} operations" for r in at)
+    still = (f" S5 at {few} layers was still lengthening its frontier at the last snapshots (seed"
+             f"{'s' if len(moving) > 1 else ''} {', '.join(map(str, moving))}): the outcome holds within the budget."
+             if moving else "")
+    return verdict_of(c, outcome, numbers + f" The premise's lengths: {MIN_COMPOSED}–{K}. S5 at {few} layers, per "
+                      f"seed: {detail}.{still}{incomplete}", value=value, **said)
 
 
 def facts(runs, v: Verdict) -> dict:
-    """The numbers the chapter's premise section states: runs and seeds in the table, each task's layers needed,
-    the outcome and its sentence."""
-    hard, control = _tasks()
-    need = {t: layers_needed(runs, t) for t in (hard, control)}
+    """The numbers the chapter's premise section states: runs in the table, the premise's longest length, each
+    complete cell's frontier, the outcome and its sentence."""
+    K = premise_length(runs)
     return {"n_runs": len(runs), "n_planned": len(SWEEP_LAYERS) * len(SWEEP_TASKS) * MIN_SEEDS,
-            "layers": ", ".join(map(str, SWEEP_LAYERS)), "learned": LEARNED,
-            "lengths": f"{GRADED_LENGTHS[0]}–{GRADED_LENGTHS[-1]}", "outcome": v.outcome, "numbers": v.numbers,
-            **{f"{_name(t).lower()}_needed": need[t] or "none" for t in need}}
+            "layers": ", ".join(map(str, SWEEP_LAYERS)), "learned": LEARNED, "longest": SWEEP_LONGEST,
+            "steps": f"{SWEEP_STEPS:,}", "read": READ, "K": K if K is not None else "none",
+            "lengths": f"{MIN_COMPOSED}–{K}" if K is not None and K >= MIN_COMPOSED else "none",
+            "outcome": v.outcome, "numbers": v.numbers,
+            **{f"{_name(t).lower()}_L{n}": f if (f := cell_frontier(runs, t, n)) is not None else "incomplete"
+               for t in SWEEP_TASKS for n in SWEEP_LAYERS}}
 
 
 def table(runs) -> str:
-    """Every run's last snapshot as a Markdown table: accuracy per length, its worst graded length, converged."""
-    head = ("| task | layers | seed | step | " + " | ".join(f"k={k}" for k in EVAL_STEPS)
-            + f" | worst of {GRADED_LENGTHS[0]}–{GRADED_LENGTHS[-1]} | loss flat |")
-    out = [head, "|" + "---|" * (len(EVAL_STEPS) + 6)]
+    """Every run as a Markdown table: its accuracy per length (mean of the last snapshots), its frontier, and its
+    frontier at every snapshot."""
+    head = ("| task | layers | seed | " + " | ".join(f"k={k}" for k in SWEEP_EVAL)
+            + " | k* | k* by snapshot | loss flat |")
+    out = [head, "|" + "---|" * (len(SWEEP_EVAL) + 6)]
     for r in runs:
-        accs = " | ".join(f"{r.acc[k]:.2f}" for k in EVAL_STEPS)
-        out.append(f"| {_name(r.task)} | {r.layers} | {r.seed} | {r.step} | {accs} | "
-                   f"{'**' if r.learned else ''}{r.worst:.2f}{'**' if r.learned else ''} | "
-                   f"{'yes' if r.converged else 'no'} |")
+        accs = " | ".join(f"{r.acc[k]:.2f}" for k in SWEEP_EVAL)
+        out.append(f"| {_name(r.task)} | {r.layers} | {r.seed} | {accs} | **{r.frontier}** | "
+                   f"{', '.join(str(f) for _, f in r.curve)} | {'yes' if r.converged else 'no'} |")
     return "\n".join(out)
 
 
 def figure(runs) -> plt.Figure:
-    """Per task, accuracy of the last snapshot against the chain length, one line per layer count (seed mean,
-    seeds as dots), the trained lengths shaded; right, the worst graded length's accuracy against the step."""
+    """Per task, accuracy against the chain length, one line per layer count (seed mean, seeds as dots), the
+    trained lengths shaded and the premise's longest marked; right, each run's frontier against the step."""
     colors = dict(zip(SWEEP_LAYERS, sns.color_palette("viridis", len(SWEEP_LAYERS))))
-    tasks = _tasks()
-    fig, axes = subplots(1, len(tasks) + 1, height=3.2, squeeze=False)
-    for ax, t in zip(axes[0], tasks):
+    K = premise_length(runs)
+    fig, axes = subplots(1, len(SWEEP_TASKS) + 1, height=3.2, squeeze=False)
+    for ax, t in zip(axes[0], SWEEP_TASKS):
         for j, n in enumerate(SWEEP_LAYERS):
             cell = _cell(runs, t, n)
             if not cell:
                 continue
-            acc = np.array([[r.acc[k] for k in EVAL_STEPS] for r in cell])
-            x = np.array(EVAL_STEPS) + (j - 1) * 0.12
+            acc = np.array([[r.acc[k] for k in SWEEP_EVAL] for r in cell])
+            x = np.array(SWEEP_EVAL) + (j - 1) * 0.12
             ax.plot(x, acc.mean(0), color=colors[n], marker="o", ms=3, lw=1.2, label=f"{n} layers")
             ax.scatter(np.repeat(x, len(cell)), acc.T.ravel(), color=colors[n], s=5, alpha=0.6)
-        ax.axvspan(GRADED_LENGTHS[0] - 0.5, GRADED_LENGTHS[-1] + 0.5, color="0.92", zorder=0, label="graded")
+        ax.axvspan(TRAINED[0] - 0.5, TRAINED[-1] + 0.5, color="0.93", zorder=0, label="trained")
+        if K is not None and K >= MIN_COMPOSED:
+            ax.axvline(K + 0.5, color="C3", lw=1, label=f"premise: {MIN_COMPOSED}–{K}")
         ax.axhline(LEARNED, color="k", lw=0.8, ls="--", label=f"learned ({LEARNED})")
         ax.axhline(TASKS[t].chance, color="k", lw=0.8, ls=":", label="chance")
-        ax.set_xticks(EVAL_STEPS)
+        ax.set_xticks([1, *range(4, SWEEP_EVAL[-1] + 1, 4)])
         ax.set(ylim=(0, 1.02), title=_name(t), xlabel="operations (k)")
-    axes[0, 0].set_ylabel("greedy accuracy, last snapshot")
+    axes[0, 0].set_ylabel(f"greedy accuracy, last {READ} snapshots")
     ax = axes[0, -1]
-    for t, ls in zip(tasks, ("-", "--")):
+    for t, ls in zip(SWEEP_TASKS, ("-", "--")):
         for r in [r for r in runs if r.task == t]:
-            steps, worst = zip(*r.curve)
-            ax.plot(steps, worst, color=colors[r.layers], ls=ls, lw=0.9, alpha=0.8)
-    ax.axhline(LEARNED, color="k", lw=0.8, ls="--")
-    ax.set(ylim=(0, 1.02), title="training", xlabel="training step",
-           ylabel=f"worst accuracy, k = {GRADED_LENGTHS[0]}–{GRADED_LENGTHS[-1]}")
-    styles = [plt.Line2D([], [], color="0.3", ls=ls, label=_name(t)) for t, ls in zip(tasks, ("-", "--"))]
+            steps, front = zip(*r.curve)
+            ax.plot(steps, np.array(front) + 0.08 * (r.seed - 2), color=colors[r.layers], ls=ls, lw=0.9, alpha=0.8,
+                    drawstyle="steps-post")
+    ax.set(ylim=(0, TRAINED[-1] + 0.5), yticks=range(0, TRAINED[-1] + 1, 2), title="training", xlabel="training step",
+           ylabel="frontier k* (seeds offset)")
+    styles = [plt.Line2D([], [], color="0.3", ls=ls, label=_name(t)) for t, ls in zip(SWEEP_TASKS, ("-", "--"))]
     below(fig, axes[0, :1], extra=styles, ncol=4)
     return fig

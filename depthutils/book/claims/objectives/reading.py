@@ -9,6 +9,7 @@ from depthutils.book.claims.objectives import (
     GRADED,
     NOT_RUN,
     OBJECTIVE_TASKS,
+    OTHER_TASKS,
     PAIRS,
     PREDICTIONS,
     SHORT,
@@ -20,6 +21,7 @@ from depthutils.book.claims.objectives import (
     Grading,
     agreement,
     cell,
+    on_premise_tasks,
     seed_band,
 )
 from depthutils.ladder.objectives import OBJECTIVE_LABELS
@@ -134,10 +136,10 @@ def null_sizes(c: Condition) -> str:
 
 #: what the premise's outcome, where it is not shown, means for the design
 DESIGN = {
-    "not shown": "At the lengths trained, S5 does not need more layers than Z10, so the two tasks cannot stand for "
+    "not shown": "At the lengths trained, S5 does not need more layers than C10, so the two tasks cannot stand for "
                  "one that needs depth and one that does not; the design has to change (longer S5 chains, or a "
                  "control the sweep shows is learned with fewer layers) before an objective can be graded.",
-    "mixed": "The sweep does not settle whether S5 needs more layers than Z10 at the lengths trained (its numbers are "
+    "mixed": "The sweep does not settle whether S5 needs more layers than C10 at the lengths trained (its numbers are "
              "in the premise's section); until it does, the two tasks cannot stand for one that needs depth and one "
              "that does not.",
     "not tested": "The sweep cannot grade it yet.",
@@ -148,10 +150,11 @@ def conclusion(g: Grading, premise) -> str:
     """The chapter's conclusion in plain words, from the run: the premise, what is graded and how it came out (or
     what the rule alone would say where nothing is graded), the null control beside the objectives, the limits.
     ``premise``: the sweep's :class:`~depthutils.book.grading.Verdict`."""
-    graded = premise.outcome == "shown"
+    graded = premise.outcome == "shown" and on_premise_tasks()
+    design = DESIGN[premise.outcome] if premise.outcome != "shown" else f"{OTHER_TASKS[0].upper()}{OTHER_TASKS[1:]}."
     parts = [f"**The premise** is *{premise.outcome}*" + (f" ({premise.value})" if premise.value else "") + "."
-             + ("" if graded else f" {DESIGN[premise.outcome]} So no objective is graded: the tables and figures above "
-                                  "are these runs' record, not a test of the hypothesis.")]
+             + ("" if graded else f" {design} So no objective is graded: the tables and figures above are these "
+                                  "runs' record, not a test of the hypothesis.")]
     for t in OBJECTIVE_TASKS:
         name = TASKS[t].name.upper()
         if t not in g.result.tasks():
