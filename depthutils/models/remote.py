@@ -30,10 +30,11 @@ from depthutils.models.requests import DEFAULT_TIMEOUT, REQUEST_BYTES, batches  
 
 #: how long the reachability probe after a lost connection waits
 PROBE_SECONDS = 3.0
-#: how a job's state reads on the bar
+#: how a job's state reads on the bar and in a fault's sentence; an ERROR status ends the job without being a state
+#: it was in (a fault names the last one, e.g. "running" when the server evicts the job's replica)
 STATES = {Status.RECEIVED: "received", Status.QUEUED: "queued", Status.PROVISIONING: "provisioning the model",
           Status.DEPLOYING: "deploying the model", Status.DISPATCHED: "dispatched", Status.RUNNING: "running",
-          Status.COMPLETED: "completed", Status.ERROR: "failed"}
+          Status.COMPLETED: "completed"}
 
 
 class RemoteFault(DepthError):

@@ -235,6 +235,20 @@ def test_queue_position_is_read_from_ndif_messages():
     assert du_remote._position("Your job has started running.") is None
 
 
+def test_a_fault_names_the_state_before_an_error_status(monkeypatch):
+    """NDIF may send ERROR (its replica evicted) just before its server goes away: the fault says what the job was
+    doing then ("running"), not "was failed"."""
+    from types import SimpleNamespace
+
+    from nnsight.schema.response import Status
+    backend = du_remote.Backend("key", name="ladder-4", what="future effects", timeout=60, jobs=[], bar_enabled=False)
+    for status in (Status.RECEIVED, Status.RUNNING, Status.ERROR):
+        backend.seen(SimpleNamespace(id="abc123", status=status, description="Replica was evicted."))
+    monkeypatch.setattr(du_remote, "api_answers", lambda host, timeout=None: False)
+    assert str(backend.lost(OSError("gone"))).startswith(
+        f"The NDIF server at {backend.host} went away while job abc123 (future effects on ladder-4) was running (")
+
+
 def test_logit_lens_never_ships_logits(pair, texts, monkeypatch):
     """A remote logit lens returns per-layer [T] statistics, not L×T×V lens logits (or even one T×V)."""
     local, remote = pair
